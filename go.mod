@@ -1,0 +1,3 @@
+module github.com/vnic/vnic
+
+go 1.26
