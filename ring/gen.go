@@ -1,0 +1,196 @@
+package ring
+
+import "sync/atomic"
+
+// GenCtrlOffset is the offset of the control word in every generation-ring
+// slot; bit 0 of it is the generation bit. The payload follows, aligned.
+const GenCtrlOffset = 0
+
+// genSlot is one slot of a generation ring.
+type genSlot[T any] struct {
+	ctrl uint32 // bit 0: generation; written only with atomic stores
+	v    T
+}
+
+// genOf is the generation value that marks the entry at cursor c as posted.
+// Laps alternate 1, 0, 1, ... starting with lap 0 = 1, so zeroed memory is
+// "not ready" for a ring that starts at cursor 0. Capacity is a power of two,
+// so 2^64 is a whole number of laps and the parity is continuous across the
+// wrap of the cursor.
+func genOf(c uint64, shift uint) uint32 { return uint32((c>>shift)&1) ^ 1 }
+
+// InitGen prepares a generation ring in mem: both cursors at start and every
+// slot's generation set to "not posted" for the next lap that will fill it.
+func InitGen[T any](mem []byte, capacity int, start uint64) error {
+	v, err := newView[genSlot[T]](mem, capacity)
+	if err != nil {
+		return err
+	}
+	atomic.StoreUint64(v.prod, start)
+	atomic.StoreUint64(v.cons, start)
+	for i := uint64(0); i < uint64(capacity); i++ {
+		c := start + i // the next cursor that lands on slot (start+i)&mask
+		atomic.StoreUint32(&v.slots[c&v.mask].ctrl, genOf(c, v.shift)^1)
+	}
+	return nil
+}
+
+// GenProducer posts entries by flipping each slot's generation bit; it never
+// writes a shared producer cursor.
+type GenProducer[T any] struct {
+	_          pad // keep the hot fields off the neighbours\' cache lines
+	v          view[genSlot[T]]
+	local      uint64 // next cursor to fill; everything before it is posted
+	cachedCons uint64
+	err        error
+	_          pad
+}
+
+// NewGenProducer attaches the producing side to the generation ring in mem.
+// The ring must have been prepared with [InitGen].
+func NewGenProducer[T any](mem []byte, capacity int) (*GenProducer[T], error) {
+	v, err := newView[genSlot[T]](mem, capacity)
+	if err != nil {
+		return nil, err
+	}
+	p := &GenProducer[T]{v: v}
+	p.local = atomic.LoadUint64(v.prod)
+	c := atomic.LoadUint64(v.cons)
+	if p.local-c > uint64(capacity) {
+		return nil, cursorError("consumer", p.local, c, uint64(capacity))
+	}
+	p.cachedCons = c
+	return p, nil
+}
+
+// Cap returns the ring's capacity.
+func (p *GenProducer[T]) Cap() int { return len(p.v.slots) }
+
+// Reserve returns how many of want entries may be filled now.
+func (p *GenProducer[T]) Reserve(want int) (int, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	capa := uint64(len(p.v.slots))
+	free := capa - (p.local - p.cachedCons)
+	if free < uint64(want) {
+		// Acquire: the consumer has finished reading the slots it released.
+		c := atomic.LoadUint64(p.v.cons)
+		if c-p.cachedCons > p.local-p.cachedCons {
+			p.err = cursorError("consumer", p.cachedCons, c, p.local-p.cachedCons)
+			return 0, p.err
+		}
+		p.cachedCons = c
+		free = capa - (p.local - c)
+	}
+	return int(min(free, uint64(want))), nil
+}
+
+// Slot returns the payload of the i-th reserved entry.
+func (p *GenProducer[T]) Slot(i int) *T {
+	return &p.v.slots[(p.local+uint64(i))&p.v.mask].v
+}
+
+// Commit posts n filled entries: one atomic store of each slot's control
+// word, after its payload. The bits are flipped last entry first, so a
+// consumer polling the batch's first slot sees the whole batch at once
+// instead of pulling its cache lines one entry at a time.
+func (p *GenProducer[T]) Commit(n int) {
+	for i := uint64(n); i > 0; i-- {
+		c := p.local + i - 1
+		// Release: the payload written through Slot is visible before the bit.
+		atomic.StoreUint32(&p.v.slots[c&p.v.mask].ctrl, genOf(c, p.v.shift))
+	}
+	p.local += uint64(n)
+}
+
+// Cursor returns the producer's cursor (the next entry to post).
+func (p *GenProducer[T]) Cursor() uint64 { return p.local }
+
+// Pending returns how many posted entries the consumer had not released when
+// its cursor was last loaded.
+func (p *GenProducer[T]) Pending() int { return int(p.local - p.cachedCons) }
+
+// Refresh reloads and validates the consumer cursor and returns the number of
+// posted entries not yet released (the ring's occupancy).
+func (p *GenProducer[T]) Refresh() (int, error) {
+	if _, err := p.Reserve(len(p.v.slots) + 1); err != nil {
+		return 0, err
+	}
+	return p.Pending(), nil
+}
+
+// Err returns the sticky corruption error, if any.
+func (p *GenProducer[T]) Err() error { return p.err }
+
+// GenConsumer reads entries whose generation bit says they are posted.
+type GenConsumer[T any] struct {
+	_     pad // keep the hot fields off the neighbours\' cache lines
+	v     view[genSlot[T]]
+	local uint64 // next entry to read
+	pub   uint64 // last value stored in the shared consumer cursor
+	ready uint64 // entries from local known to be posted
+	_     pad
+}
+
+// NewGenConsumer attaches the consuming side to the generation ring in mem.
+func NewGenConsumer[T any](mem []byte, capacity int) (*GenConsumer[T], error) {
+	v, err := newView[genSlot[T]](mem, capacity)
+	if err != nil {
+		return nil, err
+	}
+	c := &GenConsumer[T]{v: v}
+	c.local = atomic.LoadUint64(v.cons)
+	c.pub = c.local
+	return c, nil
+}
+
+// Cap returns the ring's capacity.
+func (c *GenConsumer[T]) Cap() int { return len(c.v.slots) }
+
+// Peek returns how many entries, up to max, are posted and unread. It checks
+// generation bits only past the entries already known to be ready.
+func (c *GenConsumer[T]) Peek(max int) int {
+	// Slots between pub and local are ours until published, so at most
+	// capacity-(local-pub) slots ahead can hold entries of this lap.
+	limit := uint64(len(c.v.slots)) - (c.local - c.pub)
+	want := min(uint64(max), limit)
+	for c.ready < want {
+		cur := c.local + c.ready
+		// Acquire: a matching bit means the payload before it is written.
+		if atomic.LoadUint32(&c.v.slots[cur&c.v.mask].ctrl)&1 != genOf(cur, c.v.shift) {
+			break
+		}
+		c.ready++
+	}
+	return int(min(c.ready, uint64(max)))
+}
+
+// Slot returns the payload of the i-th ready entry.
+func (c *GenConsumer[T]) Slot(i int) *T {
+	return &c.v.slots[(c.local+uint64(i))&c.v.mask].v
+}
+
+// Advance moves over n read entries without publishing.
+func (c *GenConsumer[T]) Advance(n int) {
+	c.local += uint64(n)
+	c.ready -= uint64(n)
+}
+
+// Publish hands every advanced slot back to the producer with one store.
+func (c *GenConsumer[T]) Publish() {
+	if c.pub != c.local {
+		// Release: our reads of the slots happen before the producer reuses them.
+		atomic.StoreUint64(c.v.cons, c.local)
+		c.pub = c.local
+	}
+}
+
+// Release advances over n read entries and publishes.
+func (c *GenConsumer[T]) Release(n int) {
+	c.Advance(n)
+	c.Publish()
+}
+
+// Cursor returns the consumer's cursor (the next entry to read).
+func (c *GenConsumer[T]) Cursor() uint64 { return c.local }

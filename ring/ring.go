@@ -1,0 +1,200 @@
+package ring
+
+import "sync/atomic"
+
+// Init sets both cursors of the ring in mem to start. Only the side that
+// creates the ring calls it, before the other side attaches. Tests start
+// cursors just below 2^64 to exercise the wrap.
+func Init[T any](mem []byte, capacity int, start uint64) error {
+	v, err := newView[T](mem, capacity)
+	if err != nil {
+		return err
+	}
+	atomic.StoreUint64(v.prod, start)
+	atomic.StoreUint64(v.cons, start)
+	return nil
+}
+
+// Producer is the producing side of a ring with published cursors.
+type Producer[T any] struct {
+	_          pad // keep the hot fields off the neighbours\' cache lines
+	v          view[T]
+	local      uint64 // next cursor to fill; published up to pub
+	pub        uint64 // last value stored in the shared producer cursor
+	cachedCons uint64 // last validated consumer cursor
+	err        error  // sticky corruption error
+	_          pad
+}
+
+// NewProducer attaches the producing side to the ring in mem.
+func NewProducer[T any](mem []byte, capacity int) (*Producer[T], error) {
+	v, err := newView[T](mem, capacity)
+	if err != nil {
+		return nil, err
+	}
+	p := &Producer[T]{v: v}
+	p.local = atomic.LoadUint64(v.prod)
+	p.pub = p.local
+	c := atomic.LoadUint64(v.cons)
+	if p.local-c > uint64(capacity) {
+		return nil, cursorError("consumer", p.local, c, uint64(capacity))
+	}
+	p.cachedCons = c
+	return p, nil
+}
+
+// Cap returns the ring's capacity.
+func (p *Producer[T]) Cap() int { return len(p.v.slots) }
+
+// Reserve returns how many of want entries may be filled now (0 when the ring
+// is full). It reloads the consumer cursor only when the cached copy does not
+// show enough room.
+func (p *Producer[T]) Reserve(want int) (int, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	capa := uint64(len(p.v.slots))
+	free := capa - (p.local - p.cachedCons)
+	if free < uint64(want) {
+		// Acquire: entries the consumer released are no longer read by it.
+		c := atomic.LoadUint64(p.v.cons)
+		if c-p.cachedCons > p.pub-p.cachedCons {
+			p.err = cursorError("consumer", p.cachedCons, c, p.pub-p.cachedCons)
+			return 0, p.err
+		}
+		p.cachedCons = c
+		free = capa - (p.local - c)
+	}
+	return int(min(free, uint64(want))), nil
+}
+
+// Slot returns the i-th reserved entry (0 is the next one to fill).
+func (p *Producer[T]) Slot(i int) *T {
+	return &p.v.slots[(p.local+uint64(i))&p.v.mask]
+}
+
+// Advance moves the local cursor over n filled entries without publishing.
+func (p *Producer[T]) Advance(n int) { p.local += uint64(n) }
+
+// Publish makes every advanced entry visible to the consumer with one store.
+func (p *Producer[T]) Publish() {
+	if p.pub != p.local {
+		// Release: the entries written above are visible before the cursor.
+		atomic.StoreUint64(p.v.prod, p.local)
+		p.pub = p.local
+	}
+}
+
+// Commit advances over n filled entries and publishes them.
+func (p *Producer[T]) Commit(n int) {
+	p.local += uint64(n)
+	p.Publish()
+}
+
+// Cursor returns the local producer cursor (the next entry to fill).
+func (p *Producer[T]) Cursor() uint64 { return p.local }
+
+// Pending returns how many published entries the consumer has not released,
+// as last observed.
+func (p *Producer[T]) Pending() int { return int(p.local - p.cachedCons) }
+
+// Err returns the sticky corruption error, if any.
+func (p *Producer[T]) Err() error { return p.err }
+
+// Consumer is the consuming side of a ring with published cursors.
+type Consumer[T any] struct {
+	_          pad // keep the hot fields off the neighbours\' cache lines
+	v          view[T]
+	local      uint64 // next entry to read
+	pub        uint64 // last value stored in the shared consumer cursor
+	cachedProd uint64 // last validated producer cursor
+	err        error
+	_          pad
+}
+
+// NewConsumer attaches the consuming side to the ring in mem.
+func NewConsumer[T any](mem []byte, capacity int) (*Consumer[T], error) {
+	v, err := newView[T](mem, capacity)
+	if err != nil {
+		return nil, err
+	}
+	c := &Consumer[T]{v: v}
+	c.local = atomic.LoadUint64(v.cons)
+	c.pub = c.local
+	p := atomic.LoadUint64(v.prod)
+	if p-c.local > uint64(capacity) {
+		return nil, cursorError("producer", c.local, p, uint64(capacity))
+	}
+	c.cachedProd = p
+	return c, nil
+}
+
+// Cap returns the ring's capacity.
+func (c *Consumer[T]) Cap() int { return len(c.v.slots) }
+
+// Peek returns how many entries, up to max, are ready to read. It reloads the
+// producer cursor only when the cached copy shows fewer than max.
+func (c *Consumer[T]) Peek(max int) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	avail := c.cachedProd - c.local
+	if avail < uint64(max) {
+		// Acquire: entries before the producer cursor are fully written.
+		p := atomic.LoadUint64(c.v.prod)
+		capa := uint64(len(c.v.slots))
+		if int64(p-c.cachedProd) < 0 || p-c.pub > capa {
+			c.err = cursorError("producer", c.cachedProd, p, capa)
+			return 0, c.err
+		}
+		c.cachedProd = p
+		avail = p - c.local
+	}
+	return int(min(avail, uint64(max))), nil
+}
+
+// Slot returns the i-th ready entry (0 is the oldest unread one).
+func (c *Consumer[T]) Slot(i int) *T {
+	return &c.v.slots[(c.local+uint64(i))&c.v.mask]
+}
+
+// Advance moves the local cursor over n read entries without publishing.
+func (c *Consumer[T]) Advance(n int) { c.local += uint64(n) }
+
+// Publish hands every advanced slot back to the producer with one store.
+func (c *Consumer[T]) Publish() {
+	if c.pub != c.local {
+		// Release: our reads of the slots happen before the producer reuses them.
+		atomic.StoreUint64(c.v.cons, c.local)
+		c.pub = c.local
+	}
+}
+
+// Release advances over n read entries and publishes.
+func (c *Consumer[T]) Release(n int) {
+	c.local += uint64(n)
+	c.Publish()
+}
+
+// Cursor returns the local consumer cursor (the next entry to read).
+func (c *Consumer[T]) Cursor() uint64 { return c.local }
+
+// Ready returns how many entries are known to be ready without loading the
+// shared cursor.
+func (c *Consumer[T]) Ready() int { return int(c.cachedProd - c.local) }
+
+// Err returns the sticky corruption error, if any.
+func (c *Consumer[T]) Err() error { return c.err }
+
+// Cursors loads both shared cursors, for observers such as vnicctl. The values
+// are untrusted and may be mid-update.
+func Cursors(mem []byte) (prod, cons uint64, ok bool) {
+	if len(mem) < Size(2, 8) {
+		return 0, 0, false
+	}
+	v, err := newView[uint64](mem[:Size(2, 8)], 2)
+	if err != nil {
+		return 0, 0, false
+	}
+	return atomic.LoadUint64(v.prod), atomic.LoadUint64(v.cons), true
+}
