@@ -1,0 +1,135 @@
+package ax
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vnic/vnic/ring"
+)
+
+// Entry is one Ax ring entry: the id of an empty buffer of the region.
+type Entry struct {
+	Buf uint32
+}
+
+// EntrySize is the size of an Entry in the region.
+const EntrySize = 4
+
+// Size returns the bytes an Ax ring of capacity entries occupies.
+func Size(capacity int) int { return ring.Size(capacity, EntrySize) }
+
+// Init prepares an Ax ring in mem with both cursors at start.
+func Init(mem []byte, capacity int, start uint64) error {
+	return ring.Init[Entry](mem, capacity, start)
+}
+
+// ErrBadBuffer reports an Ax entry naming a buffer outside the region.
+var ErrBadBuffer = errors.New("ax: buffer id out of range")
+
+// ErrOrder reports a refill that does not name the next slot in order.
+var ErrOrder = errors.New("ax: refill out of order")
+
+// NIC is the consuming (NIC) side of one Ax ring.
+type NIC struct {
+	c        *ring.Consumer[Entry]
+	bufCount uint32
+}
+
+// NewNIC attaches the NIC side to the Ax ring in mem. Buffer ids must be
+// below bufCount.
+func NewNIC(mem []byte, capacity int, bufCount uint32) (*NIC, error) {
+	c, err := ring.NewConsumer[Entry](mem, capacity)
+	if err != nil {
+		return nil, err
+	}
+	return &NIC{c: c, bufCount: bufCount}, nil
+}
+
+// Avail returns how many entries (up to max) are ready to take, reloading
+// the core's tail only when the cached copy shows fewer.
+func (n *NIC) Avail(max int) (int, error) { return n.c.Peek(max) }
+
+// Take consumes the next entry in ring order. It returns the buffer id and
+// the entry's cursor (the Ax entry index reported in the Bx entry). ok is
+// false when the ring is empty. An entry naming a buffer outside the region
+// is consumed anyway (the slot must be reported so the core refills it) and
+// returned with ErrBadBuffer.
+func (n *NIC) Take() (buf uint32, idx uint64, ok bool, err error) {
+	k, err := n.c.Peek(1)
+	if err != nil || k == 0 {
+		return 0, 0, false, err
+	}
+	idx = n.c.Cursor()
+	buf = n.c.Slot(0).Buf
+	n.c.Advance(1)
+	if buf >= n.bufCount {
+		return buf, idx, true, ErrBadBuffer
+	}
+	return buf, idx, true, nil
+}
+
+// Publish makes the entries taken so far free for the core, with one store.
+func (n *NIC) Publish() { n.c.Publish() }
+
+// Cursor returns the index of the next entry Take will consume.
+func (n *NIC) Cursor() uint64 { return n.c.Cursor() }
+
+// Err returns the sticky corruption error of the ring, if any.
+func (n *NIC) Err() error { return n.c.Err() }
+
+// Core is the producing (core) side of one Ax ring.
+type Core struct {
+	p      *ring.Producer[Entry]
+	oldest uint64 // cursor of the oldest entry not yet reported consumed
+}
+
+// NewCore attaches the core side to the Ax ring in mem.
+func NewCore(mem []byte, capacity int) (*Core, error) {
+	p, err := ring.NewProducer[Entry](mem, capacity)
+	if err != nil {
+		return nil, err
+	}
+	_, cons, _ := ring.Cursors(mem)
+	return &Core{p: p, oldest: cons}, nil
+}
+
+// Put writes buf into the next free slot (used for the initial fill). It
+// reports false when the ring is full. Call Flush to publish.
+func (c *Core) Put(buf uint32) (bool, error) {
+	n, err := c.p.Reserve(1)
+	if err != nil || n == 0 {
+		return false, err
+	}
+	c.p.Slot(0).Buf = buf
+	c.p.Advance(1)
+	return true, nil
+}
+
+// Refill records that the entry with cursor idx, which a Bx entry reported,
+// was consumed, and writes buf into the next free slot. The NIC consumes in
+// order and reports in order, so idx must be the oldest entry not yet
+// reported (compared on the low 32 bits, as Bx entries carry them).
+func (c *Core) Refill(idx uint32, buf uint32) error {
+	if want := uint32(c.oldest); idx != want {
+		return fmt.Errorf("%w: notice names Ax entry %d, the oldest unreported entry is %d", ErrOrder, idx, want)
+	}
+	ok, err := c.Put(buf)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: Ax entry %d reported consumed but the NIC has not released it", ErrOrder, idx)
+	}
+	c.oldest++
+	return nil
+}
+
+// Flush advances the Ax tail over every slot written since the last Flush,
+// with one store: once per batch, as in Listing 1.
+func (c *Core) Flush() { c.p.Publish() }
+
+// Free returns how many slots the core may fill now.
+func (c *Core) Free() (int, error) { return c.p.Reserve(c.p.Cap()) }
+
+// Cursor returns the cursor of the next slot the core will fill.
+func (c *Core) Cursor() uint64 { return c.p.Cursor() }

@@ -1,0 +1,152 @@
+package ax_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/vnic/vnic/ax"
+	"github.com/vnic/vnic/ring"
+)
+
+func newRing(t testing.TB, capacity int, start uint64) []byte {
+	mem := make([]byte, ax.Size(capacity)+8)
+	if err := ax.Init(mem, capacity, start); err != nil {
+		t.Fatal(err)
+	}
+	return mem
+}
+
+// TestListing1 runs the paper's Listing 1 against the NIC side for many
+// laps, starting just below 2^64: the NIC consumes in order, the core
+// refills the reported slots in order and flushes once per batch.
+func TestListing1(t *testing.T) {
+	const capa, bufs = 8, 64
+	mem := newRing(t, capa, ^uint64(0)-20)
+	nic, _ := ax.NewNIC(mem, capa, bufs)
+	core, _ := ax.NewCore(mem, capa)
+	owned := map[uint32]bool{}
+	next := uint32(0)
+	for i := 0; i < capa; i++ {
+		core.Put(next)
+		owned[next] = true
+		next++
+	}
+	core.Flush()
+	for round := 0; round < 1000; round++ {
+		var taken []uint64
+		for k := 0; k < 1+round%capa; k++ {
+			buf, idx, ok, err := nic.Take()
+			if err != nil || !ok {
+				t.Fatalf("round %d: take %v %v", round, ok, err)
+			}
+			if !owned[buf] {
+				t.Fatalf("round %d: buffer %d taken twice or never given", round, buf)
+			}
+			delete(owned, buf)
+			taken = append(taken, idx)
+		}
+		nic.Publish()
+		for _, idx := range taken {
+			b := next % bufs
+			next++
+			if err := core.Refill(uint32(idx), b); err != nil {
+				t.Fatal(err)
+			}
+			owned[b] = true
+		}
+		core.Flush()
+	}
+}
+
+func TestBadBufferID(t *testing.T) {
+	mem := newRing(t, 4, 0)
+	nic, _ := ax.NewNIC(mem, 4, 16)
+	core, _ := ax.NewCore(mem, 4)
+	core.Put(3)
+	core.Put(16) // one past the last buffer
+	core.Put(^uint32(0))
+	core.Put(5)
+	core.Flush()
+	want := []struct {
+		buf uint32
+		bad bool
+	}{{3, false}, {16, true}, {^uint32(0), true}, {5, false}}
+	for i, w := range want {
+		buf, idx, ok, err := nic.Take()
+		if !ok || buf != w.buf || idx != uint64(i) || errors.Is(err, ax.ErrBadBuffer) != w.bad {
+			t.Fatalf("entry %d: buf %d idx %d ok %v err %v", i, buf, idx, ok, err)
+		}
+	}
+	if _, _, ok, _ := nic.Take(); ok {
+		t.Fatal("took from an empty ring")
+	}
+}
+
+func TestBadRefillOrder(t *testing.T) {
+	mem := newRing(t, 4, 0)
+	nic, _ := ax.NewNIC(mem, 4, 16)
+	core, _ := ax.NewCore(mem, 4)
+	for i := uint32(0); i < 4; i++ {
+		core.Put(i)
+	}
+	core.Flush()
+	nic.Take()
+	nic.Publish()
+	if err := core.Refill(1, 9); !errors.Is(err, ax.ErrOrder) {
+		t.Fatalf("skipping a slot: %v", err)
+	}
+	if err := core.Refill(0, 9); err != nil {
+		t.Fatal(err)
+	}
+	if err := core.Refill(1, 9); !errors.Is(err, ax.ErrOrder) {
+		t.Fatalf("refilling for an entry the NIC still holds: %v", err)
+	}
+}
+
+func TestBadTail(t *testing.T) {
+	mem := newRing(t, 4, 100)
+	nic, _ := ax.NewNIC(mem, 4, 16)
+	// A hostile core claims 1000 entries in a ring of 4.
+	p, _ := ring.NewProducer[ax.Entry](mem, 4)
+	p.Commit(1000)
+	if _, _, _, err := nic.Take(); !errors.Is(err, ring.ErrCorrupt) {
+		t.Fatalf("tail past capacity: %v", err)
+	}
+}
+
+func TestZeroAllocs(t *testing.T) {
+	mem := newRing(t, 64, 0)
+	nic, _ := ax.NewNIC(mem, 64, 1024)
+	core, _ := ax.NewCore(mem, 64)
+	for i := uint32(0); i < 64; i++ {
+		core.Put(i)
+	}
+	core.Flush()
+	if a := testing.AllocsPerRun(1000, func() {
+		var idx [8]uint64
+		for i := range idx {
+			_, idx[i], _, _ = nic.Take()
+		}
+		nic.Publish()
+		for i := range idx {
+			core.Refill(uint32(idx[i]), uint32(i))
+		}
+		core.Flush()
+	}); a != 0 {
+		t.Fatalf("%v allocs", a)
+	}
+}
+
+func ExampleCore() {
+	mem := make([]byte, ax.Size(4))
+	ax.Init(mem, 4, 0)
+	core, _ := ax.NewCore(mem, 4)
+	nic, _ := ax.NewNIC(mem, 4, 100)
+	core.Put(42)
+	core.Flush()
+	buf, idx, _, _ := nic.Take()
+	nic.Publish()
+	fmt.Println(buf, idx, core.Refill(uint32(idx), 43))
+	// Output: 42 0 <nil>
+}

@@ -1,0 +1,134 @@
+package bx
+
+import "github.com/vnic/vnic/ring"
+
+// NoBuf in Entry.Buf marks a notice-only entry.
+const NoBuf = ^uint32(0)
+
+// Flags of an Entry.
+const (
+	FlagBorrowed  uint16 = 1 << iota // buffer came from another Ax ring than the linked one
+	FlagNotice                       // notice only: reports that AxRing/AxIdx was consumed; no packet
+	FlagTruncated                    // the frame was longer than the buffer
+	FlagBadBuffer                    // the Ax entry named a buffer outside the region; no packet
+	FlagMalformed                    // the frame failed parsing and was steered to the default queue
+)
+
+// Entry is the payload of one Bx slot.
+type Entry struct {
+	Buf    uint32 // buffer id, or NoBuf
+	Len    uint16 // frame length in the buffer
+	Flags  uint16
+	AxRing uint16 // Ax ring that supplied the buffer (or that a notice reports on)
+	Queue  uint16 // Bx ring (queue) that the packet was steered to
+	AxIdx  uint32 // low 32 bits of the Ax entry's cursor
+	Hash   uint32 // RSS hash
+	Stamp  uint32 // low 32 bits of the engine's clock in ns when posted
+	Seq    uint32 // per-ring sequence of posted entries (debugging aid)
+}
+
+// SlotSize is the size of one Bx slot in the region.
+var SlotSize = ring.GenEntrySize[Entry]()
+
+// Size returns the bytes a Bx ring of capacity entries occupies.
+func Size(capacity int) int { return ring.Size(capacity, SlotSize) }
+
+// Init prepares a Bx ring in mem with cursors at start.
+func Init(mem []byte, capacity int, start uint64) error {
+	return ring.InitGen[Entry](mem, capacity, start)
+}
+
+// NIC is the producing (NIC) side of one Bx ring. Entries are staged during
+// a batch and posted with Flush.
+type NIC struct {
+	p      *ring.GenProducer[Entry]
+	staged int
+	seq    uint32
+}
+
+// NewNIC attaches the NIC side to the Bx ring in mem.
+func NewNIC(mem []byte, capacity int) (*NIC, error) {
+	p, err := ring.NewGenProducer[Entry](mem, capacity)
+	if err != nil {
+		return nil, err
+	}
+	return &NIC{p: p}, nil
+}
+
+// Room reports whether n more entries can be staged now.
+func (n *NIC) Room(k int) (bool, error) {
+	got, err := n.p.Reserve(n.staged + k)
+	return got >= n.staged+k, err
+}
+
+// Stage writes e into the next free slot; it returns false when the ring is
+// full. The entry becomes visible to the core at Flush.
+func (n *NIC) Stage(e *Entry) (bool, error) {
+	got, err := n.p.Reserve(n.staged + 1)
+	if err != nil || got <= n.staged {
+		return false, err
+	}
+	s := n.p.Slot(n.staged)
+	*s = *e
+	s.Seq = n.seq
+	n.seq++
+	n.staged++
+	return true, nil
+}
+
+// Staged returns how many entries wait for Flush.
+func (n *NIC) Staged() int { return n.staged }
+
+// Flush posts every staged entry and returns how many it posted.
+func (n *NIC) Flush() int {
+	k := n.staged
+	if k > 0 {
+		n.p.Commit(k)
+		n.staged = 0
+	}
+	return k
+}
+
+// Occupancy returns the posted entries the core has not released, as last
+// observed, plus staged ones.
+func (n *NIC) Occupancy() int { return n.p.Pending() + n.staged }
+
+// Refresh reloads the core's cursor and returns the occupancy.
+func (n *NIC) Refresh() (int, error) {
+	o, err := n.p.Refresh()
+	return o + n.staged, err
+}
+
+// Err returns the sticky corruption error, if any.
+func (n *NIC) Err() error { return n.p.Err() }
+
+// Core is the consuming side of one Bx ring.
+type Core struct {
+	c *ring.GenConsumer[Entry]
+}
+
+// NewCore attaches the core side to the Bx ring in mem.
+func NewCore(mem []byte, capacity int) (*Core, error) {
+	c, err := ring.NewGenConsumer[Entry](mem, capacity)
+	if err != nil {
+		return nil, err
+	}
+	return &Core{c: c}, nil
+}
+
+// Poll appends up to max posted entries to dst and returns it; the entries
+// stay owned by the core until Release.
+func (c *Core) Poll(dst []Entry, max int) []Entry {
+	k := c.c.Peek(max)
+	for i := 0; i < k; i++ {
+		dst = append(dst, *c.c.Slot(i))
+	}
+	c.c.Advance(k)
+	return dst
+}
+
+// Release hands every polled slot back to the NIC with one store.
+func (c *Core) Release() { c.c.Publish() }
+
+// Cursor returns the cursor of the next entry to poll.
+func (c *Core) Cursor() uint64 { return c.c.Cursor() }

@@ -1,0 +1,91 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Profile is a time-varying spread of traffic over receive queues, for
+// Dist Replay.
+type Profile struct {
+	// Interval is how long each share vector lasts when Next advances by the
+	// clock; 0 leaves advancing to SetInterval.
+	Interval time.Duration
+	// Shares[k][q] is queue q's share in interval k (nonnegative weights,
+	// normalised per interval).
+	Shares [][]float64
+}
+
+// CAIDA imbalance band: the RxBisect paper measured a per-core max/min
+// packet-rate ratio of 325% to 433% on its CAIDA trace.
+const (
+	CAIDAMinImbalance = 3.25
+	CAIDAMaxImbalance = 4.33
+)
+
+// CAIDALike returns a synthetic profile with the imbalance the RxBisect paper
+// measured on a CAIDA trace: in every interval the ratio between the busiest
+// and the idlest queue lies in [CAIDAMinImbalance, CAIDAMaxImbalance] (it is
+// drawn uniformly from [3.26, 4.32], keeping clear of rounding at the edges),
+// the other queues fall in between, and the hottest queue changes from one
+// interval to the next. Interval is 1 s; set it to taste. The result depends
+// only on the arguments.
+//
+// It panics if queues < 2 (one queue cannot be imbalanced) or intervals < 1.
+func CAIDALike(queues, intervals int, seed uint64) *Profile {
+	if queues < 2 || intervals < 1 {
+		panic(fmt.Sprintf("synth: CAIDALike(%d, %d, _): need at least 2 queues and 1 interval", queues, intervals))
+	}
+	rng := rand.New(rand.NewPCG(seed, 0xca1da))
+	p := &Profile{Interval: time.Second, Shares: make([][]float64, intervals)}
+	hot := -1
+	for k := range p.Shares {
+		if hot < 0 {
+			hot = rng.IntN(queues)
+		} else {
+			hot = (hot + 1 + rng.IntN(queues-1)) % queues // any other queue
+		}
+		cold := rng.IntN(queues - 1)
+		if cold >= hot {
+			cold++
+		}
+		ratio := 3.26 + 1.06*rng.Float64()
+		s := make([]float64, queues)
+		total := 0.0
+		for q := range s {
+			switch q {
+			case hot:
+				s[q] = ratio
+			case cold:
+				s[q] = 1
+			default:
+				s[q] = 1 + (ratio-1)*rng.Float64()
+			}
+			total += s[q]
+		}
+		for q := range s {
+			s[q] /= total
+		}
+		p.Shares[k] = s
+	}
+	return p
+}
+
+// Imbalance returns max(shares)/min(shares): 1 for perfect balance, +Inf when
+// some queue gets nothing while another gets traffic, NaN for an empty or
+// all-zero vector.
+func Imbalance(shares []float64) float64 {
+	if len(shares) == 0 {
+		return math.NaN()
+	}
+	lo, hi := shares[0], shares[0]
+	for _, s := range shares[1:] {
+		lo, hi = min(lo, s), max(hi, s)
+	}
+	if hi == 0 {
+		return math.NaN()
+	}
+	return hi / lo
+}
