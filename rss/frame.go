@@ -1,0 +1,134 @@
+package rss
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"slices"
+)
+
+const (
+	// MaxUDP4Payload is the largest payload BuildUDP4 accepts (IPv4 total
+	// length limit).
+	MaxUDP4Payload = 0xffff - ipv4MinHdr - udpHdrLen
+	// MaxUDP6Payload is the largest payload BuildUDP6 accepts (IPv6 payload
+	// length limit, no jumbograms).
+	MaxUDP6Payload = 0xffff - udpHdrLen
+)
+
+// BuildUDP4 appends to buf an Ethernet II / IPv4 / UDP frame from src:sport to
+// dst:dport with payloadLen zero bytes of payload, and returns the extended
+// slice. The IPv4 header has no options, DF set, TTL 64 and a correct header
+// checksum; the UDP checksum is correct too. It is meant for tests and
+// traffic generators and panics if src or dst is not IPv4 or payloadLen is
+// outside [0, MaxUDP4Payload]: those are programming errors.
+func BuildUDP4(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payloadLen int) []byte {
+	if !src.Is4() || !dst.Is4() {
+		panic(fmt.Sprintf("rss: BuildUDP4: %v and %v must both be IPv4 addresses", src, dst))
+	}
+	if payloadLen < 0 || payloadLen > MaxUDP4Payload {
+		panic(fmt.Sprintf("rss: BuildUDP4: payload length %d is outside [0, %d]", payloadLen, MaxUDP4Payload))
+	}
+	udpLen := udpHdrLen + payloadLen
+	buf = slices.Grow(buf, etherHdrLen+ipv4MinHdr+udpLen)
+	buf = appendEther(buf, srcMAC, dstMAC, etherTypeIPv4)
+
+	ip := len(buf)
+	s, d := src.As4(), dst.As4()
+	buf = append(buf,
+		0x45, 0, // version 4, IHL 5; TOS 0
+		0, 0, // total length, below
+		0, 0, // identification
+		0x40, 0, // DF, fragment offset 0
+		64, ProtoUDP, // TTL, protocol
+		0, 0, // header checksum, below
+	)
+	buf = append(buf, s[:]...)
+	buf = append(buf, d[:]...)
+	binary.BigEndian.PutUint16(buf[ip+2:], uint16(ipv4MinHdr+udpLen))
+	binary.BigEndian.PutUint16(buf[ip+10:], ^fold(sum(0, buf[ip:ip+ipv4MinHdr])))
+
+	// Pseudo-header: addresses, zero, protocol, UDP length.
+	ph := sum(sum(0, s[:]), d[:]) + uint32(ProtoUDP) + uint32(udpLen)
+	buf = appendUDP(buf, ph, sport, dport, payloadLen)
+	return buf
+}
+
+// BuildUDP6 is BuildUDP4 for IPv6: an Ethernet II / IPv6 / UDP frame with
+// hop limit 64, no extension headers and a correct UDP checksum. It panics if
+// src or dst is not an IPv6 address (IPv4-mapped ones are accepted) or
+// payloadLen is outside [0, MaxUDP6Payload].
+func BuildUDP6(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payloadLen int) []byte {
+	if !src.Is6() || !dst.Is6() {
+		panic(fmt.Sprintf("rss: BuildUDP6: %v and %v must both be IPv6 addresses", src, dst))
+	}
+	if payloadLen < 0 || payloadLen > MaxUDP6Payload {
+		panic(fmt.Sprintf("rss: BuildUDP6: payload length %d is outside [0, %d]", payloadLen, MaxUDP6Payload))
+	}
+	udpLen := udpHdrLen + payloadLen
+	buf = slices.Grow(buf, etherHdrLen+ipv6HdrLen+udpLen)
+	buf = appendEther(buf, srcMAC, dstMAC, etherTypeIPv6)
+
+	s, d := src.As16(), dst.As16()
+	buf = append(buf,
+		0x60, 0, 0, 0, // version 6, traffic class 0, flow label 0
+		byte(udpLen>>8), byte(udpLen), // payload length
+		ProtoUDP, 64, // next header, hop limit
+	)
+	buf = append(buf, s[:]...)
+	buf = append(buf, d[:]...)
+
+	// Pseudo-header: addresses, upper-layer length, zeros, next header.
+	ph := sum(sum(0, s[:]), d[:]) + uint32(udpLen) + uint32(ProtoUDP)
+	return appendUDP(buf, ph, sport, dport, payloadLen)
+}
+
+func appendEther(buf []byte, srcMAC, dstMAC [6]byte, etherType uint16) []byte {
+	buf = append(buf, dstMAC[:]...)
+	buf = append(buf, srcMAC[:]...)
+	return binary.BigEndian.AppendUint16(buf, etherType)
+}
+
+// appendUDP appends a UDP header and payloadLen zero bytes; pseudo is the
+// unfolded one's-complement sum of the pseudo-header.
+func appendUDP(buf []byte, pseudo uint32, sport, dport uint16, payloadLen int) []byte {
+	udpLen := udpHdrLen + payloadLen
+	u := len(buf)
+	buf = binary.BigEndian.AppendUint16(buf, sport)
+	buf = binary.BigEndian.AppendUint16(buf, dport)
+	buf = binary.BigEndian.AppendUint16(buf, uint16(udpLen))
+	buf = append(buf, 0, 0) // checksum, below
+	buf = slices.Grow(buf, payloadLen)
+	n := len(buf)
+	buf = buf[:n+payloadLen]
+	clear(buf[n:])
+	c := ^fold(sum(pseudo, buf[u:]))
+	if c == 0 {
+		c = 0xffff // 0 means "no checksum" in UDP
+	}
+	binary.BigEndian.PutUint16(buf[u+6:], c)
+	return buf
+}
+
+// sum adds b, as big-endian 16-bit words, to the one's-complement sum acc.
+func sum(acc uint32, b []byte) uint32 {
+	for len(b) >= 2 {
+		acc += uint32(b[0])<<8 | uint32(b[1])
+		b = b[2:]
+		if acc >= 1<<31 {
+			acc = acc&0xffff + acc>>16
+		}
+	}
+	if len(b) == 1 {
+		acc += uint32(b[0]) << 8
+	}
+	return acc
+}
+
+// fold reduces a one's-complement sum to 16 bits.
+func fold(acc uint32) uint16 {
+	for acc > 0xffff {
+		acc = acc&0xffff + acc>>16
+	}
+	return uint16(acc)
+}
