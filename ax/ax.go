@@ -133,3 +133,7 @@ func (c *Core) Free() (int, error) { return c.p.Reserve(c.p.Cap()) }
 
 // Cursor returns the cursor of the next slot the core will fill.
 func (c *Core) Cursor() uint64 { return c.p.Cursor() }
+
+// Oldest returns the cursor of the oldest entry the NIC has not yet reported
+// consumed; the next Refill must name it.
+func (c *Core) Oldest() uint64 { return c.oldest }

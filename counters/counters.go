@@ -27,6 +27,14 @@ const (
 	Truncated               // frames longer than a buffer, truncated
 	Malformed               // frames that failed parsing and went to the default queue
 	PausedBatches           // batches not pulled from the wire because of starvation (policy pause)
+	DropFaulty              // frames for a tenant whose rings were found corrupt (being detached)
+
+	// Written by the tenant's receive queue (client blocks).
+	Received      // packets handed to the application
+	Refills       // Ax slots refilled after a consumption notice or delivery
+	AllocFailures // refills postponed because the allocator was empty
+	Handoffs      // buffers freed on another core than the one that supplied them
+	OrderErrors   // Bx entries naming an Ax entry out of order (an engine bug)
 	NumIDs
 )
 
@@ -52,6 +60,12 @@ var names = [NumIDs]string{
 	Truncated:     "truncated",
 	Malformed:     "malformed",
 	PausedBatches: "paused_batches",
+	DropFaulty:    "drops_faulty",
+	Received:      "received",
+	Refills:       "refills",
+	AllocFailures: "alloc_failures",
+	Handoffs:      "allocator_handoffs",
+	OrderErrors:   "order_errors",
 }
 
 var helps = [NumIDs]string{
@@ -71,6 +85,12 @@ var helps = [NumIDs]string{
 	Truncated:     "Frames longer than a buffer, delivered truncated.",
 	Malformed:     "Frames that failed parsing and were steered to the default queue.",
 	PausedBatches: "Receive batches deferred because every Ax ring was empty (policy pause).",
+	DropFaulty:    "Frames dropped because their tenant wrote corrupt ring cursors and is being detached.",
+	Received:      "Packets the tenant's receive queue handed to the application.",
+	Refills:       "Ax slots the tenant refilled after the NIC reported them consumed.",
+	AllocFailures: "Ax refills postponed because the tenant's allocator was empty.",
+	Handoffs:      "Buffers freed on another core than the one whose Ax ring supplied them.",
+	OrderErrors:   "Bx entries that named an Ax entry out of order.",
 }
 
 // Name returns the stable snake_case name of id.
@@ -181,7 +201,7 @@ func (s Snapshot) Add(o Snapshot) Snapshot {
 
 // Drops returns the sum of every drop reason.
 func (s Snapshot) Drops() uint64 {
-	return s[DropBxFull] + s[DropAxStarved] + s[DropNoTenant] + s[DropMalformed]
+	return s[DropBxFull] + s[DropAxStarved] + s[DropNoTenant] + s[DropMalformed] + s[DropFaulty]
 }
 
 // Map returns the snapshot keyed by counter name, for JSON output.

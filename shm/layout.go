@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"math/bits"
 
+	"github.com/vnic/vnic/alloc"
 	"github.com/vnic/vnic/ax"
 	"github.com/vnic/vnic/bx"
 	"github.com/vnic/vnic/counters"
@@ -50,7 +51,12 @@ const (
 	OffBufOff       = 152 // uint64
 	OffBufBytes     = 160 // uint64
 	OffEpoch        = 168 // uint64, creation time (ns since the Unix epoch)
-	OffChecksum     = 176 // uint32, CRC32C of bytes [0, OffChecksum)
+	OffModel        = 176 // uint32, receive model (0 rxbisect, 1 privring, 2 shring)
+	OffShGroup      = 180 // uint32, queues per shared ring under shring
+	OffAllocCache   = 184 // uint32, per-core allocator cache size
+	OffAllocOff     = 192 // uint64, allocator section offset
+	OffAllocBytes   = 200 // uint64, allocator section size
+	OffChecksum     = 208 // uint32, CRC32C of bytes [0, OffChecksum)
 
 	HeaderSize = 4096 // the header has a page to itself
 )
@@ -69,12 +75,17 @@ const (
 
 // Limits a geometry must respect.
 const (
-	MaxRings     = 256
-	MinBufSize   = 128
-	MaxBufSize   = 65536
-	MaxBufCount  = 1 << 22
-	sectionAlign = 4096
-	ringAlign    = 256
+	MaxRings    = 256
+	MinBufSize  = 128
+	MaxBufSize  = 32768 // Bx entries carry the length in 16 bits
+	MaxBufCount = 1 << 22
+	// DefaultAllocCache is the allocator's per-core cache size (DPDK's
+	// mempool caches are 32 to 512; 64 keeps a cache within an Ax ring).
+	DefaultAllocCache = 64
+	MaxAllocCache     = 4096
+	MaxModel          = 2 // shring
+	sectionAlign      = 4096
+	ringAlign         = 256
 )
 
 // Errors returned when a region fails validation.
@@ -99,6 +110,14 @@ type Geometry struct {
 	CompSize uint32
 	BufSize  uint32
 	BufCount uint32
+	// Model is the receive model the engine runs this region with
+	// (0 rxbisect, 1 privring, 2 shring; the values of nic.Model).
+	Model uint32
+	// ShGroup is the number of queues sharing one ring under shring.
+	ShGroup uint32
+	// AllocCache is the per-core cache size of the region's two-level
+	// buffer allocator (one cache per Bx ring).
+	AllocCache uint32
 }
 
 // Queues returns a geometry with n queues, each with one Ax, Bx, TX and
@@ -110,6 +129,7 @@ func Queues(n, axSize, bxSize, txSize int, bufSize, bufs int) Geometry {
 		NumTx: uint32(n), TxSize: uint32(txSize),
 		NumComp: uint32(n), CompSize: uint32(txSize),
 		BufSize: uint32(bufSize), BufCount: uint32(bufs),
+		AllocCache: DefaultAllocCache,
 	}
 }
 
@@ -141,6 +161,15 @@ func (g Geometry) Validate() error {
 	if g.BufCount == 0 || g.BufCount > MaxBufCount {
 		return fmt.Errorf("%w: %d buffers, want 1..%d", ErrGeometry, g.BufCount, MaxBufCount)
 	}
+	if g.AllocCache == 0 || g.AllocCache > MaxAllocCache {
+		return fmt.Errorf("%w: allocator cache of %d buffers, want 1..%d", ErrGeometry, g.AllocCache, MaxAllocCache)
+	}
+	if g.Model > MaxModel {
+		return fmt.Errorf("%w: unknown receive model %d", ErrGeometry, g.Model)
+	}
+	if g.ShGroup > g.NumBx {
+		return fmt.Errorf("%w: shring group of %d queues, but only %d queues", ErrGeometry, g.ShGroup, g.NumBx)
+	}
 	return nil
 }
 
@@ -151,6 +180,7 @@ type Layout struct {
 	Bx, BxStride           uint64
 	Tx, TxStride           uint64
 	Comp, CompStride       uint64
+	Alloc, AllocBytes      uint64
 	Buf, BufBytes          uint64
 	Total                  uint64
 }
@@ -183,6 +213,8 @@ func (g Geometry) Layout() Layout {
 	}
 	l.Tx, l.TxStride = section(uint64(g.NumTx), txs)
 	l.Comp, l.CompStride = section(uint64(g.NumComp), comps)
+	l.Alloc, l.AllocBytes = off, uint64(alloc.Size(int(g.BufCount), int(g.NumBx), int(g.AllocCache)))
+	off = alignUp(off+l.AllocBytes, sectionAlign)
 	l.Buf = off
 	l.BufBytes = uint64(g.BufCount) * uint64(g.BufSize)
 	l.Total = alignUp(l.Buf+l.BufBytes, sectionAlign)
@@ -206,7 +238,8 @@ func writeHeader(mem []byte, g Geometry, l Layout, flags uint32, epoch uint64) {
 		v   uint32
 	}{{OffNumAx, g.NumAx}, {OffAxSize, g.AxSize}, {OffNumBx, g.NumBx}, {OffBxSize, g.BxSize},
 		{OffNumTx, g.NumTx}, {OffTxSize, g.TxSize}, {OffNumComp, g.NumComp}, {OffCompSize, g.CompSize},
-		{OffBufSize, g.BufSize}, {OffBufCount, g.BufCount}} {
+		{OffBufSize, g.BufSize}, {OffBufCount, g.BufCount},
+		{OffModel, g.Model}, {OffShGroup, g.ShGroup}, {OffAllocCache, g.AllocCache}} {
 		le.PutUint32(mem[f.off:], f.v)
 	}
 	for _, f := range layoutFields(&l) {
@@ -229,6 +262,7 @@ func layoutFields(l *Layout) []layoutField {
 		{"Bx offset", OffBxOff, &l.Bx}, {"Bx stride", OffBxStride, &l.BxStride},
 		{"TX offset", OffTxOff, &l.Tx}, {"TX stride", OffTxStride, &l.TxStride},
 		{"completion offset", OffCompOff, &l.Comp}, {"completion stride", OffCompStride, &l.CompStride},
+		{"allocator offset", OffAllocOff, &l.Alloc}, {"allocator bytes", OffAllocBytes, &l.AllocBytes},
 		{"buffer offset", OffBufOff, &l.Buf}, {"buffer bytes", OffBufBytes, &l.BufBytes},
 	}
 }
@@ -261,6 +295,7 @@ func readHeader(mem []byte) (Geometry, Layout, uint32, error) {
 		NumTx: le.Uint32(mem[OffNumTx:]), TxSize: le.Uint32(mem[OffTxSize:]),
 		NumComp: le.Uint32(mem[OffNumComp:]), CompSize: le.Uint32(mem[OffCompSize:]),
 		BufSize: le.Uint32(mem[OffBufSize:]), BufCount: le.Uint32(mem[OffBufCount:]),
+		Model: le.Uint32(mem[OffModel:]), ShGroup: le.Uint32(mem[OffShGroup:]), AllocCache: le.Uint32(mem[OffAllocCache:]),
 	}
 	if err := g.Validate(); err != nil {
 		return g, l, 0, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/vnic/vnic/alloc"
 	"github.com/vnic/vnic/ax"
 	"github.com/vnic/vnic/bx"
 	"github.com/vnic/vnic/counters"
@@ -47,6 +48,9 @@ func Format(mem []byte, g Geometry, start uint64) (*Region, error) {
 		if err := bx.Init(r.BxMem(i), int(g.BxSize), start); err != nil {
 			return nil, err
 		}
+	}
+	if err := alloc.Format(r.AllocMem(), int(g.BufCount), int(g.NumBx), int(g.AllocCache), nil); err != nil {
+		return nil, err
 	}
 	for i := 0; i < int(g.NumTx); i++ {
 		if err := ring.Init[[2]uint32](r.TxMem(i), int(g.TxSize), start); err != nil {
@@ -94,6 +98,12 @@ func (r *Region) TxMem(i int) []byte {
 // CompMem returns the memory of TX completion ring i.
 func (r *Region) CompMem(i int) []byte {
 	return r.section(r.Lay.Comp, r.Lay.CompStride, ring.Size(int(r.Geo.CompSize), CompEntrySize), i, r.Geo.NumComp)
+}
+
+// AllocMem returns the memory of the region's two-level buffer allocator.
+func (r *Region) AllocMem() []byte {
+	end := r.Lay.Alloc + r.Lay.AllocBytes
+	return r.Mem[r.Lay.Alloc:end:end]
 }
 
 // Buffer returns buffer id's memory; ok is false for an id outside the

@@ -1,0 +1,86 @@
+package client
+
+import (
+	"fmt"
+
+	"github.com/vnic/vnic/alloc"
+	"github.com/vnic/vnic/ax"
+	"github.com/vnic/vnic/bx"
+	"github.com/vnic/vnic/internal/conserve"
+	"github.com/vnic/vnic/shm"
+)
+
+// Model values of shm.Geometry.Model.
+const (
+	ModelRxBisect = 0
+	ModelPrivRing = 1
+	ModelShRing   = 2
+)
+
+// Options tune a tenant's queues.
+type Options struct {
+	// Batch is the most Bx entries one Recv handles (default 32).
+	Batch int
+	// Checker, if set, records every buffer move (debug).
+	Checker *conserve.Checker
+}
+
+// Tenant is an application's view of its region: its queues and allocator.
+type Tenant struct {
+	Region *shm.Region
+	Alloc  *alloc.Allocator
+	queues []*Queue
+	groups []*ShGroup
+}
+
+// Queues returns the number of queues.
+func (t *Tenant) Queues() int { return len(t.queues) }
+
+// Queue returns queue i.
+func (t *Tenant) Queue(i int) *Queue { return t.queues[i] }
+
+// Local builds a tenant over a region this process already maps (the engine
+// and the application share one process: tests, the simulator, the demo).
+// It fills every Ax ring from the allocator.
+func Local(r *shm.Region, o Options) (*Tenant, error) {
+	g := r.Geo
+	a, err := alloc.Attach(r.AllocMem(), int(g.BufCount), int(g.NumBx), int(g.AllocCache))
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	if o.Batch <= 0 {
+		o.Batch = 32
+	}
+	t := &Tenant{Region: r, Alloc: a, queues: make([]*Queue, g.NumBx)}
+	group := int(g.ShGroup)
+	if group == 0 {
+		group = int(g.NumBx)
+	}
+	for i := range t.queues {
+		q := &Queue{id: i, model: g.Model, r: r, cache: a.Core(i), cnt: r.Counters(shm.ClientBlock, i),
+			check: o.Checker, batch: o.Batch, ents: make([]bx.Entry, 0, o.Batch)}
+		if q.bx, err = bx.NewCore(r.BxMem(i), int(g.BxSize)); err != nil {
+			return nil, fmt.Errorf("client: Bx ring %d: %w", i, err)
+		}
+		lead := g.Model != ModelShRing || i%group == 0
+		if lead {
+			if q.ax, err = ax.NewCore(r.AxMem(i), int(g.AxSize)); err != nil {
+				return nil, fmt.Errorf("client: Ax ring %d: %w", i, err)
+			}
+		}
+		if g.Model == ModelShRing {
+			if lead {
+				t.groups = append(t.groups, newShGroup(q.ax, int(g.AxSize)))
+			}
+			q.sh = t.groups[len(t.groups)-1]
+		}
+		t.queues[i] = q
+	}
+	// Fill the Ax rings (the shared ring of each shring group once).
+	for _, q := range t.queues {
+		if q.ax != nil {
+			fillAx(q.ax, q.cache, o.Checker, int(g.AxSize))
+		}
+	}
+	return t, nil
+}

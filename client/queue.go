@@ -1,0 +1,153 @@
+package client
+
+import (
+	"github.com/vnic/vnic/alloc"
+	"github.com/vnic/vnic/ax"
+	"github.com/vnic/vnic/bx"
+	"github.com/vnic/vnic/counters"
+	"github.com/vnic/vnic/internal/conserve"
+	"github.com/vnic/vnic/shm"
+)
+
+// Packet is one received frame. Data aliases the buffer in the region and
+// is valid until the packet is released.
+type Packet struct {
+	Data  []byte
+	Buf   uint32
+	Hash  uint32
+	Flags uint16 // bx.Flag*
+	Queue uint16 // the queue that received it
+	Stamp uint32 // engine clock (ns, low 32 bits) when posted
+}
+
+// Queue is one receive queue (one core) of a tenant.
+type Queue struct {
+	id    int
+	model uint32
+	r     *shm.Region
+	bx    *bx.Core
+	ax    *ax.Core // own Ax ring (nil under shring unless group leader)
+	cache *alloc.Cache
+	sh    *ShGroup
+	cnt   counters.Block
+	check *conserve.Checker
+	batch int
+	debt  int // Ax slots reported consumed and not yet refilled
+	ents  []bx.Entry
+	local [counters.NumIDs]uint64
+}
+
+// ID returns the queue's index.
+func (q *Queue) ID() int { return q.id }
+
+// Counters returns the queue's client counter block.
+func (q *Queue) Counters() counters.Block { return q.cnt }
+
+// Recv polls the Bx ring once and appends up to the batch size (and the
+// room left in dst) packets to dst.
+func (q *Queue) Recv(dst []Packet) []Packet {
+	max := min(q.batch, cap(dst)-len(dst))
+	if max <= 0 {
+		return dst
+	}
+	q.ents = q.bx.Poll(q.ents[:0], max)
+	for i := range q.ents {
+		e := &q.ents[i]
+		if e.Flags&bx.FlagNotice == 0 {
+			data, ok := q.r.Buffer(e.Buf)
+			if !ok || int(e.Len) > len(data) {
+				q.local[counters.OrderErrors]++ // an engine bug; never expose it
+				continue
+			}
+			q.check.Move(e.Buf, conserve.Bx, conserve.App)
+			dst = append(dst, Packet{Data: data[:e.Len], Buf: e.Buf, Hash: e.Hash, Flags: e.Flags, Queue: e.Queue, Stamp: e.Stamp})
+			q.local[counters.Received]++
+		}
+		if q.sh != nil {
+			q.sh.markDone(e.AxIdx)
+			continue
+		}
+		if int(e.AxRing) == q.id {
+			if e.AxIdx != uint32(q.ax.Oldest()+uint64(q.debt)) {
+				q.local[counters.OrderErrors]++
+			}
+			q.debt++
+		}
+	}
+	q.bx.Release()
+	if q.sh != nil {
+		q.sh.repost(q)
+	} else {
+		q.payDebt()
+		q.ax.Flush()
+	}
+	q.flushCounters()
+	return dst
+}
+
+// payDebt refills owed Ax slots, oldest first.
+func (q *Queue) payDebt() {
+	for q.debt > 0 {
+		buf, ok := q.cache.Alloc()
+		if !ok {
+			q.local[counters.AllocFailures]++
+			return
+		}
+		q.check.Move(buf, conserve.Allocator, conserve.Ax)
+		if err := q.ax.Refill(uint32(q.ax.Oldest()), buf); err != nil {
+			// The NIC reported a slot it has not released: an engine bug.
+			q.check.Move(buf, conserve.Ax, conserve.Allocator)
+			q.cache.Free(buf)
+			q.local[counters.OrderErrors]++
+			return
+		}
+		q.debt--
+		q.local[counters.Refills]++
+	}
+}
+
+// Release frees the packets' buffers into this queue's allocator cache.
+func (q *Queue) Release(pkts []Packet) {
+	for i := range pkts {
+		p := &pkts[i]
+		q.check.Move(p.Buf, conserve.App, conserve.Allocator)
+		if int(p.Queue) != q.id || p.Flags&bx.FlagBorrowed != 0 {
+			q.local[counters.Handoffs]++
+		}
+		if q.cache.Free(p.Buf) != nil {
+			q.local[counters.OrderErrors]++
+		}
+	}
+	q.flushCounters()
+}
+
+// Owed returns the Ax refills waiting for buffers.
+func (q *Queue) Owed() int { return q.debt }
+
+func (q *Queue) flushCounters() {
+	for id, v := range q.local {
+		if v != 0 {
+			q.cnt.Add(counters.ID(id), v)
+			q.local[id] = 0
+		}
+	}
+}
+
+// fill posts buffers into the queue's own Ax ring until it is full.
+func fillAx(c *ax.Core, cache *alloc.Cache, check *conserve.Checker, n int) int {
+	filled := 0
+	for filled < n {
+		buf, ok := cache.Alloc()
+		if !ok {
+			break
+		}
+		if ok, _ := c.Put(buf); !ok {
+			cache.Free(buf)
+			break
+		}
+		check.Move(buf, conserve.Allocator, conserve.Ax)
+		filled++
+	}
+	c.Flush()
+	return filled
+}

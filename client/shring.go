@@ -1,0 +1,66 @@
+package client
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/vnic/vnic/ax"
+	"github.com/vnic/vnic/counters"
+	"github.com/vnic/vnic/internal/conserve"
+)
+
+// ShGroup is the software side of one shared descriptor ring (the shRing
+// design, OSDI '23): the queues of a group mark descriptors done in a shared
+// bitmap, and whoever holds the lock advances the ring's head over the
+// longest run of done descriptors and reposts fresh buffers there. A
+// descriptor that a slow core has not yet polled stops the head, so the
+// ring runs dry for every core of the group: head-of-line blocking.
+type ShGroup struct {
+	mu   sync.Mutex
+	ax   *ax.Core
+	done []atomic.Uint64 // one bit per descriptor slot
+	mask uint64
+}
+
+func newShGroup(c *ax.Core, capacity int) *ShGroup {
+	return &ShGroup{ax: c, done: make([]atomic.Uint64, (capacity+63)/64), mask: uint64(capacity - 1)}
+}
+
+// markDone records that the descriptor with cursor idx (low 32 bits) was
+// polled.
+func (g *ShGroup) markDone(idx uint32) {
+	s := uint64(idx) & g.mask
+	g.done[s/64].Or(1 << (s % 64))
+}
+
+// repost advances the head over done descriptors and refills them from q's
+// allocator cache, if the lock is free (a core that finds it taken leaves
+// the work to the holder or to its next poll).
+func (g *ShGroup) repost(q *Queue) {
+	if !g.mu.TryLock() {
+		return
+	}
+	defer g.mu.Unlock()
+	for {
+		s := g.ax.Oldest() & g.mask
+		w, bit := &g.done[s/64], uint64(1)<<(s%64)
+		if w.Load()&bit == 0 {
+			break
+		}
+		buf, ok := q.cache.Alloc()
+		if !ok {
+			q.local[counters.AllocFailures]++
+			break
+		}
+		q.check.Move(buf, conserve.Allocator, conserve.Ax)
+		if err := g.ax.Refill(uint32(g.ax.Oldest()), buf); err != nil {
+			q.check.Move(buf, conserve.Ax, conserve.Allocator)
+			q.cache.Free(buf)
+			q.local[counters.OrderErrors]++
+			break
+		}
+		w.And(^bit)
+		q.local[counters.Refills]++
+	}
+	g.ax.Flush()
+}

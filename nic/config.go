@@ -1,0 +1,119 @@
+package nic
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/vnic/vnic/rss"
+)
+
+// Model selects how the engine supplies buffers to receive queues.
+type Model int
+
+// The three receive-ring designs.
+const (
+	RxBisect Model = iota
+	PrivRing
+	ShRing
+)
+
+var modelNames = []string{"rxbisect", "privring", "shring"}
+
+func (m Model) String() string {
+	if m < 0 || int(m) >= len(modelNames) {
+		return fmt.Sprintf("model(%d)", int(m))
+	}
+	return modelNames[m]
+}
+
+// ParseModel parses "rxbisect", "privring" or "shring".
+func ParseModel(s string) (Model, error) {
+	for i, n := range modelNames {
+		if strings.EqualFold(s, n) {
+			return Model(i), nil
+		}
+	}
+	return 0, fmt.Errorf("nic: unknown model %q; use rxbisect, privring or shring", s)
+}
+
+// Policy says what happens when no Ax ring of the association set has a buffer.
+type Policy int
+
+// Starvation policies.
+const (
+	Drop  Policy = iota // drop the frame, count drops_ax_starved
+	Pause               // stop the batch; the frame waits at the wire (the source's queue absorbs it)
+)
+
+func (p Policy) String() string {
+	if p == Pause {
+		return "pause"
+	}
+	return "drop"
+}
+
+// ParsePolicy parses "drop" or "pause".
+func ParsePolicy(s string) (Policy, error) {
+	switch strings.ToLower(s) {
+	case "drop":
+		return Drop, nil
+	case "pause":
+		return Pause, nil
+	}
+	return 0, fmt.Errorf("nic: unknown starvation policy %q; use drop or pause", s)
+}
+
+// Config configures an Engine.
+type Config struct {
+	Model  Model
+	Policy Policy
+	// Key is the RSS key (default rss.MicrosoftKey).
+	Key rss.Key
+	// ShGroup is the number of queues sharing one ring under ShRing
+	// (0 = all queues of a tenant).
+	ShGroup int
+	// Batch is the most frames Step handles at once in Run (default 32).
+	Batch int
+	// EmulatorCPU is the CPU Run pins its thread to; -1 leaves it unpinned.
+	EmulatorCPU int
+	// Now returns the clock in nanoseconds for Bx entry stamps (default:
+	// monotonic time since the engine started).
+	Now func() uint64
+	// OnFault is called (from the engine goroutine) when a tenant is found
+	// faulty; the daemon detaches it. It must not block.
+	OnFault func(t *Tenant, err error)
+}
+
+// Match is a tenant's match rule. A zero field matches anything.
+type Match struct {
+	Proto     uint8  // rss.ProtoUDP or rss.ProtoTCP; 0 = any
+	DstPortLo uint16 // destination port range, inclusive; 0,0 = any
+	DstPortHi uint16
+	Dst       netip.Prefix // destination address prefix; invalid = any
+	Default   bool         // claims every frame no other tenant claimed
+}
+
+func (m *Match) matches(t *rss.Tuple) bool {
+	if m.Proto != 0 && t.Proto != m.Proto {
+		return false
+	}
+	if m.DstPortLo != 0 || m.DstPortHi != 0 {
+		if !t.HasPorts || t.DstPort < m.DstPortLo || t.DstPort > m.DstPortHi {
+			return false
+		}
+	}
+	if m.Dst.IsValid() {
+		a := t.DstAddr()
+		if !m.Dst.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// Specific reports whether the rule matches on any field (a rule with no
+// fields and no Default flag would claim everything).
+func (m *Match) Specific() bool {
+	return m.Proto != 0 || m.DstPortLo != 0 || m.DstPortHi != 0 || m.Dst.IsValid()
+}

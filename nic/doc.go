@@ -1,0 +1,62 @@
+// Package nic is the emulated NIC: the engine that takes frames from a
+// source, steers them with Toeplitz RSS and places them into the shared
+// memory Ax/Bx rings of a tenant's region. It is a library; vnicd wires it to
+// a source (wire/synth, pcap or AF_XDP) and to tenants' regions, and the
+// simulator (package nic/sim) drives it in virtual time.
+//
+// # Per batch
+//
+// [Engine.Step] processes one batch of frames. For each frame it
+//
+//  1. parses the flow tuple (rss.Parse); a frame that is not IP or cannot be
+//     parsed goes to the tenant's default queue (queue 0) with hash 0 and is
+//     counted as malformed when it is IP but broken; an empty frame is dropped;
+//  2. picks a tenant by the match rules, first match wins, then the default
+//     tenant; no tenant means drops_no_tenant;
+//  3. computes the Toeplitz hash and the queue through the tenant's RETA;
+//  4. takes a buffer according to the model (below); a full Bx ring is
+//     drops_bx_full (receive congestion), no buffer is drops_ax_starved
+//     (allocation starvation) or, with [Pause], stops the batch;
+//  5. copies the frame into the buffer (the emulated DMA);
+//  6. stages a Bx entry naming the Ax ring and entry that supplied the buffer,
+//     and a consumption notice in the lender's linked Bx ring when borrowed.
+//
+// At the end of the batch it publishes the consumer cursor of every Ax ring it
+// took from (one store each), then posts the staged Bx entries (generation
+// bits), then folds its per-batch counter deltas into the region's counter
+// blocks. Ax cursors go first so that a core that sees a notice can refill
+// the reported slot at once.
+//
+// # Models
+//
+//   - [RxBisect]: a Bx ring takes from its linked Ax ring, and when that is
+//     empty from the next non-empty Ax ring of its association set (numa.Associate:
+//     same tenant, same node first, remote nodes only when allowed). The lender
+//     is the first ring in association order that has a buffer and whose linked
+//     Bx ring has room for the notice, so a notice is never lost.
+//   - [PrivRing]: the conventional NIC: queue q takes only from Ax ring q; its
+//     buffers are reused in ring order and nothing is shared. Run it with
+//     |Ax| = |Bx| (a descriptor ring and its completion ring).
+//   - [ShRing]: Ax ring g (the first queue of a group of ShGroup queues) is one
+//     descriptor ring shared by the group; each queue keeps its own Bx
+//     (completion) ring. Cores mark finished descriptors in a shared bitmap and
+//     repost the longest freed run under a lock (client.ShGroup), so a slow
+//     core stops the head and its group's packets are dropped.
+//
+// # Trust
+//
+// Every value read from a region is checked: a buffer id outside the region
+// is counted (drops_bad_buffer), reported to the core as a bad-buffer notice
+// and skipped; a cursor that moves backwards or past capacity marks the
+// tenant faulty: its frames are dropped (drops_faulty) and [Config.OnFault]
+// is called so the daemon detaches it. Nothing a tenant writes can make the
+// engine index outside that tenant's region.
+//
+// # Concurrency
+//
+// One goroutine drives an Engine (Step or Run); [Engine.Run] locks it to an
+// OS thread pinned to Config.EmulatorCPU. AddTenant and RemoveTenant may be
+// called from other goroutines while Run is active: the change is applied
+// between batches. Consumers (package client) run concurrently on other
+// cores. The hot path (Step) allocates nothing.
+package nic

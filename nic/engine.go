@@ -1,0 +1,394 @@
+package nic
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/vnic/vnic/ax"
+	"github.com/vnic/vnic/bx"
+	"github.com/vnic/vnic/counters"
+	"github.com/vnic/vnic/internal/conserve"
+	"github.com/vnic/vnic/rss"
+	"github.com/vnic/vnic/shm"
+)
+
+// Engine is the emulated NIC.
+type Engine struct {
+	cfg    Config
+	hasher *rss.Hasher
+	now    func() uint64
+
+	tenants []*Tenant
+	deflt   *Tenant
+	dirty   []*Tenant
+
+	global counters.Block // engine-wide: drops_no_tenant, drops_malformed
+	gdelta [counters.NumIDs]uint64
+	tuple  rss.Tuple
+	one    [1]int // ShRing candidate list
+	batch  uint64
+
+	mu      sync.Mutex // guards ops
+	ops     []func()
+	opsFlag chan struct{}
+	running bool
+}
+
+// New returns an engine with no tenants.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Key == nil {
+		cfg.Key = rss.MicrosoftKey
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 32
+	}
+	if cfg.Model < RxBisect || cfg.Model > ShRing {
+		return nil, fmt.Errorf("nic: unknown model %d", cfg.Model)
+	}
+	h, err := rss.NewHasher(cfg.Key)
+	if err != nil {
+		return nil, fmt.Errorf("nic: %w", err)
+	}
+	e := &Engine{cfg: cfg, hasher: h, global: counters.New(), opsFlag: make(chan struct{}, 1)}
+	e.now = cfg.Now
+	if e.now == nil {
+		start := time.Now()
+		e.now = func() uint64 { return uint64(time.Since(start)) }
+	}
+	return e, nil
+}
+
+// Config returns the engine's configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Global returns the engine-wide counter block (frames no tenant claimed,
+// empty frames).
+func (e *Engine) Global() counters.Block { return e.global }
+
+// AddTenant attaches a tenant's region. With Run active the change takes
+// effect between two batches; AddTenant waits for it.
+func (e *Engine) AddTenant(cfg TenantConfig, r *shm.Region) (*Tenant, error) {
+	t, err := newTenant(cfg, r, e.cfg.Model, e.cfg.ShGroup)
+	if err != nil {
+		return nil, err
+	}
+	var conflict error
+	e.apply(func() {
+		if cfg.Match.Default && e.deflt != nil {
+			conflict = fmt.Errorf("nic: tenant %q is already the default tenant; give %q a match rule", e.deflt.Name, cfg.Name)
+			return
+		}
+		if !cfg.Match.Default && !cfg.Match.Specific() {
+			conflict = fmt.Errorf("nic: tenant %q has an empty match rule; give it a port range, address or protocol, or make it the default", cfg.Name)
+			return
+		}
+		e.tenants = append(e.tenants, t)
+		if cfg.Match.Default {
+			e.deflt = t
+		}
+	})
+	if conflict != nil {
+		return nil, conflict
+	}
+	return t, nil
+}
+
+// RemoveTenant detaches t; after it returns the engine no longer touches t's
+// region.
+func (e *Engine) RemoveTenant(t *Tenant) {
+	e.apply(func() {
+		for i, x := range e.tenants {
+			if x == t {
+				e.tenants = append(e.tenants[:i], e.tenants[i+1:]...)
+				break
+			}
+		}
+		if e.deflt == t {
+			e.deflt = nil
+		}
+	})
+}
+
+// Tenants returns a copy of the tenant list (only safe while Run is not
+// active, or from OnFault).
+func (e *Engine) Tenants() []*Tenant { return append([]*Tenant(nil), e.tenants...) }
+
+// apply runs op on the engine goroutine between batches, or now if the
+// engine is not running.
+func (e *Engine) apply(op func()) {
+	e.mu.Lock()
+	if !e.running {
+		op()
+		e.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	e.ops = append(e.ops, func() { op(); close(done) })
+	e.mu.Unlock()
+	select {
+	case e.opsFlag <- struct{}{}:
+	default:
+	}
+	<-done
+}
+
+func (e *Engine) runOps() {
+	e.mu.Lock()
+	ops := e.ops
+	e.ops = nil
+	e.mu.Unlock()
+	for _, op := range ops {
+		op()
+	}
+}
+
+func (e *Engine) pick(t *rss.Tuple, parsed bool) *Tenant {
+	if parsed {
+		for _, x := range e.tenants {
+			if x != e.deflt && x.Match.matches(t) {
+				return x
+			}
+		}
+	}
+	return e.deflt
+}
+
+// Step processes one batch of frames and returns how many it consumed:
+// all of them, unless the Pause policy stopped the batch on starvation, in
+// which case the caller must offer the rest again. Step(nil) refreshes the
+// occupancy gauges.
+func (e *Engine) Step(frames [][]byte) int {
+	now := e.now()
+	for i, f := range frames {
+		if !e.frame(f, now) {
+			e.finish()
+			return i
+		}
+	}
+	e.finish()
+	return len(frames)
+}
+
+// frame handles one frame; it returns false when the batch must pause.
+func (e *Engine) frame(f []byte, now uint64) bool {
+	if len(f) == 0 {
+		e.gdelta[counters.DropMalformed]++
+		return true
+	}
+	t := &e.tuple
+	err := rss.Parse(f, t)
+	parsed := err == nil
+	ten := e.pick(t, parsed)
+	if ten == nil {
+		e.gdelta[counters.DropNoTenant]++
+		return true
+	}
+	if !ten.dirty {
+		ten.dirty = true
+		e.dirty = append(e.dirty, ten)
+	}
+	if ten.faulty != nil {
+		ten.delta[0][counters.DropFaulty]++
+		return true
+	}
+	var hash uint32
+	q := 0
+	if parsed {
+		hash = e.hasher.HashTuple(t)
+		q = ten.reta.Queue(hash)
+	}
+	d := &ten.delta[q]
+	flags := uint16(0)
+	if err != nil && err != rss.ErrNotIP {
+		d[counters.Malformed]++
+		flags |= bx.FlagMalformed
+	}
+	j, buf, idx, res := e.take(ten, q)
+	switch res {
+	case tookBuffer:
+	case bxFull:
+		d[counters.DropBxFull]++
+		return true
+	case starved:
+		if e.cfg.Policy == Pause {
+			d[counters.PausedBatches]++
+			return false
+		}
+		d[counters.DropAxStarved]++
+		return true
+	default: // faulty
+		d[counters.DropFaulty]++
+		return true
+	}
+	mem, _ := ten.Region.Buffer(buf) // take checked buf < BufCount
+	n := copy(mem, f)
+	if n < len(f) {
+		flags |= bx.FlagTruncated
+		d[counters.Truncated]++
+	}
+	if j != q {
+		flags |= bx.FlagBorrowed
+	}
+	ent := bx.Entry{Buf: buf, Len: uint16(n), Flags: flags, AxRing: uint16(j), Queue: uint16(q),
+		AxIdx: uint32(idx), Hash: hash, Stamp: uint32(now)}
+	ten.check.Move(buf, conserve.NIC, conserve.Bx)
+	e.stage(ten, q, &ent) // room was checked by take
+	if j != q && e.cfg.Model != ShRing {
+		notice := bx.Entry{Buf: bx.NoBuf, Flags: bx.FlagNotice, AxRing: uint16(j), Queue: uint16(q), AxIdx: uint32(idx), Stamp: uint32(now)}
+		e.stage(ten, j, &notice)
+		ten.delta[j][counters.Notices]++
+		ten.delta[j][counters.BorrowsOut]++
+		d[counters.BorrowsIn]++
+	}
+	d[counters.Packets]++
+	d[counters.Bytes] += uint64(n)
+	return true
+}
+
+func (e *Engine) stage(ten *Tenant, q int, ent *bx.Entry) {
+	ten.bx[q].Stage(ent)
+	if !ten.bxUsed[q] {
+		ten.bxUsed[q] = true
+		ten.bxList = append(ten.bxList, q)
+	}
+}
+
+type takeResult int
+
+const (
+	tookBuffer takeResult = iota
+	bxFull
+	starved
+	faulty
+)
+
+// take finds a buffer for a frame bound to Bx ring q and makes sure every
+// Bx entry it will post has room. It returns the Ax ring and entry the
+// buffer came from.
+func (e *Engine) take(ten *Tenant, q int) (j int, buf uint32, idx uint64, res takeResult) {
+	cands := ten.assoc[q]
+	if e.cfg.Model == ShRing {
+		e.one[0] = ten.shared[q]
+		cands = e.one[:]
+	}
+	for ci, j := range cands {
+		// The ring that hears about Ax ring j's consumption: its linked Bx
+		// ring, or under ShRing the delivering queue (which marks the
+		// shared bitmap).
+		nr := j
+		if e.cfg.Model == ShRing {
+			nr = q
+		}
+		for {
+			ok, err := ten.bx[q].Room(1)
+			if err != nil {
+				return 0, 0, 0, e.fault(ten, err)
+			}
+			if !ok {
+				return 0, 0, 0, bxFull
+			}
+			if nr != q {
+				if ok, err = ten.bx[nr].Room(1); err != nil {
+					return 0, 0, 0, e.fault(ten, err)
+				}
+				if !ok {
+					break // the lender's core is congested; its notice would be lost
+				}
+			}
+			b, i, ok, err := ten.ax[j].Take()
+			if err != nil && !errors.Is(err, ax.ErrBadBuffer) {
+				return 0, 0, 0, e.fault(ten, err)
+			}
+			if !ok {
+				if ci == 0 {
+					ten.delta[q][counters.AxDepletions]++
+				}
+				break
+			}
+			if !ten.axUsed[j] {
+				ten.axUsed[j] = true
+				ten.used = append(ten.used, j)
+			}
+			if err != nil {
+				// A buffer outside the region: skip it, but tell the core
+				// that owns the slot so that it refills it in order.
+				ten.delta[j][counters.DropBadBuffer]++
+				bad := bx.Entry{Buf: bx.NoBuf, Flags: bx.FlagNotice | bx.FlagBadBuffer, AxRing: uint16(j), Queue: uint16(q), AxIdx: uint32(i)}
+				e.stage(ten, nr, &bad)
+				continue
+			}
+			ten.check.Move(b, conserve.Ax, conserve.NIC)
+			return j, b, i, tookBuffer
+		}
+	}
+	return 0, 0, 0, starved
+}
+
+func (e *Engine) fault(ten *Tenant, err error) takeResult {
+	if ten.faulty == nil {
+		ten.faulty = err
+		if e.cfg.OnFault != nil {
+			e.cfg.OnFault(ten, err)
+		}
+	}
+	return faulty
+}
+
+// finish publishes the batch: Ax consumer cursors first, then Bx entries,
+// then counters.
+func (e *Engine) finish() {
+	e.batch++
+	refreshAll := e.batch%64 == 0 || len(e.dirty) == 0
+	for _, ten := range e.dirty {
+		for _, j := range ten.used {
+			ten.ax[j].Publish()
+			ten.axUsed[j] = false
+		}
+		ten.used = ten.used[:0]
+		for _, q := range ten.bxList {
+			ten.bx[q].Flush()
+			ten.bxUsed[q] = false
+			e.gauge(ten, q)
+		}
+		ten.bxList = ten.bxList[:0]
+		for q := range ten.delta {
+			d := &ten.delta[q]
+			for id, v := range d {
+				if v != 0 {
+					ten.blocks[q].Add(counters.ID(id), v)
+					d[id] = 0
+				}
+			}
+		}
+		ten.dirty = false
+	}
+	e.dirty = e.dirty[:0]
+	for id, v := range e.gdelta {
+		if v != 0 {
+			e.global.Add(counters.ID(id), v)
+			e.gdelta[id] = 0
+		}
+	}
+	if refreshAll {
+		for _, ten := range e.tenants {
+			if ten.faulty != nil {
+				continue
+			}
+			for q := range ten.bx {
+				e.gauge(ten, q)
+			}
+		}
+	}
+}
+
+func (e *Engine) gauge(ten *Tenant, q int) {
+	occ, err := ten.bx[q].Refresh()
+	if err != nil {
+		e.fault(ten, err)
+		return
+	}
+	ten.blocks[q].Set(counters.BxOccupancy, uint64(occ))
+	ten.blocks[q].Max(counters.BxHighWater, uint64(occ))
+}

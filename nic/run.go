@@ -1,0 +1,86 @@
+package nic
+
+import (
+	"context"
+	"runtime"
+	"time"
+)
+
+// Source hands frames to the engine. Recv appends up to cap(dst)-len(dst)
+// frames and returns dst; the frames stay valid until the next Recv call
+// (the engine calls Recv again only after it has consumed every frame, so a
+// source backed by a receive ring may release them then). A source returns
+// an error only when it cannot continue.
+type Source interface {
+	Recv(dst [][]byte) ([][]byte, error)
+}
+
+// SourceFunc adapts a function to Source.
+type SourceFunc func(dst [][]byte) ([][]byte, error)
+
+// Recv calls f.
+func (f SourceFunc) Recv(dst [][]byte) ([][]byte, error) { return f(dst) }
+
+// Idle tuning of Run: after idleSpins empty polls it sleeps idleSleep.
+const (
+	idleSpins = 256
+	idleSleep = 50 * time.Microsecond
+)
+
+// Run pulls batches from src and processes them until ctx is done or src
+// fails. It locks the goroutine to its OS thread and pins that thread to
+// Config.EmulatorCPU (the emulated NIC owns a core, as in the paper).
+func (e *Engine) Run(ctx context.Context, src Source) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if e.cfg.EmulatorCPU >= 0 {
+		if err := pinCPU(e.cfg.EmulatorCPU); err != nil {
+			return err
+		}
+	}
+	e.mu.Lock()
+	e.running = true
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.running = false
+		e.mu.Unlock()
+		e.runOps()
+	}()
+	buf := make([][]byte, 0, e.cfg.Batch)
+	var pending [][]byte
+	idle := 0
+	done := ctx.Done()
+	for {
+		select {
+		case <-done:
+			return ctx.Err()
+		case <-e.opsFlag:
+			e.runOps()
+		default:
+		}
+		if len(pending) == 0 {
+			var err error
+			buf, err = src.Recv(buf[:0])
+			if err != nil {
+				return err
+			}
+			pending = buf
+		}
+		if len(pending) == 0 {
+			idle++
+			if idle%idleSpins == 0 {
+				e.Step(nil)
+				time.Sleep(idleSleep)
+			}
+			continue
+		}
+		idle = 0
+		n := e.Step(pending)
+		pending = pending[n:]
+		if len(pending) > 0 {
+			// Paused on starvation: let the cores refill.
+			runtime.Gosched()
+		}
+	}
+}

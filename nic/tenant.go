@@ -1,0 +1,154 @@
+package nic
+
+import (
+	"fmt"
+
+	"github.com/vnic/vnic/ax"
+	"github.com/vnic/vnic/bx"
+	"github.com/vnic/vnic/counters"
+	"github.com/vnic/vnic/internal/conserve"
+	"github.com/vnic/vnic/numa"
+	"github.com/vnic/vnic/rss"
+	"github.com/vnic/vnic/shm"
+)
+
+// TenantConfig describes a tenant to the engine.
+type TenantConfig struct {
+	ID    int
+	Name  string
+	Match Match
+	// RETASize is the indirection table size (default 128).
+	RETASize int
+	// Nodes gives each queue's NUMA node (nil: all on node 0), and Distance
+	// the node distance matrix (nil: numa.Synthetic distances).
+	Nodes    []int
+	Distance [][]int
+	// AllowRemote lets a Bx ring borrow from Ax rings on remote nodes once
+	// the local ones are empty.
+	AllowRemote bool
+	// Assoc overrides the association sets (validated).
+	Assoc [][]int
+	// Checker, if set, verifies buffer conservation on every move (debug).
+	Checker *conserve.Checker
+}
+
+// Tenant is one attached application: its region and the engine's side of
+// its rings. Its fields are owned by the engine goroutine.
+type Tenant struct {
+	ID     int
+	Name   string
+	Match  Match
+	Region *shm.Region
+
+	queues int
+	reta   *rss.RETA
+	assoc  [][]int // per Bx ring: Ax rings in borrowing order
+	ax     []*ax.NIC
+	bx     []*bx.NIC
+	blocks []counters.Block // NIC block per queue
+	tblock counters.Block   // tenant-wide NIC block
+	delta  [][counters.NumIDs]uint64
+	axUsed []bool // Ax rings taken from in this batch
+	used   []int  // their ids
+	bxUsed []bool
+	bxList []int
+	shared []int // ShRing: the shared Ax ring of each queue
+	faulty error
+	check  *conserve.Checker
+	dirty  bool // touched in this batch
+}
+
+// Queues returns the tenant's queue count.
+func (t *Tenant) Queues() int { return t.queues }
+
+// RETA returns the tenant's indirection table.
+func (t *Tenant) RETA() *rss.RETA { return t.reta }
+
+// Assoc returns the association set of Bx ring q (do not modify).
+func (t *Tenant) Assoc(q int) []int { return t.assoc[q] }
+
+// Faulty returns the error that made the tenant faulty, or nil.
+func (t *Tenant) Faulty() error { return t.faulty }
+
+// Counters returns the NIC counter block of queue q.
+func (t *Tenant) Counters(q int) counters.Block { return t.blocks[q] }
+
+// TenantCounters returns the tenant-wide NIC counter block.
+func (t *Tenant) TenantCounters() counters.Block { return t.tblock }
+
+func newTenant(cfg TenantConfig, r *shm.Region, m Model, shGroup int) (*Tenant, error) {
+	g := r.Geo
+	if g.NumAx != g.NumBx {
+		return nil, fmt.Errorf("nic: tenant %q: %d Ax rings but %d Bx rings; each queue needs one of each", cfg.Name, g.NumAx, g.NumBx)
+	}
+	n := int(g.NumBx)
+	size := cfg.RETASize
+	if size == 0 {
+		size = rss.DefaultRETASize
+	}
+	reta, err := rss.NewRETA(size, n)
+	if err != nil {
+		return nil, fmt.Errorf("nic: tenant %q: %w", cfg.Name, err)
+	}
+	t := &Tenant{
+		ID: cfg.ID, Name: cfg.Name, Match: cfg.Match, Region: r, queues: n, reta: reta,
+		ax: make([]*ax.NIC, n), bx: make([]*bx.NIC, n), blocks: make([]counters.Block, n),
+		delta: make([][counters.NumIDs]uint64, n), axUsed: make([]bool, n), used: make([]int, 0, n),
+		bxUsed: make([]bool, n), bxList: make([]int, 0, n), shared: make([]int, n),
+		check: cfg.Checker,
+	}
+	for q := 0; q < n; q++ {
+		if t.ax[q], err = ax.NewNIC(r.AxMem(q), int(g.AxSize), g.BufCount); err != nil {
+			return nil, fmt.Errorf("nic: tenant %q: Ax ring %d: %w", cfg.Name, q, err)
+		}
+		if t.bx[q], err = bx.NewNIC(r.BxMem(q), int(g.BxSize)); err != nil {
+			return nil, fmt.Errorf("nic: tenant %q: Bx ring %d: %w", cfg.Name, q, err)
+		}
+		t.blocks[q] = r.Counters(shm.NICBlock, q)
+	}
+	t.tblock = r.Counters(shm.TenantBlock, 0)
+	rings := make([]numa.Ring, n)
+	for q := range rings {
+		rings[q].Tenant = cfg.ID
+		if cfg.Nodes != nil {
+			if len(cfg.Nodes) != n {
+				return nil, fmt.Errorf("nic: tenant %q: %d node entries for %d queues", cfg.Name, len(cfg.Nodes), n)
+			}
+			rings[q].Node = cfg.Nodes[q]
+		}
+	}
+	dist := cfg.Distance
+	if dist == nil {
+		maxNode := 0
+		for _, r := range rings {
+			maxNode = max(maxNode, r.Node)
+		}
+		dist = numa.Synthetic(maxNode+1, 1).Distance
+	}
+	pol := numa.Policy{AllowRemote: cfg.AllowRemote}
+	switch {
+	case cfg.Assoc != nil:
+		if err := numa.Validate(cfg.Assoc, rings, dist, pol); err != nil {
+			return nil, fmt.Errorf("nic: tenant %q: association sets: %w", cfg.Name, err)
+		}
+		t.assoc = cfg.Assoc
+	case m == RxBisect:
+		t.assoc = numa.Associate(rings, dist, pol)
+	default:
+		t.assoc = make([][]int, n)
+		for q := range t.assoc {
+			t.assoc[q] = []int{q}
+		}
+	}
+	if shGroup <= 0 || shGroup > n {
+		shGroup = n
+	}
+	for q := range t.shared {
+		t.shared[q] = q - q%shGroup
+	}
+	return t, nil
+}
+
+// ShGroupOf returns the shared ring (the group's first queue) that queue q
+// takes buffers from under ShRing.
+func (t *Tenant) ShGroupOf(q int) int { return t.shared[q] }
