@@ -43,14 +43,10 @@ func (q *Queue) ID() int { return q.id }
 // Counters returns the queue's client counter block.
 func (q *Queue) Counters() counters.Block { return q.cnt }
 
-// Recv polls the Bx ring once and appends up to the batch size (and the
-// room left in dst) packets to dst.
+// Recv polls the Bx ring once and appends up to one batch of packets to
+// dst. It allocates nothing when dst has room for a batch.
 func (q *Queue) Recv(dst []Packet) []Packet {
-	max := min(q.batch, cap(dst)-len(dst))
-	if max <= 0 {
-		return dst
-	}
-	q.ents = q.bx.Poll(q.ents[:0], max)
+	q.ents = q.bx.Poll(q.ents[:0], q.batch)
 	for i := range q.ents {
 		e := &q.ents[i]
 		if e.Flags&bx.FlagNotice == 0 {

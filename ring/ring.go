@@ -185,16 +185,3 @@ func (c *Consumer[T]) Ready() int { return int(c.cachedProd - c.local) }
 
 // Err returns the sticky corruption error, if any.
 func (c *Consumer[T]) Err() error { return c.err }
-
-// Cursors loads both shared cursors, for observers such as vnicctl. The values
-// are untrusted and may be mid-update.
-func Cursors(mem []byte) (prod, cons uint64, ok bool) {
-	if len(mem) < Size(2, 8) {
-		return 0, 0, false
-	}
-	v, err := newView[uint64](mem[:Size(2, 8)], 2)
-	if err != nil {
-		return 0, 0, false
-	}
-	return atomic.LoadUint64(v.prod), atomic.LoadUint64(v.cons), true
-}

@@ -3,6 +3,7 @@ package ring
 import (
 	"fmt"
 	"reflect"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -82,4 +83,19 @@ func EntrySize[T any]() int {
 func GenEntrySize[T any]() int {
 	var zero genSlot[T]
 	return int(unsafe.Sizeof(zero))
+}
+
+// Cursors loads both shared cursors of the ring in mem, for observers such
+// as vnicctl and for a side that attaches late. The values are untrusted and
+// may be mid-update. ok is false when mem is too short or misaligned.
+func Cursors(mem []byte) (prod, cons uint64, ok bool) {
+	if len(mem) < HeaderSize {
+		return 0, 0, false
+	}
+	base := unsafe.Pointer(unsafe.SliceData(mem))
+	if uintptr(base)%8 != 0 {
+		return 0, 0, false
+	}
+	return atomic.LoadUint64((*uint64)(unsafe.Add(base, ProdOffset))),
+		atomic.LoadUint64((*uint64)(unsafe.Add(base, ConsOffset))), true
 }
