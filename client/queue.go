@@ -33,6 +33,7 @@ type Queue struct {
 	check *conserve.Checker
 	batch int
 	debt  int // Ax slots reported consumed and not yet refilled
+	ids   []uint32 // scratch for bulk allocator calls
 	ents  []bx.Entry
 	local [counters.NumIDs]uint64
 }
@@ -81,19 +82,24 @@ func (q *Queue) Recv(dst []Packet) []Packet {
 	return dst
 }
 
-// payDebt refills owed Ax slots, oldest first.
+// payDebt refills owed Ax slots, oldest first, with one bulk allocation.
 func (q *Queue) payDebt() {
-	for q.debt > 0 {
-		buf, ok := q.cache.Alloc()
-		if !ok {
-			q.local[counters.AllocFailures]++
-			return
-		}
+	if q.debt == 0 {
+		return
+	}
+	ids := q.ids[:min(q.debt, cap(q.ids))]
+	got := q.cache.AllocBulk(ids)
+	if got < q.debt {
+		q.local[counters.AllocFailures]++
+	}
+	for i, buf := range ids[:got] {
 		q.check.Move(buf, conserve.Allocator, conserve.Ax)
 		if err := q.ax.Refill(uint32(q.ax.Oldest()), buf); err != nil {
 			// The NIC reported a slot it has not released: an engine bug.
-			q.check.Move(buf, conserve.Ax, conserve.Allocator)
-			q.cache.Free(buf)
+			for _, b := range ids[i:got] {
+				q.check.Move(b, conserve.Ax, conserve.Allocator)
+			}
+			q.cache.FreeBulk(ids[i:got])
 			q.local[counters.OrderErrors]++
 			return
 		}
@@ -102,17 +108,24 @@ func (q *Queue) payDebt() {
 	}
 }
 
-// Release frees the packets' buffers into this queue's allocator cache.
+// Release frees the packets' buffers into this queue's allocator cache,
+// in bulk.
 func (q *Queue) Release(pkts []Packet) {
-	for i := range pkts {
-		p := &pkts[i]
-		q.check.Move(p.Buf, conserve.App, conserve.Allocator)
-		if int(p.Queue) != q.id || p.Flags&bx.FlagBorrowed != 0 {
-			q.local[counters.Handoffs]++
+	for len(pkts) > 0 {
+		n := min(len(pkts), cap(q.ids))
+		ids := q.ids[:n]
+		for i := range pkts[:n] {
+			p := &pkts[i]
+			q.check.Move(p.Buf, conserve.App, conserve.Allocator)
+			if int(p.Queue) != q.id || p.Flags&bx.FlagBorrowed != 0 {
+				q.local[counters.Handoffs]++
+			}
+			ids[i] = p.Buf
 		}
-		if q.cache.Free(p.Buf) != nil {
+		if q.cache.FreeBulk(ids) != nil {
 			q.local[counters.OrderErrors]++
 		}
+		pkts = pkts[n:]
 	}
 	q.flushCounters()
 }

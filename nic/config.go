@@ -75,6 +75,12 @@ type Config struct {
 	ShGroup int
 	// Batch is the most frames Step handles at once in Run (default 32).
 	Batch int
+	// FoldEvery is how many batches the engine accumulates counter deltas
+	// and occupancy before storing them into the regions' counter blocks
+	// (default 1: after every Step, so callers of Step see exact counters;
+	// Run uses 16 and also folds whenever the wire is idle). Counters then
+	// lag by at most FoldEvery batches, a few microseconds.
+	FoldEvery int
 	// EmulatorCPU is the CPU Run pins its thread to; -1 leaves it unpinned.
 	EmulatorCPU int
 	// Now returns the clock in nanoseconds for Bx entry stamps (default:

@@ -44,6 +44,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Batch <= 0 {
 		cfg.Batch = 32
 	}
+	if cfg.FoldEvery <= 0 {
+		cfg.FoldEvery = 1
+	}
 	if cfg.Model < RxBisect || cfg.Model > ShRing {
 		return nil, fmt.Errorf("nic: unknown model %d", cfg.Model)
 	}
@@ -273,7 +276,17 @@ func (e *Engine) take(ten *Tenant, q int) (j int, buf uint32, idx uint64, res ta
 		e.one[0] = ten.shared[q]
 		cands = e.one[:]
 	}
+	cur := e.batch + 1 // the batch in progress (finish increments e.batch)
+	if ten.bxFull[q] == cur {
+		return 0, 0, 0, bxFull
+	}
 	for ci, j := range cands {
+		if ten.axEmpty[j] == cur {
+			if ci == 0 {
+				ten.delta[q][counters.AxDepletions]++
+			}
+			continue
+		}
 		// The ring that hears about Ax ring j's consumption: its linked Bx
 		// ring, or under ShRing the delivering queue (which marks the
 		// shared bitmap).
@@ -287,13 +300,18 @@ func (e *Engine) take(ten *Tenant, q int) (j int, buf uint32, idx uint64, res ta
 				return 0, 0, 0, e.fault(ten, err)
 			}
 			if !ok {
+				ten.bxFull[q] = cur
 				return 0, 0, 0, bxFull
 			}
 			if nr != q {
+				if ten.bxFull[nr] == cur {
+					break
+				}
 				if ok, err = ten.bx[nr].Room(1); err != nil {
 					return 0, 0, 0, e.fault(ten, err)
 				}
 				if !ok {
+					ten.bxFull[nr] = cur
 					break // the lender's core is congested; its notice would be lost
 				}
 			}
@@ -302,6 +320,7 @@ func (e *Engine) take(ten *Tenant, q int) (j int, buf uint32, idx uint64, res ta
 				return 0, 0, 0, e.fault(ten, err)
 			}
 			if !ok {
+				ten.axEmpty[j] = cur
 				if ci == 0 {
 					ten.delta[q][counters.AxDepletions]++
 				}
@@ -336,11 +355,10 @@ func (e *Engine) fault(ten *Tenant, err error) takeResult {
 	return faulty
 }
 
-// finish publishes the batch: Ax consumer cursors first, then Bx entries,
-// then counters.
+// finish publishes the batch: Ax consumer cursors first, then Bx entries.
+// Every FoldEvery batches (and on an empty Step) it folds counters too.
 func (e *Engine) finish() {
 	e.batch++
-	refreshAll := e.batch%64 == 0 || len(e.dirty) == 0
 	for _, ten := range e.dirty {
 		for _, j := range ten.used {
 			ten.ax[j].Publish()
@@ -350,9 +368,18 @@ func (e *Engine) finish() {
 		for _, q := range ten.bxList {
 			ten.bx[q].Flush()
 			ten.bxUsed[q] = false
-			e.gauge(ten, q)
 		}
 		ten.bxList = ten.bxList[:0]
+	}
+	if len(e.dirty) == 0 || e.batch%uint64(e.cfg.FoldEvery) == 0 {
+		e.Fold()
+	}
+}
+
+// Fold stores the accumulated counter deltas and the Bx occupancy gauges
+// into the counter blocks. Step calls it every Config.FoldEvery batches.
+func (e *Engine) Fold() {
+	for _, ten := range e.dirty {
 		for q := range ten.delta {
 			d := &ten.delta[q]
 			for id, v := range d {
@@ -371,14 +398,12 @@ func (e *Engine) finish() {
 			e.gdelta[id] = 0
 		}
 	}
-	if refreshAll {
-		for _, ten := range e.tenants {
-			if ten.faulty != nil {
-				continue
-			}
-			for q := range ten.bx {
-				e.gauge(ten, q)
-			}
+	for _, ten := range e.tenants {
+		if ten.faulty != nil {
+			continue
+		}
+		for q := range ten.bx {
+			e.gauge(ten, q)
 		}
 	}
 }

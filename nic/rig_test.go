@@ -36,6 +36,8 @@ type rigConfig struct {
 	shGroup        int
 	start          uint64
 	allocCache     int
+	noCheck        bool // no conservation checker (benchmarks)
+	foldEvery      int
 }
 
 func alignedBytes(n int) []byte {
@@ -62,7 +64,10 @@ func newRig(t testing.TB, c rigConfig) *rig {
 		t.Fatal(err)
 	}
 	check := conserve.New(c.bufs, conserve.Allocator)
-	eng, err := nic.New(nic.Config{Model: c.model, Policy: c.policy, ShGroup: c.shGroup, EmulatorCPU: -1})
+	if c.noCheck {
+		check = nil
+	}
+	eng, err := nic.New(nic.Config{Model: c.model, Policy: c.policy, ShGroup: c.shGroup, EmulatorCPU: -1, FoldEvery: c.foldEvery})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,9 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 			return err
 		}
 	}
+	if e.cfg.FoldEvery == 1 {
+		e.cfg.FoldEvery = 16
+	}
 	e.mu.Lock()
 	e.running = true
 	e.mu.Unlock()
@@ -69,6 +72,9 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 		}
 		if len(pending) == 0 {
 			idle++
+			if idle == 1 {
+				e.Fold()
+			}
 			if idle%idleSpins == 0 {
 				e.Step(nil)
 				time.Sleep(idleSleep)

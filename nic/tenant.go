@@ -56,6 +56,12 @@ type Tenant struct {
 	faulty error
 	check  *conserve.Checker
 	dirty  bool // touched in this batch
+	// Per-batch memos: the batch number in which an Ax ring was found empty
+	// or a Bx ring full. The engine does not look again within that batch:
+	// each look at an empty ring loads a cursor the core writes, a cache
+	// miss, and a starving burst would otherwise pay it per frame per lender.
+	axEmpty []uint64
+	bxFull  []uint64
 }
 
 // Queues returns the tenant's queue count.
@@ -95,7 +101,7 @@ func newTenant(cfg TenantConfig, r *shm.Region, m Model, shGroup int) (*Tenant, 
 		ax: make([]*ax.NIC, n), bx: make([]*bx.NIC, n), blocks: make([]counters.Block, n),
 		delta: make([][counters.NumIDs]uint64, n), axUsed: make([]bool, n), used: make([]int, 0, n),
 		bxUsed: make([]bool, n), bxList: make([]int, 0, n), shared: make([]int, n),
-		check: cfg.Checker,
+		check: cfg.Checker, axEmpty: make([]uint64, n), bxFull: make([]uint64, n),
 	}
 	for q := 0; q < n; q++ {
 		if t.ax[q], err = ax.NewNIC(r.AxMem(q), int(g.AxSize), g.BufCount); err != nil {
