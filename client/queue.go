@@ -32,7 +32,7 @@ type Queue struct {
 	cnt   counters.Block
 	check *conserve.Checker
 	batch int
-	debt  int // Ax slots reported consumed and not yet refilled
+	debt  int      // Ax slots reported consumed and not yet refilled
 	ids   []uint32 // scratch for bulk allocator calls
 	ents  []bx.Entry
 	local [counters.NumIDs]uint64
