@@ -2,6 +2,7 @@ package counters_test
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -108,4 +109,20 @@ func ExampleBlock() {
 	d := b.Snapshot().Sub(before)
 	fmt.Println(counters.Packets, d[counters.Packets], counters.DropAxStarved, d[counters.DropAxStarved])
 	// Output: packets 3 drops_ax_starved 1
+}
+
+func TestWriteTable(t *testing.T) {
+	var s counters.Snapshot
+	s[counters.Packets] = 1_500_000
+	s[counters.BxHighWater] = 12
+	var b strings.Builder
+	if err := counters.WriteTable(&b, []string{"ax_fill"}, []counters.ID{counters.Packets, counters.BxHighWater}, []counters.Row{{Label: "t1/q0", Snap: s, Extra: []string{"64"}}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"ring", "ax_fill", "packets", "bx_high_water", "t1/q0", "1.50M", "12"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("table lacks %q:\n%s", want, out)
+		}
+	}
 }

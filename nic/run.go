@@ -23,8 +23,8 @@ func (f SourceFunc) Recv(dst [][]byte) ([][]byte, error) { return f(dst) }
 
 // Idle tuning of Run: after idleSpins empty polls it sleeps idleSleep.
 const (
-	idleSpins = 256
-	idleSleep = 50 * time.Microsecond
+	idleSpins = 4096
+	idleSleep = 10 * time.Microsecond
 )
 
 // Run pulls batches from src and processes them until ctx is done or src

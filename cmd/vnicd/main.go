@@ -1,0 +1,68 @@
+// Command vnicd is the userspace virtual NIC daemon: it emulates the
+// RxBisect receive interface on its own core, taking frames from a
+// synthetic source (or, with AF_XDP, from an interface), steering them with
+// Toeplitz RSS and placing them into tenants' shared-memory Ax/Bx rings.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+)
+
+func main() {
+	if err := newApp(os.Stdout, os.Stderr).Run(os.Args); err != nil {
+		fmt.Fprintf(os.Stderr, "vnicd: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:      "vnicd",
+		Usage:     "userspace virtual NIC daemon with the RxBisect receive interface",
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Commands:       []*cli.Command{runCommand()},
+		HideVersion:    true,
+		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return fmt.Errorf("%w; run vnicd --help for the flags", err)
+		},
+	}
+}
+
+// logFlags are accepted by every command.
+func logFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "log-format", Value: "auto", Usage: "auto (console on a terminal, JSON otherwise), json or console"},
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+	}
+}
+
+// newLogger builds the zerolog logger the flags ask for.
+func newLogger(c *cli.Context, w io.Writer) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(c.String("log-level"))
+	if err != nil {
+		return zerolog.Logger{}, fmt.Errorf("--log-level %q: use debug, info, warn or error", c.String("log-level"))
+	}
+	format := c.String("log-format")
+	if format == "auto" {
+		format = "json"
+		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+			format = "console"
+		}
+	}
+	switch format {
+	case "json":
+	case "console":
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
+	default:
+		return zerolog.Logger{}, fmt.Errorf("--log-format %q: use auto, json or console", format)
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}

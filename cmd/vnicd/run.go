@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/vnic/vnic/client"
+	"github.com/vnic/vnic/counters"
+	"github.com/vnic/vnic/nic"
+	"github.com/vnic/vnic/rss"
+	"github.com/vnic/vnic/shm"
+	"github.com/vnic/vnic/wire/synth"
+)
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "run",
+		Usage: "run the emulated NIC",
+		Flags: append(logFlags(),
+			&cli.StringFlag{Name: "source", Value: "synth", Usage: "frame source: synth"},
+			&cli.StringFlag{Name: "model", Value: "rxbisect", Usage: "receive model: rxbisect, privring or shring"},
+			&cli.StringFlag{Name: "policy", Value: "drop", Usage: "when no Ax ring has a buffer: drop or pause"},
+			&cli.IntFlag{Name: "queues", Value: 4, Usage: "receive queues (cores) of the demo tenant"},
+			&cli.IntFlag{Name: "ax-size", Value: 128, Usage: "entries per Ax (allocation) ring, a power of two"},
+			&cli.IntFlag{Name: "bx-size", Value: 1024, Usage: "entries per Bx (reception) ring, a power of two"},
+			&cli.IntFlag{Name: "buffers", Value: 0, Usage: "packet buffers per tenant (0: queues*ax-size + 2*bx-size)"},
+			&cli.IntFlag{Name: "buf-size", Value: 2048, Usage: "bytes per packet buffer"},
+			&cli.StringFlag{Name: "key", Value: "microsoft", Usage: "RSS key: microsoft, symmetric, random or hex"},
+			&cli.IntFlag{Name: "emulator-cpu", Value: 0, Usage: "CPU the emulated NIC is pinned to (-1: unpinned)"},
+			&cli.IntFlag{Name: "consumer-cpu", Value: 1, Usage: "CPU the in-process demo consumers are pinned to (-1: unpinned)"},
+			&cli.IntFlag{Name: "frame-size", Value: 64, Usage: "synthetic frame size, 64..1514"},
+			&cli.IntFlag{Name: "flows", Value: 1024, Usage: "synthetic flows"},
+			&cli.StringFlag{Name: "dist", Value: "uniform", Usage: "flow distribution: uniform, zipf, share or replay"},
+			&cli.Float64Flag{Name: "zipf-s", Value: 1.1, Usage: "Zipf exponent for --dist zipf"},
+			&cli.Float64Flag{Name: "rate", Value: 0, Usage: "synthetic packets per second (0: as fast as possible)"},
+			&cli.DurationFlag{Name: "duration", Value: 0, Usage: "stop after this long (0: until SIGINT/SIGTERM)"},
+			&cli.DurationFlag{Name: "report", Value: time.Second, Usage: "interval of the per-ring counter report (0: only at exit)"},
+		),
+		Action: run,
+	}
+}
+
+func run(c *cli.Context) error {
+	log, err := newLogger(c, c.App.ErrWriter)
+	if err != nil {
+		return err
+	}
+	if c.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q; vnicd run takes only flags", c.Args().First())
+	}
+	model, err := nic.ParseModel(c.String("model"))
+	if err != nil {
+		return err
+	}
+	policy, err := nic.ParsePolicy(c.String("policy"))
+	if err != nil {
+		return err
+	}
+	key, err := rss.ParseKey(c.String("key"))
+	if err != nil {
+		return fmt.Errorf("--key: %w", err)
+	}
+	if s := c.String("source"); s != "synth" {
+		return fmt.Errorf("--source %q is not available in this build; use --source synth", s)
+	}
+	ecpu, ccpu := c.Int("emulator-cpu"), c.Int("consumer-cpu")
+	for _, cpu := range []int{ecpu, ccpu} {
+		if cpu >= runtime.NumCPU() {
+			return fmt.Errorf("CPU %d does not exist (this machine has %d); pick one below %d or use -1", cpu, runtime.NumCPU(), runtime.NumCPU())
+		}
+	}
+	q, axSize, bxSize := c.Int("queues"), c.Int("ax-size"), c.Int("bx-size")
+	bufs := c.Int("buffers")
+	if bufs == 0 {
+		bufs = q*axSize + 2*bxSize
+	}
+	geo := shm.Queues(q, axSize, bxSize, 64, c.Int("buf-size"), bufs)
+	geo.Model = uint32(model)
+	if err := geo.Validate(); err != nil {
+		return fmt.Errorf("ring geometry: %w", err)
+	}
+	region, err := shm.Create(geo, shm.Options{Name: "vnic-demo"})
+	if err != nil {
+		return fmt.Errorf("create the tenant region: %w", err)
+	}
+	defer region.Close()
+	eng, err := nic.New(nic.Config{Model: model, Policy: policy, Key: key, EmulatorCPU: ecpu,
+		OnFault: func(t *nic.Tenant, err error) {
+			log.Error().Err(err).Str("tenant", t.Name).Msg("tenant wrote corrupt ring state; detaching it")
+		}})
+	if err != nil {
+		return err
+	}
+	ten, err := eng.AddTenant(nic.TenantConfig{ID: 1, Name: "demo", Match: nic.Match{Default: true}}, region)
+	if err != nil {
+		return err
+	}
+	cl, err := client.Local(region, client.Options{})
+	if err != nil {
+		return err
+	}
+	hasher, _ := rss.NewHasher(key)
+	dist, err := synth.ParseDist(c.String("dist"))
+	if err != nil {
+		return fmt.Errorf("--dist: %w", err)
+	}
+	sc := synth.Config{FrameSize: c.Int("frame-size"), Flows: c.Int("flows"), Dist: dist, Queues: q, Rate: c.Float64("rate"), Seed: 1}
+	switch dist {
+	case synth.Zipf:
+		sc.ZipfS = c.Float64("zipf-s")
+	case synth.Replay:
+		sc.Profile = synth.CAIDALike(q, 60, 1)
+	case synth.QueueShare:
+		sc.Share = make([]float64, q)
+		for i := range sc.Share {
+			sc.Share[i] = 1
+		}
+		sc.Share[0] = float64(q) // one hot queue
+	}
+	gen, err := synth.New(sc, func(f synth.Flow) int {
+		t, _ := rss.NewTuple(rss.ProtoUDP, f.Src, f.Dst, f.SrcPort, f.DstPort)
+		return ten.RETA().Queue(hasher.HashTuple(&t))
+	})
+	if err != nil {
+		return err
+	}
+	log.Info().Str("model", model.String()).Str("policy", policy.String()).Int("queues", q).
+		Int("ax_size", axSize).Int("bx_size", bxSize).Int("buffers", bufs).Bool("huge_pages", region.Huge).
+		Int("emulator_cpu", ecpu).Str("source", "synth").Int("frame_size", sc.FrameSize).
+		Msg("vnicd running with in-process demo consumers (synthetic traffic)")
+
+	ctx, cancel := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if d := c.Duration("duration"); d > 0 {
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		consume(ctx, cl, ccpu)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		report(ctx, c.App.Writer, region, c.Duration("report"), log)
+	}()
+	err = eng.Run(ctx, nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil }))
+	wg.Wait()
+	eng.Fold()
+	fmt.Fprintf(c.App.Writer, "\nfinal counters (model %s, %d queues, Ax %d, Bx %d, %d buffers):\n", model, q, axSize, bxSize, bufs)
+	printRings(c.App.Writer, region, 0, nil)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// consume runs Listing 1 for every queue on one pinned thread.
+func consume(ctx context.Context, cl *client.Tenant, cpu int) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if cpu >= 0 {
+		var set unix.CPUSet
+		set.Set(cpu)
+		unix.SchedSetaffinity(0, &set)
+	}
+	pk := make([]client.Packet, 0, 32)
+	for i := 0; ctx.Err() == nil; i++ {
+		got := 0
+		for q := 0; q < cl.Queues(); q++ {
+			pk = cl.Queue(q).Recv(pk[:0])
+			got += len(pk)
+			cl.Queue(q).Release(pk)
+		}
+		if got == 0 && i%1024 == 0 {
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+}
+
+func report(ctx context.Context, w interface{ Write([]byte) (int, error) }, r *shm.Region, every time.Duration, log zerolog.Logger) {
+	if every <= 0 {
+		<-ctx.Done()
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	prev := make([]counters.Snapshot, r.Geo.NumBx)
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			secs := now.Sub(last).Seconds()
+			last = now
+			var tot counters.Snapshot
+			for q := range prev {
+				s := r.Counters(shm.NICBlock, q).Snapshot()
+				tot = tot.Add(s.Sub(prev[q]))
+				prev[q] = s
+			}
+			log.Info().Float64("mpps", float64(tot[counters.Packets])/secs/1e6).
+				Uint64("bx_full", tot[counters.DropBxFull]).Uint64("ax_starved", tot[counters.DropAxStarved]).
+				Uint64("borrows", tot[counters.BorrowsIn]).Msg("interval")
+		}
+	}
+}
+
+// printRings prints the per-ring table of a region.
+func printRings(w interface{ Write([]byte) (int, error) }, r *shm.Region, rate float64, prev []counters.Snapshot) {
+	rows := make([]counters.Row, r.Geo.NumBx)
+	for q := range rows {
+		s := r.Counters(shm.NICBlock, q).Snapshot()
+		if prev != nil {
+			s = s.Sub(prev[q])
+		}
+		rows[q] = counters.Row{Label: fmt.Sprintf("q%d", q), Snap: s}
+	}
+	counters.WriteTable(w, nil, counters.RingColumns, rows, rate)
+}
