@@ -1,6 +1,15 @@
 package bx
 
-import "github.com/vnic/vnic/ring"
+import (
+	"sync/atomic"
+
+	"github.com/vnic/vnic/ring"
+)
+
+// NeedWakeup in a Bx ring's consumer flags asks the NIC to signal the
+// core's eventfd after it posts entries (the core is about to sleep), as
+// AF_XDP's XDP_RING_NEED_WAKEUP does.
+const NeedWakeup uint32 = 1
 
 // NoBuf in Entry.Buf marks a notice-only entry.
 const NoBuf = ^uint32(0)
@@ -42,6 +51,7 @@ func Init(mem []byte, capacity int, start uint64) error {
 // a batch and posted with Flush.
 type NIC struct {
 	p      *ring.GenProducer[Entry]
+	flags  *uint32
 	staged int
 	seq    uint32
 }
@@ -52,8 +62,12 @@ func NewNIC(mem []byte, capacity int) (*NIC, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &NIC{p: p}, nil
+	return &NIC{p: p, flags: ring.ConsumerFlags(mem)}, nil
 }
+
+// WantsWakeup reports whether the core asked to be woken (untrusted: a
+// wrong value only costs that core a spurious or a missed wakeup).
+func (n *NIC) WantsWakeup() bool { return atomic.LoadUint32(n.flags)&NeedWakeup != 0 }
 
 // Room reports whether n more entries can be staged now.
 func (n *NIC) Room(k int) (bool, error) {
@@ -104,7 +118,8 @@ func (n *NIC) Err() error { return n.p.Err() }
 
 // Core is the consuming side of one Bx ring.
 type Core struct {
-	c *ring.GenConsumer[Entry]
+	c     *ring.GenConsumer[Entry]
+	flags *uint32
 }
 
 // NewCore attaches the core side to the Bx ring in mem.
@@ -113,8 +128,21 @@ func NewCore(mem []byte, capacity int) (*Core, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Core{c: c}, nil
+	return &Core{c: c, flags: ring.ConsumerFlags(mem)}, nil
 }
+
+// SetNeedWakeup sets or clears the need-wakeup flag. A core sets it, then
+// checks Ready once more, then sleeps on its eventfd.
+func (c *Core) SetNeedWakeup(on bool) {
+	v := uint32(0)
+	if on {
+		v = NeedWakeup
+	}
+	atomic.StoreUint32(c.flags, v)
+}
+
+// Ready reports whether at least one entry is posted, without consuming it.
+func (c *Core) Ready() bool { return c.c.Peek(1) > 0 }
 
 // Poll appends up to max posted entries to dst and returns it; the entries
 // stay owned by the core until Release.

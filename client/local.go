@@ -2,11 +2,16 @@ package client
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/vnic/vnic/alloc"
 	"github.com/vnic/vnic/ax"
 	"github.com/vnic/vnic/bx"
 	"github.com/vnic/vnic/internal/conserve"
+	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/ring"
 	"github.com/vnic/vnic/shm"
 )
 
@@ -29,8 +34,18 @@ type Options struct {
 type Tenant struct {
 	Region *shm.Region
 	Alloc  *alloc.Allocator
+	ID     int     // tenant id assigned by vnicd (0 for a local tenant)
+	RSS    RSSInfo // RSS configuration, from vnicd
 	queues []*Queue
 	groups []*ShGroup
+
+	conn       *proto.Conn
+	gone       *atomic.Bool
+	closed     atomic.Bool
+	closeOnce  sync.Once
+	readerDone chan struct{}
+	detached   chan struct{}
+	spin       time.Duration
 }
 
 // Queues returns the number of queues.
@@ -61,6 +76,14 @@ func Local(r *shm.Region, o Options) (*Tenant, error) {
 			check: o.Checker, batch: o.Batch, ents: make([]bx.Entry, 0, o.Batch), ids: make([]uint32, 0, max(o.Batch, 64))}
 		if q.bx, err = bx.NewCore(r.BxMem(i), int(g.BxSize)); err != nil {
 			return nil, fmt.Errorf("client: Bx ring %d: %w", i, err)
+		}
+		if i < int(g.NumTx) {
+			if q.tx, err = ring.NewProducer[shm.TxDesc](r.TxMem(i), int(g.TxSize)); err != nil {
+				return nil, fmt.Errorf("client: TX ring %d: %w", i, err)
+			}
+			if q.comp, err = ring.NewConsumer[shm.Completion](r.CompMem(i), int(g.CompSize)); err != nil {
+				return nil, fmt.Errorf("client: completion ring %d: %w", i, err)
+			}
 		}
 		lead := g.Model != ModelShRing || i%group == 0
 		if lead {

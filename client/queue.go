@@ -1,11 +1,18 @@
 package client
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
 	"github.com/vnic/vnic/alloc"
 	"github.com/vnic/vnic/ax"
 	"github.com/vnic/vnic/bx"
 	"github.com/vnic/vnic/counters"
 	"github.com/vnic/vnic/internal/conserve"
+	"github.com/vnic/vnic/ring"
 	"github.com/vnic/vnic/shm"
 )
 
@@ -34,6 +41,11 @@ type Queue struct {
 	batch int
 	debt  int      // Ax slots reported consumed and not yet refilled
 	ids   []uint32 // scratch for bulk allocator calls
+	tx    *ring.Producer[shm.TxDesc]
+	comp  *ring.Consumer[shm.Completion]
+	wake  *os.File // eventfd vnicd signals when need-wakeup is set (attached tenants)
+	gone  *atomic.Bool
+	spin  time.Duration
 	ents  []bx.Entry
 	local [counters.NumIDs]uint64
 }
@@ -159,4 +171,66 @@ func fillAx(c *ax.Core, cache *alloc.Cache, check *conserve.Checker, n int) int 
 	}
 	c.Flush()
 	return filled
+}
+
+// ErrTooBig reports a frame longer than a buffer.
+var ErrTooBig = errors.New("client: frame longer than a buffer")
+
+// Send copies frames into buffers of the region and posts them on the
+// queue's TX ring, with one publication; vnicd sends them and returns the
+// buffers on the completion ring, which Send reaps first. It returns how
+// many frames it posted: fewer when the TX ring or the allocator is full
+// (retry later). It allocates nothing.
+func (q *Queue) Send(frames [][]byte) (int, error) {
+	if q.tx == nil {
+		return 0, errors.New("client: this region has no TX rings")
+	}
+	q.reap()
+	room, err := q.tx.Reserve(len(frames))
+	if err != nil {
+		return 0, fmt.Errorf("client: TX ring: %w", err)
+	}
+	sent := 0
+	for _, f := range frames[:room] {
+		if len(f) > int(q.r.Geo.BufSize) {
+			q.tx.Publish()
+			return sent, fmt.Errorf("%w: %d bytes, buffers hold %d", ErrTooBig, len(f), q.r.Geo.BufSize)
+		}
+		buf, ok := q.cache.Alloc()
+		if !ok {
+			break
+		}
+		data, _ := q.r.Buffer(buf)
+		copy(data, f)
+		*q.tx.Slot(0) = shm.TxDesc{Buf: buf, Len: uint32(len(f))}
+		q.tx.Advance(1)
+		sent++
+	}
+	q.tx.Publish()
+	return sent, nil
+}
+
+// reap frees the buffers vnicd completed.
+func (q *Queue) reap() {
+	for {
+		n, err := q.comp.Peek(cap(q.ids))
+		if err != nil || n == 0 {
+			return
+		}
+		ids := q.ids[:0]
+		for i := 0; i < n; i++ {
+			ids = append(ids, q.comp.Slot(i).Buf)
+		}
+		q.comp.Release(n)
+		if q.cache.FreeBulk(ids) != nil {
+			q.local[counters.OrderErrors]++
+		}
+	}
+}
+
+// TxPending returns the frames posted on the TX ring not yet completed.
+func (q *Queue) TxPending() int {
+	q.reap()
+	q.tx.Reserve(q.tx.Cap()) // reload the consumer cursor
+	return q.tx.Pending()
 }

@@ -35,6 +35,12 @@ const (
 	AllocFailures // refills postponed because the allocator was empty
 	Handoffs      // buffers freed on another core than the one that supplied them
 	OrderErrors   // Bx entries naming an Ax entry out of order (an engine bug)
+
+	// Written by the engine's TX path (NIC blocks).
+	TxPackets // frames taken from the TX ring and handed to the wire
+	TxBytes   // bytes of those frames
+	TxDropped // frames taken from the TX ring that the source cannot send (synthetic source)
+	TxBadDesc // TX descriptors naming a buffer outside the region or a bad length
 	NumIDs
 )
 
@@ -66,6 +72,10 @@ var names = [NumIDs]string{
 	AllocFailures: "alloc_failures",
 	Handoffs:      "allocator_handoffs",
 	OrderErrors:   "order_errors",
+	TxPackets:     "tx_packets",
+	TxBytes:       "tx_bytes",
+	TxDropped:     "tx_dropped",
+	TxBadDesc:     "tx_bad_desc",
 }
 
 var helps = [NumIDs]string{
@@ -91,6 +101,10 @@ var helps = [NumIDs]string{
 	AllocFailures: "Ax refills postponed because the tenant's allocator was empty.",
 	Handoffs:      "Buffers freed on another core than the one whose Ax ring supplied them.",
 	OrderErrors:   "Bx entries that named an Ax entry out of order.",
+	TxPackets:     "Frames taken from the TX ring and handed to the wire.",
+	TxBytes:       "Bytes of frames handed to the wire.",
+	TxDropped:     "Frames taken from the TX ring that the source cannot send (synthetic source).",
+	TxBadDesc:     "TX descriptors naming a buffer outside the region or a bad length.",
 }
 
 // Name returns the stable snake_case name of id.

@@ -86,6 +86,9 @@ type Config struct {
 	// Now returns the clock in nanoseconds for Bx entry stamps (default:
 	// monotonic time since the engine started).
 	Now func() uint64
+	// Tx sends the frames tenants put on their TX rings; nil counts them as
+	// tx_dropped (the synthetic source has no wire).
+	Tx TxSink
 	// OnFault is called (from the engine goroutine) when a tenant is found
 	// faulty; the daemon detaches it. It must not block.
 	OnFault func(t *Tenant, err error)

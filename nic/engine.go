@@ -24,16 +24,18 @@ type Engine struct {
 	deflt   *Tenant
 	dirty   []*Tenant
 
-	global counters.Block // engine-wide: drops_no_tenant, drops_malformed
-	gdelta [counters.NumIDs]uint64
-	tuple  rss.Tuple
-	one    [1]int // ShRing candidate list
-	batch  uint64
+	global   counters.Block // engine-wide: drops_no_tenant, drops_malformed
+	gdelta   [counters.NumIDs]uint64
+	tuple    rss.Tuple
+	one      [1]int // ShRing candidate list
+	txFrames [][]byte
+	batch    uint64
 
 	mu      sync.Mutex // guards ops
 	ops     []func()
 	opsFlag chan struct{}
 	running bool
+	started chan struct{} // closed once Run is active
 }
 
 // New returns an engine with no tenants.
@@ -54,7 +56,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nic: %w", err)
 	}
-	e := &Engine{cfg: cfg, hasher: h, global: counters.New(), opsFlag: make(chan struct{}, 1)}
+	e := &Engine{cfg: cfg, hasher: h, global: counters.New(), opsFlag: make(chan struct{}, 1), txFrames: make([][]byte, 0, txBatch), started: make(chan struct{})}
 	e.now = cfg.Now
 	if e.now == nil {
 		start := time.Now()
@@ -65,6 +67,11 @@ func New(cfg Config) (*Engine, error) {
 
 // Config returns the engine's configuration.
 func (e *Engine) Config() Config { return e.cfg }
+
+// Started is closed once Run is active: from then on AddTenant and
+// RemoveTenant are applied between batches by the engine goroutine. Callers
+// that start Run in a goroutine wait for it before changing tenants.
+func (e *Engine) Started() <-chan struct{} { return e.started }
 
 // Global returns the engine-wide counter block (frames no tenant claimed,
 // empty frames).
@@ -99,9 +106,10 @@ func (e *Engine) AddTenant(cfg TenantConfig, r *shm.Region) (*Tenant, error) {
 }
 
 // RemoveTenant detaches t; after it returns the engine no longer touches t's
-// region.
+// region, and t's counter blocks hold every count (pending deltas folded).
 func (e *Engine) RemoveTenant(t *Tenant) {
 	e.apply(func() {
+		e.Fold()
 		for i, x := range e.tenants {
 			if x == t {
 				e.tenants = append(e.tenants[:i], e.tenants[i+1:]...)
@@ -348,6 +356,7 @@ func (e *Engine) take(ten *Tenant, q int) (j int, buf uint32, idx uint64, res ta
 func (e *Engine) fault(ten *Tenant, err error) takeResult {
 	if ten.faulty == nil {
 		ten.faulty = err
+		ten.fault.Store(&err)
 		if e.cfg.OnFault != nil {
 			e.cfg.OnFault(ten, err)
 		}
@@ -368,6 +377,9 @@ func (e *Engine) finish() {
 		for _, q := range ten.bxList {
 			ten.bx[q].Flush()
 			ten.bxUsed[q] = false
+			if ten.wakeup != nil && ten.bx[q].WantsWakeup() {
+				ten.wakeup(q)
+			}
 		}
 		ten.bxList = ten.bxList[:0]
 	}

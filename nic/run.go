@@ -2,6 +2,7 @@ package nic
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"time"
 )
@@ -42,7 +43,16 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 		e.cfg.FoldEvery = 16
 	}
 	e.mu.Lock()
+	if e.running {
+		e.mu.Unlock()
+		return errors.New("nic: Run is already active on this engine")
+	}
 	e.running = true
+	select {
+	case <-e.started:
+	default:
+		close(e.started)
+	}
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
@@ -52,7 +62,7 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 	}()
 	buf := make([][]byte, 0, e.cfg.Batch)
 	var pending [][]byte
-	idle := 0
+	idle, iter := 0, 0
 	done := ctx.Done()
 	for {
 		select {
@@ -61,6 +71,11 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 		case <-e.opsFlag:
 			e.runOps()
 		default:
+		}
+		if iter++; iter%4 == 0 || len(pending) == 0 {
+			if e.TxStep() > 0 {
+				idle = 0 // fold the TX counters when the wire goes idle
+			}
 		}
 		if len(pending) == 0 {
 			var err error

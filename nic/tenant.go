@@ -2,12 +2,14 @@ package nic
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/vnic/vnic/ax"
 	"github.com/vnic/vnic/bx"
 	"github.com/vnic/vnic/counters"
 	"github.com/vnic/vnic/internal/conserve"
 	"github.com/vnic/vnic/numa"
+	"github.com/vnic/vnic/ring"
 	"github.com/vnic/vnic/rss"
 	"github.com/vnic/vnic/shm"
 )
@@ -30,6 +32,10 @@ type TenantConfig struct {
 	Assoc [][]int
 	// Checker, if set, verifies buffer conservation on every move (debug).
 	Checker *conserve.Checker
+	// Wakeup, if set, is called from the engine goroutine after it posted
+	// entries to queue q whose core asked to be woken (need-wakeup flag). It
+	// must not block (vnicd writes the queue's eventfd).
+	Wakeup func(q int)
 }
 
 // Tenant is one attached application: its region and the engine's side of
@@ -53,7 +59,8 @@ type Tenant struct {
 	bxUsed []bool
 	bxList []int
 	shared []int // ShRing: the shared Ax ring of each queue
-	faulty error
+	faulty error                 // engine goroutine only
+	fault  atomic.Pointer[error] // the same, for other goroutines
 	check  *conserve.Checker
 	dirty  bool // touched in this batch
 	// Per-batch memos: the batch number in which an Ax ring was found empty
@@ -62,6 +69,9 @@ type Tenant struct {
 	// miss, and a starving burst would otherwise pay it per frame per lender.
 	axEmpty []uint64
 	bxFull  []uint64
+	wakeup  func(q int)
+	tx      []*ring.Consumer[shm.TxDesc]
+	comp    []*ring.Producer[shm.Completion]
 }
 
 // Queues returns the tenant's queue count.
@@ -73,8 +83,14 @@ func (t *Tenant) RETA() *rss.RETA { return t.reta }
 // Assoc returns the association set of Bx ring q (do not modify).
 func (t *Tenant) Assoc(q int) []int { return t.assoc[q] }
 
-// Faulty returns the error that made the tenant faulty, or nil.
-func (t *Tenant) Faulty() error { return t.faulty }
+// Faulty returns the error that made the tenant faulty, or nil. Safe from
+// any goroutine.
+func (t *Tenant) Faulty() error {
+	if p := t.fault.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // Counters returns the NIC counter block of queue q.
 func (t *Tenant) Counters(q int) counters.Block { return t.blocks[q] }
@@ -84,6 +100,9 @@ func (t *Tenant) TenantCounters() counters.Block { return t.tblock }
 
 func newTenant(cfg TenantConfig, r *shm.Region, m Model, shGroup int) (*Tenant, error) {
 	g := r.Geo
+	if g.Model != uint32(m) {
+		return nil, fmt.Errorf("nic: tenant %q: region was made for model %s, the engine runs %s", cfg.Name, Model(g.Model), m)
+	}
 	if g.NumAx != g.NumBx {
 		return nil, fmt.Errorf("nic: tenant %q: %d Ax rings but %d Bx rings; each queue needs one of each", cfg.Name, g.NumAx, g.NumBx)
 	}
@@ -102,6 +121,19 @@ func newTenant(cfg TenantConfig, r *shm.Region, m Model, shGroup int) (*Tenant, 
 		delta: make([][counters.NumIDs]uint64, n), axUsed: make([]bool, n), used: make([]int, 0, n),
 		bxUsed: make([]bool, n), bxList: make([]int, 0, n), shared: make([]int, n),
 		check: cfg.Checker, axEmpty: make([]uint64, n), bxFull: make([]uint64, n),
+		wakeup: cfg.Wakeup,
+	}
+	for i := 0; i < int(g.NumTx); i++ {
+		tx, err := ring.NewConsumer[shm.TxDesc](r.TxMem(i), int(g.TxSize))
+		if err != nil {
+			return nil, fmt.Errorf("nic: tenant %q: TX ring %d: %w", cfg.Name, i, err)
+		}
+		comp, err := ring.NewProducer[shm.Completion](r.CompMem(i), int(g.CompSize))
+		if err != nil {
+			return nil, fmt.Errorf("nic: tenant %q: completion ring %d: %w", cfg.Name, i, err)
+		}
+		t.tx = append(t.tx, tx)
+		t.comp = append(t.comp, comp)
 	}
 	for q := 0; q < n; q++ {
 		if t.ax[q], err = ax.NewNIC(r.AxMem(q), int(g.AxSize), g.BufCount); err != nil {

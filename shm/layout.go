@@ -61,8 +61,18 @@ const (
 	HeaderSize = 4096 // the header has a page to itself
 )
 
-// Entry sizes of the TX rings (buffer id, length) and of the TX completion
-// rings (buffer id).
+// TxDesc is one TX ring entry: a buffer of the region holding a frame.
+type TxDesc struct {
+	Buf uint32
+	Len uint32
+}
+
+// Completion is one TX completion ring entry: a buffer vnicd is done with.
+type Completion struct {
+	Buf uint32
+}
+
+// Entry sizes of the TX rings and of the TX completion rings.
 const (
 	TxEntrySize   = 8
 	CompEntrySize = 4

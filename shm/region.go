@@ -53,10 +53,10 @@ func Format(mem []byte, g Geometry, start uint64) (*Region, error) {
 		return nil, err
 	}
 	for i := 0; i < int(g.NumTx); i++ {
-		if err := ring.Init[[2]uint32](r.TxMem(i), int(g.TxSize), start); err != nil {
+		if err := ring.Init[TxDesc](r.TxMem(i), int(g.TxSize), start); err != nil {
 			return nil, err
 		}
-		if err := ring.Init[uint32](r.CompMem(i), int(g.CompSize), start); err != nil {
+		if err := ring.Init[Completion](r.CompMem(i), int(g.CompSize), start); err != nil {
 			return nil, err
 		}
 	}

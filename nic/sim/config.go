@@ -73,10 +73,11 @@ type Config struct {
 	// budget); BufSize their size (default DefaultBufSize).
 	Buffers int
 	BufSize int
-	// AllocCache is the per-core allocator cache size (default: a quarter
-	// of the per-core share of Buffers, between 4 and
-	// shm.DefaultAllocCache, so that small budgets are not stranded in
-	// caches).
+	// AllocCache is the per-core allocator cache size (default: an eighth
+	// of the per-core share of Buffers, between 2 and
+	// shm.DefaultAllocCache). A cache holds up to 1.5× its size before it
+	// flushes to the shared pool, so large caches strand a small budget in
+	// idle cores while a busy core starves.
 	AllocCache int
 	// Batch is the poll batch of a core (default DefaultBatch).
 	Batch int
@@ -135,7 +136,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.WireQueue = DefaultWireQueue
 	}
 	if c.Queues > 0 && c.AllocCache == 0 {
-		c.AllocCache = min(shm.DefaultAllocCache, max(4, c.Buffers/c.Queues/4))
+		c.AllocCache = min(shm.DefaultAllocCache, max(2, c.Buffers/c.Queues/8))
 	}
 	switch {
 	case c.Queues < 1 || c.Queues > shm.MaxRings:

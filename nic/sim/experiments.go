@@ -23,6 +23,14 @@ const (
 	// ExpBx is the Bx ring size of rxbisect and the completion ring size
 	// of shring (the paper's |Bx| ≈ 1024 for bursts).
 	ExpBx = 1024
+	// ExpAllocCache is the per-core allocator cache (one poll batch): at
+	// most 1.5×32 = 48 buffers per idle core stay out of the shared pool,
+	// less than the slack.
+	ExpAllocCache = 32
+	// ExpBufSize is the buffer size. The 64-byte frames fit any buffer and
+	// nothing in the simulator depends on the size, so small buffers only
+	// make the regions (and the runs) smaller.
+	ExpBufSize = 256
 )
 
 // Options tune the experiments.
@@ -105,16 +113,16 @@ func runAll(o Options, jobs []job) ([]Row, error) {
 // Equal-budget geometries: every model gets Buffers = ring buffers + slack.
 
 func privRing(ring int) Config {
-	return Config{Model: nic.PrivRing, Queues: ExpCores, AxSize: ring, BxSize: ring, Buffers: ExpCores * (ring + ExpSlack)}
+	return Config{Model: nic.PrivRing, Queues: ExpCores, AxSize: ring, BxSize: ring, Buffers: ExpCores * (ring + ExpSlack), AllocCache: ExpAllocCache, BufSize: ExpBufSize}
 }
 
 func rxBisect(ax int) Config {
-	return Config{Model: nic.RxBisect, Queues: ExpCores, AxSize: ax, BxSize: ExpBx, Buffers: ExpCores * (ax + ExpSlack)}
+	return Config{Model: nic.RxBisect, Queues: ExpCores, AxSize: ax, BxSize: ExpBx, Buffers: ExpCores * (ax + ExpSlack), AllocCache: ExpAllocCache, BufSize: ExpBufSize}
 }
 
 // shRing has one ring of `ring` descriptors shared by all cores.
 func shRing(ring int) Config {
-	return Config{Model: nic.ShRing, Queues: ExpCores, ShGroup: ExpCores, AxSize: ring, BxSize: ExpBx, Buffers: ring + ExpCores*ExpSlack}
+	return Config{Model: nic.ShRing, Queues: ExpCores, ShGroup: ExpCores, AxSize: ring, BxSize: ExpBx, Buffers: ring + ExpCores*ExpSlack, AllocCache: ExpAllocCache, BufSize: ExpBufSize}
 }
 
 // equalBudget returns the three models with the same buffer count: per-core
@@ -131,9 +139,9 @@ const (
 
 // ABurst is one traffic variant of experiment (a).
 type ABurst struct {
-	Name   string
-	Burst  int // packets per burst at DefaultLineRate
-	Flows  int // flows per burst
+	Name  string
+	Burst int // packets per burst at DefaultLineRate
+	Flows int // flows per burst
 }
 
 // ABursts are the burst shapes of experiment (a): single-flow microbursts

@@ -29,9 +29,9 @@ type Report struct {
 	EndNs                  uint64 // virtual time at the end of the drain
 	OfferedRate            float64
 	Offered                uint64
-	Delivered              uint64 // processed, drain included
-	Processed              uint64 // processed within Duration
-	InFlight               uint64 // received by the NIC, not processed at the end
+	Delivered              uint64  // processed, drain included
+	Processed              uint64  // processed within Duration
+	InFlight               uint64  // received by the NIC, not processed at the end
 	Throughput             float64 // Processed per virtual second
 	ThroughputFrac         float64 // Processed / Offered
 	DeliveredFrac          float64 // Delivered / Offered
@@ -44,9 +44,9 @@ type Report struct {
 	Borrows                uint64  // buffers a Bx ring took from another Ax ring
 	AxDepletions           uint64
 	PausedBatches          uint64
-	AllocFailures          uint64 // Ax refills postponed: allocator empty
-	Handoffs               uint64 // buffers freed on another core than their supplier
-	BxHighWater            uint64 // highest Bx occupancy of any ring
+	AllocFailures          uint64  // Ax refills postponed: allocator empty
+	Handoffs               uint64  // buffers freed on another core than their supplier
+	BxHighWater            uint64  // highest Bx occupancy of any ring
 	WorkingSetPeak         int     // most buffers outside the allocator at a tick
 	WorkingSetMean         float64 // mean of the same, over ticks
 	DistinctBuffers        int     // buffer ids a frame was ever written into
@@ -110,7 +110,7 @@ func (s *sim) report(endNs uint64) (*Report, error) {
 		cliTotal = cliTotal.Add(s.region.Counters(shm.ClientBlock, q).Snapshot())
 		r.PerCore[q] = s.cores[q].stats
 		r.PerCore[q].Drops = n.Drops()
-		backlog += uint64(len(s.cores[q].backlog))
+		backlog += uint64(s.cores[q].pending())
 	}
 	glob := s.eng.Global().Snapshot()
 	r.DropBxFull = nicTotal[counters.DropBxFull]

@@ -18,11 +18,15 @@ import (
 // received, not yet processed packets (in the App state, holding buffers).
 type core struct {
 	q       *client.Queue
-	costPs  uint64 // processing time of one packet, picoseconds
-	clockPs uint64 // the core is busy until this time
-	backlog []client.Packet
+	costPs  uint64          // processing time of one packet, picoseconds
+	clockPs uint64          // the core is busy until this time
+	backlog []client.Packet // backlog[head:] waits to be processed
+	head    int
 	stats   CoreStats
 }
+
+// pending returns the packets received and not yet processed.
+func (c *core) pending() int { return len(c.backlog) - c.head }
 
 // sim is the state of one run.
 type sim struct {
@@ -89,7 +93,9 @@ func newSim(cfg Config) (*sim, error) {
 	s := &sim{cfg: cfg, region: region, tickNs: uint64(cfg.Tick)}
 	s.check = conserve.New(cfg.Buffers, conserve.Allocator)
 	s.eng, err = nic.New(nic.Config{Model: cfg.Model, Policy: cfg.Policy, ShGroup: cfg.ShGroup,
-		EmulatorCPU: -1, Now: func() uint64 { return s.stamp }})
+		EmulatorCPU: -1, Now: func() uint64 { return s.stamp },
+		FoldEvery: 1, // the drain reads the packet counters every tick
+	})
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
@@ -221,14 +227,19 @@ func (s *sim) stepWire() {
 // backlog in order at its rate, releasing each packet when done, and polls
 // its queue whenever the backlog is below a batch.
 func (s *sim) runCore(c *core, nowPs, nextPs uint64, inDuration bool) {
-	if len(c.backlog) == 0 {
+	if c.pending() == 0 {
 		c.clockPs = max(c.clockPs, nowPs) // idle: time does not bank
 	} else if c.clockPs+c.costPs > nextPs {
 		return // busy all this tick with the packet at the head
 	}
 	for {
-		if len(c.backlog) < s.cfg.Batch {
-			n0 := len(c.backlog)
+		if c.pending() < s.cfg.Batch {
+			n0 := c.pending()
+			if c.head > 0 { // make room for a batch
+				rest := copy(c.backlog, c.backlog[c.head:])
+				clear(c.backlog[rest:])
+				c.backlog, c.head = c.backlog[:rest], 0
+			}
 			c.backlog = c.q.Recv(c.backlog)
 			for _, p := range c.backlog[n0:] {
 				w, b := p.Buf/64, uint64(1)<<(p.Buf%64)
@@ -242,28 +253,26 @@ func (s *sim) runCore(c *core, nowPs, nextPs uint64, inDuration bool) {
 				c.clockPs = max(c.clockPs, nowPs)
 			}
 		}
-		if len(c.backlog) == 0 {
+		if c.pending() == 0 {
 			return
 		}
-		k := 0
+		k := c.head
 		for k < len(c.backlog) && c.clockPs+c.costPs <= nextPs {
 			c.clockPs += c.costPs
 			done := c.clockPs / 1000
 			s.hist.Record(uint64(uint32(done) - c.backlog[k].Stamp))
 			k++
 		}
-		if k > 0 {
-			c.q.Release(c.backlog[:k])
-			rest := copy(c.backlog, c.backlog[k:])
-			clear(c.backlog[rest:])
-			c.backlog = c.backlog[:rest]
+		if n := uint64(k - c.head); n > 0 {
+			c.q.Release(c.backlog[c.head:k])
+			c.head = k
 			if inDuration {
-				c.stats.Processed += uint64(k)
+				c.stats.Processed += n
 			}
-			c.stats.Delivered += uint64(k)
-			s.delivered += uint64(k)
+			c.stats.Delivered += n
+			s.delivered += n
 		}
-		if len(c.backlog) > 0 && c.clockPs+c.costPs > nextPs {
+		if c.pending() > 0 && c.clockPs+c.costPs > nextPs {
 			return
 		}
 	}

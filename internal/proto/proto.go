@@ -1,0 +1,342 @@
+// Package proto is the control protocol between vnicd and its clients
+// (the client library and vnicctl) over a unix SOCK_SEQPACKET socket.
+//
+// Every message is one datagram: a 12-byte header (magic "VNIC", protocol
+// version, message type, body length) followed by a JSON body. File
+// descriptors (the region's memfd, the per-queue eventfds) travel with the
+// reply as SCM_RIGHTS. A peer speaking another protocol version gets an
+// Error reply that says which versions meet, and the connection is closed.
+//
+// The attach connection doubles as the tenant's lifetime: when it closes
+// (the client exited, even by kill -9) vnicd detaches the tenant; when
+// vnicd goes away, the client sees the close and reports ErrDaemonGone.
+//
+// Concurrency: Conn is safe for one reader and one writer at a time.
+package proto
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+)
+
+// Version is the protocol version this build speaks.
+const Version uint16 = 1
+
+// Magic starts every message.
+const Magic uint32 = 0x43494e56 // "VNIC" little-endian
+
+// HeaderSize is the size of the message header.
+const HeaderSize = 12
+
+// MaxMessage bounds a datagram (header and body).
+const MaxMessage = 1 << 20
+
+// MaxFDs bounds the descriptors one message may carry.
+const MaxFDs = 260
+
+// Type is a message type.
+type Type uint16
+
+// Message types. Requests are odd, replies even.
+const (
+	TAttach      Type = 1
+	TAttachReply Type = 2
+	TDetach      Type = 3
+	TOK          Type = 4
+	TTenants     Type = 5
+	TTenantsRep  Type = 6
+	TStats       Type = 7
+	TStatsReply  Type = 8
+	TConfig      Type = 9
+	TConfigReply Type = 10
+	TStatus      Type = 11
+	TStatusReply Type = 12
+	TError       Type = 14
+)
+
+// ErrVersion is wrapped by version mismatch errors.
+var ErrVersion = errors.New("proto: protocol version mismatch")
+
+// ErrClosed reports that the peer closed the connection.
+var ErrClosed = errors.New("proto: connection closed by peer")
+
+// Error is the body of TError.
+type Error struct {
+	Message string `json:"message"`
+	// Version is the daemon's protocol version (set on version mismatch).
+	Version uint16 `json:"version,omitempty"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Match is a tenant's match rule as sent by a client.
+type Match struct {
+	Proto     string `json:"proto,omitempty"` // "udp", "tcp" or ""
+	DstPortLo uint16 `json:"dst_port_lo,omitempty"`
+	DstPortHi uint16 `json:"dst_port_hi,omitempty"`
+	Dst       string `json:"dst,omitempty"` // address prefix, e.g. 198.19.0.0/16
+	Default   bool   `json:"default,omitempty"`
+}
+
+// Attach asks for a tenant with Queues queues.
+type Attach struct {
+	Name    string `json:"name"`
+	Queues  int    `json:"queues"`
+	Match   Match  `json:"match"`
+	AxSize  int    `json:"ax_size,omitempty"` // 0: daemon default
+	BxSize  int    `json:"bx_size,omitempty"`
+	TxSize  int    `json:"tx_size,omitempty"`
+	Buffers int    `json:"buffers,omitempty"`
+}
+
+// Geometry mirrors shm.Geometry on the wire.
+type Geometry struct {
+	NumQueues int `json:"queues"`
+	AxSize    int `json:"ax_size"`
+	BxSize    int `json:"bx_size"`
+	TxSize    int `json:"tx_size"`
+	BufSize   int `json:"buf_size"`
+	Buffers   int `json:"buffers"`
+	Model     int `json:"model"`
+}
+
+// RSS is the receive-side-scaling configuration of a tenant, so that a
+// sender can aim flows at its queues (bichannel queue targeting).
+type RSS struct {
+	Profile string   `json:"profile"`
+	Key     string   `json:"key"`  // hex
+	RETA    []uint16 `json:"reta"` // queue per entry
+}
+
+// AttachReply answers Attach; the descriptors are the region memfd, then one
+// eventfd per queue (written by vnicd when the queue's need-wakeup flag is
+// set and entries were posted).
+type AttachReply struct {
+	Tenant   int      `json:"tenant"`
+	Geometry Geometry `json:"geometry"`
+	Model    string   `json:"model"`
+	RSS      RSS      `json:"rss"`
+	FDs      int      `json:"fds"`
+}
+
+// TenantInfo describes an attached (or detached, in history) tenant.
+type TenantInfo struct {
+	ID       int    `json:"id"`
+	Name     string `json:"name"`
+	PID      int32  `json:"pid"`
+	UID      uint32 `json:"uid"`
+	Queues   int    `json:"queues"`
+	Match    Match  `json:"match"`
+	Faulty   string `json:"faulty,omitempty"`
+	Attached string `json:"attached"` // RFC 3339
+	Detached string `json:"detached,omitempty"`
+}
+
+// Tenants answers TTenants.
+type Tenants struct {
+	Tenants []TenantInfo `json:"tenants"`
+	History []TenantInfo `json:"history"`
+}
+
+// RingStats are one queue's counters.
+type RingStats struct {
+	Queue  int               `json:"queue"`
+	AxFill int               `json:"ax_fill"`
+	NIC    map[string]uint64 `json:"nic"`
+	Client map[string]uint64 `json:"client"`
+}
+
+// TenantStats are one tenant's counters.
+type TenantStats struct {
+	TenantInfo
+	Rings []RingStats `json:"rings"`
+}
+
+// Stats answers TStats.
+type Stats struct {
+	Global  map[string]uint64 `json:"global"`
+	Source  map[string]uint64 `json:"source,omitempty"` // e.g. AF_XDP statistics
+	Tenants []TenantStats     `json:"tenants"`
+	History []TenantStats     `json:"history"`
+}
+
+// Status answers TStatus.
+type Status struct {
+	Version  string `json:"version"`
+	PID      int    `json:"pid"`
+	Uptime   string `json:"uptime"`
+	Model    string `json:"model"`
+	Policy   string `json:"policy"`
+	Source   string `json:"source"`
+	Mode     string `json:"mode,omitempty"` // e.g. "xdp native, af_xdp copy"
+	Tenants  int    `json:"tenants"`
+	Emulator int    `json:"emulator_cpu"`
+	Socket   string `json:"socket"`
+	Metrics  string `json:"metrics,omitempty"`
+}
+
+// Config answers TConfig: the daemon's effective configuration.
+type Config map[string]string
+
+// Conn is a control connection.
+type Conn struct {
+	c   *net.UnixConn
+	buf []byte
+	oob []byte
+}
+
+// NewConn wraps a connected SOCK_SEQPACKET unix socket.
+func NewConn(c *net.UnixConn) *Conn {
+	return &Conn{c: c, buf: make([]byte, MaxMessage), oob: make([]byte, syscall.CmsgSpace(4*MaxFDs))}
+}
+
+// Dial connects to vnicd's socket.
+func Dial(path string) (*Conn, error) {
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, err
+	}
+	return NewConn(c), nil
+}
+
+// Unix returns the underlying socket.
+func (c *Conn) Unix() *net.UnixConn { return c.c }
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.c.Close() }
+
+// Send writes one message with an optional JSON body and descriptors.
+func (c *Conn) Send(t Type, body any, fds ...int) error {
+	var b []byte
+	if body != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
+			return fmt.Errorf("proto: encode %T: %w", body, err)
+		}
+	}
+	if HeaderSize+len(b) > MaxMessage {
+		return fmt.Errorf("proto: message of %d bytes exceeds %d", HeaderSize+len(b), MaxMessage)
+	}
+	msg := make([]byte, HeaderSize+len(b))
+	binary.LittleEndian.PutUint32(msg[0:], Magic)
+	binary.LittleEndian.PutUint16(msg[4:], Version)
+	binary.LittleEndian.PutUint16(msg[6:], uint16(t))
+	binary.LittleEndian.PutUint32(msg[8:], uint32(len(b)))
+	copy(msg[HeaderSize:], b)
+	var oob []byte
+	if len(fds) > 0 {
+		oob = syscall.UnixRights(fds...)
+	}
+	if _, _, err := c.c.WriteMsgUnix(msg, oob, nil); err != nil {
+		return fmt.Errorf("proto: send: %w", err)
+	}
+	return nil
+}
+
+// Recv reads one message. It returns the type, the raw JSON body and any
+// descriptors received (the caller owns and must close them). A message
+// from another protocol version returns an error wrapping ErrVersion.
+func (c *Conn) Recv() (Type, []byte, []*os.File, error) {
+	n, oobn, flags, _, err := c.c.ReadMsgUnix(c.buf, c.oob)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("proto: receive: %w", err)
+	}
+	files, ferr := parseRights(c.oob[:oobn])
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	if ferr != nil {
+		closeAll()
+		return 0, nil, nil, ferr
+	}
+	if n == 0 {
+		closeAll()
+		return 0, nil, nil, ErrClosed
+	}
+	if flags&(syscall.MSG_TRUNC|syscall.MSG_CTRUNC) != 0 {
+		closeAll()
+		return 0, nil, nil, fmt.Errorf("proto: message truncated (more than %d bytes or %d descriptors)", MaxMessage, MaxFDs)
+	}
+	if n < HeaderSize || binary.LittleEndian.Uint32(c.buf) != Magic {
+		closeAll()
+		return 0, nil, nil, fmt.Errorf("proto: not a vnic control message (%d bytes); is this the vnicd socket?", n)
+	}
+	v := binary.LittleEndian.Uint16(c.buf[4:])
+	t := Type(binary.LittleEndian.Uint16(c.buf[6:]))
+	l := binary.LittleEndian.Uint32(c.buf[8:])
+	if v != Version {
+		closeAll()
+		return t, nil, nil, fmt.Errorf("%w: peer speaks version %d, this build speaks %d; use a client and vnicd from the same release", ErrVersion, v, Version)
+	}
+	if int(l) != n-HeaderSize {
+		closeAll()
+		return 0, nil, nil, fmt.Errorf("proto: header says %d body bytes, datagram has %d", l, n-HeaderSize)
+	}
+	body := append([]byte(nil), c.buf[HeaderSize:n]...)
+	return t, body, files, nil
+}
+
+func parseRights(oob []byte) ([]*os.File, error) {
+	if len(oob) == 0 {
+		return nil, nil
+	}
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, fmt.Errorf("proto: control message: %w", err)
+	}
+	var files []*os.File
+	for _, m := range msgs {
+		fds, err := syscall.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			files = append(files, os.NewFile(uintptr(fd), "vnic-fd"))
+		}
+	}
+	return files, nil
+}
+
+// Call sends a request and decodes the reply into out. A TError reply is
+// returned as *Error.
+func (c *Conn) Call(t Type, body any, out any) ([]*os.File, error) {
+	if err := c.Send(t, body); err != nil {
+		return nil, err
+	}
+	rt, b, files, err := c.Recv()
+	if err != nil {
+		return nil, err
+	}
+	if rt == TError {
+		for _, f := range files {
+			f.Close()
+		}
+		var e Error
+		if err := json.Unmarshal(b, &e); err != nil {
+			return nil, fmt.Errorf("proto: undecodable error reply: %w", err)
+		}
+		return nil, &e
+	}
+	if rt != t+1 {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, fmt.Errorf("proto: reply type %d to request %d", rt, t)
+	}
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, fmt.Errorf("proto: decode reply: %w", err)
+		}
+	}
+	return files, nil
+}
