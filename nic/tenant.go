@@ -58,7 +58,7 @@ type Tenant struct {
 	used   []int  // their ids
 	bxUsed []bool
 	bxList []int
-	shared []int // ShRing: the shared Ax ring of each queue
+	shared []int                 // ShRing: the shared Ax ring of each queue
 	faulty error                 // engine goroutine only
 	fault  atomic.Pointer[error] // the same, for other goroutines
 	check  *conserve.Checker

@@ -23,10 +23,10 @@ func main() {
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
-		Name:      "vnicd",
-		Usage:     "userspace virtual NIC daemon with the RxBisect receive interface",
-		Writer:    stdout,
-		ErrWriter: stderr,
+		Name:           "vnicd",
+		Usage:          "userspace virtual NIC daemon with the RxBisect receive interface",
+		Writer:         stdout,
+		ErrWriter:      stderr,
 		Commands:       []*cli.Command{runCommand()},
 		HideVersion:    true,
 		ExitErrHandler: func(*cli.Context, error) {},

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,6 +30,7 @@ type panel struct {
 	logX, logY            bool
 	xticks                []float64
 	zeroY                 bool // start the y axis at 0
+	pctY                  bool // end the y axis at 100
 	legend                int  // legend corner: topRight, bottomRight, bottomLeft
 }
 
@@ -82,6 +84,16 @@ func (p panel) build(rows []sim.Row) (*plot.Plot, error) {
 	}
 	if p.zeroY {
 		pl.Y.Min = 0
+	}
+	if p.pctY {
+		pl.Y.Max = 100
+		pl.Y.Tick.Marker = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+			var ticks []plot.Tick
+			for v := math.Ceil(lo/5) * 5; v <= hi; v += 5 {
+				ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+			}
+			return ticks
+		})
 	}
 	if p.xticks != nil {
 		var ticks []plot.Tick
@@ -169,7 +181,7 @@ func plotExperiment(path string, e sim.Experiment, rows []sim.Row) error {
 		return save(path, rows,
 			panel{title: "(d) CAIDA-like imbalance replay", xlabel: "aggregate load",
 				ylabel: "throughput (% of offered)", x: value, y: func(r *sim.Row) float64 { return pct(r.ThroughputFrac) },
-				legend: bottomLeft},
+				pctY: true, legend: bottomLeft},
 			panel{title: "(d) latency", xlabel: "aggregate load", ylabel: "p99 latency (µs)", x: value, logY: true,
 				y: func(r *sim.Row) float64 { return float64(r.Latency.P99) / 1e3 }, legend: bottomRight},
 		)

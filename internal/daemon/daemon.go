@@ -535,4 +535,3 @@ func (d *Daemon) config() proto.Config {
 		"source": d.cfg.SourceName, "source_mode": d.cfg.SourceMode, "metrics_addr": d.cfg.MetricsAddr,
 	}
 }
-

@@ -287,7 +287,7 @@ func TestBadAttachRequests(t *testing.T) {
 		{Queues: 1, Match: client.Match{Proto: "sctp", Default: true}},
 		{Queues: 1, Match: client.Match{DstPortLo: 9, DstPortHi: 3}},
 		{Queues: 1, Match: client.Match{Dst: "not-an-address"}},
-		{Queues: 1},                                              // empty rule, not default
+		{Queues: 1}, // empty rule, not default
 		{Queues: 1, AxSize: 100, Match: client.Match{Default: true}}, // not a power of two
 	} {
 		if _, err := client.Attach(ctx, td.socket, o); err == nil {
