@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 FUZZTIME  ?= 10s
 
-.PHONY: all build test lint vet staticcheck race fuzz-smoke deps bench bench-smoke soak demo sim plots clean
+.PHONY: all build test lint vet staticcheck race fuzz-smoke deps bench bench-smoke soak demo sim clean
 
 all: build
 
@@ -54,6 +54,10 @@ soak:
 
 demo: build
 	@scripts/demo.sh
+
+# sim regenerates the simulator's CSVs and plots under docs/sim.
+sim:
+	$(GO) run ./cmd/vnicsim -exp all -out docs/sim -seed 1
 
 clean:
 	rm -rf bench

@@ -99,10 +99,17 @@ func Local(r *shm.Region, o Options) (*Tenant, error) {
 		}
 		t.queues[i] = q
 	}
-	// Fill the Ax rings (the shared ring of each shring group once).
-	for _, q := range t.queues {
-		if q.ax != nil {
-			fillAx(q.ax, q.cache, o.Checker, int(g.AxSize))
+	// Fill the Ax rings (the shared ring of each shring group once). A bulk
+	// refill leaves its surplus in the core's cache, so flush each cache
+	// back to the pool and top up in a second pass: with exactly
+	// queues*AxSize buffers every ring still ends up full.
+	for pass := 0; pass < 2; pass++ {
+		for _, q := range t.queues {
+			if q.ax != nil {
+				free, _ := q.ax.Free()
+				fillAx(q.ax, q.cache, o.Checker, free)
+				q.cache.Flush()
+			}
 		}
 	}
 	return t, nil

@@ -171,8 +171,8 @@ func (g Geometry) Validate() error {
 	if g.BufCount == 0 || g.BufCount > MaxBufCount {
 		return fmt.Errorf("%w: %d buffers, want 1..%d", ErrGeometry, g.BufCount, MaxBufCount)
 	}
-	if g.AllocCache == 0 || g.AllocCache > MaxAllocCache {
-		return fmt.Errorf("%w: allocator cache of %d buffers, want 1..%d", ErrGeometry, g.AllocCache, MaxAllocCache)
+	if g.AllocCache < 2 || g.AllocCache > MaxAllocCache {
+		return fmt.Errorf("%w: allocator cache of %d buffers, want 2..%d", ErrGeometry, g.AllocCache, MaxAllocCache)
 	}
 	if g.Model > MaxModel {
 		return fmt.Errorf("%w: unknown receive model %d", ErrGeometry, g.Model)

@@ -51,7 +51,7 @@ func CAIDALike(queues, intervals int, seed uint64) *Profile {
 		if cold >= hot {
 			cold++
 		}
-		ratio := 3.26 + 1.06*rng.Float64()
+		ratio := 3.26 + float64(1.06*rng.Float64()) // explicit rounding: no fused multiply-add, same result on every architecture
 		s := make([]float64, queues)
 		total := 0.0
 		for q := range s {
