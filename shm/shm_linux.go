@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/rs/zerolog"
 	"github.com/rs/zerolog/log"
 	"golang.org/x/sys/unix"
 )
@@ -37,7 +38,11 @@ func Create(g Geometry, o Options) (*Region, error) {
 			return r, nil
 		}
 		if !o.Quiet {
-			log.Info().Err(err).Str("region", name).
+			l := &log.Logger
+			if o.Log != nil {
+				l = o.Log
+			}
+			l.Info().Err(err).Str("region", name).
 				Msg("huge pages unavailable, using normal pages; reserve some with: echo 64 > /proc/sys/vm/nr_hugepages")
 		}
 	}

@@ -13,6 +13,7 @@ type Options struct {
 	NoHuge bool
 	Start  uint64
 	Quiet  bool
+	Log    any
 }
 
 // Create needs memfd_create, which only Linux has.

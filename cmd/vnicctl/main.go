@@ -4,17 +4,30 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 )
 
 func main() {
-	if err := newApp(os.Stdout, os.Stderr).Run(os.Args); err != nil {
+	// Ctrl-C ends vnicctl watch cleanly.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newApp(os.Stdout, os.Stderr).RunContext(ctx, os.Args)
+	stop()
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "vnicctl: %v\n", err)
-		os.Exit(1)
+		code := 1
+		var ec interface{ ExitCode() int }
+		if errors.As(err, &ec) && ec.ExitCode() > 0 {
+			code = ec.ExitCode()
+		}
+		os.Exit(code)
 	}
 }
 
@@ -25,6 +38,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Usage:          "inspect vnicd, the userspace RxBisect virtual NIC",
 		Writer:         stdout,
 		ErrWriter:      stderr,
+		Flags:          []cli.Flag{globalSocketFlag()},
 		Commands:       commands(),
 		HideVersion:    true,
 		ExitErrHandler: func(*cli.Context, error) {}, // main reports errors and exits
@@ -33,6 +47,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 
 func commands() []*cli.Command {
 	return []*cli.Command{
+		statusCommand(),
+		tenantsCommand(),
+		ringsCommand(),
+		countersCommand(),
+		watchCommand(),
 		rssCommand(),
 	}
 }

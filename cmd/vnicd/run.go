@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
 	"golang.org/x/sys/unix"
 
 	"github.com/vnic/vnic/client"
@@ -27,7 +29,7 @@ func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "run",
 		Usage: "run the emulated NIC",
-		Flags: append(logFlags(),
+		Flags: withConfig(append(logFlags(),
 			&cli.StringFlag{Name: "source", Value: "synth", Usage: "frame source: synth"},
 			&cli.StringFlag{Name: "model", Value: "rxbisect", Usage: "receive model: rxbisect, privring or shring"},
 			&cli.StringFlag{Name: "policy", Value: "drop", Usage: "when no Ax ring has a buffer: drop or pause"},
@@ -46,7 +48,17 @@ func runCommand() *cli.Command {
 			&cli.Float64Flag{Name: "rate", Value: 0, Usage: "synthetic packets per second (0: as fast as possible)"},
 			&cli.DurationFlag{Name: "duration", Value: 0, Usage: "stop after this long (0: until SIGINT/SIGTERM)"},
 			&cli.DurationFlag{Name: "report", Value: time.Second, Usage: "interval of the per-ring counter report (0: only at exit)"},
-		),
+			&cli.StringFlag{Name: "socket", Value: "/run/vnic/vnicd.sock", Usage: "control socket (mode 0660) that applications attach through"},
+			&cli.StringFlag{Name: "socket-group", Value: "", Usage: "group that owns the socket (members may attach)"},
+			&cli.StringFlag{Name: "metrics-addr", Value: "127.0.0.1:9464", Usage: "Prometheus /metrics address ('' disables; loopback by default)"},
+			&cli.BoolFlag{Name: "local-consumers", Usage: "demo mode: no socket; one in-process tenant consumes on --consumer-cpu"},
+			&cli.BoolFlag{Name: "no-huge-pages", Usage: "do not try huge pages for tenant regions"},
+			&cli.IntFlag{Name: "max-tenants", Value: 64, Usage: "most tenants attached at once"},
+		)),
+		Before: loadConfig,
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return fmt.Errorf("%w; run vnicd run --help for the flags", err)
+		},
 		Action: run,
 	}
 }
@@ -73,6 +85,9 @@ func run(c *cli.Context) error {
 	}
 	if s := c.String("source"); s != "synth" {
 		return fmt.Errorf("--source %q is not available in this build; use --source synth", s)
+	}
+	if !c.Bool("local-consumers") {
+		return runDaemon(c, log, model, policy, key)
 	}
 	ecpu, ccpu := c.Int("emulator-cpu"), c.Int("consumer-cpu")
 	for _, cpu := range []int{ecpu, ccpu} {
@@ -231,4 +246,46 @@ func printRings(w interface{ Write([]byte) (int, error) }, r *shm.Region, rate f
 		rows[q] = counters.Row{Label: fmt.Sprintf("q%d", q), Snap: s}
 	}
 	counters.WriteTable(w, nil, counters.RingColumns, rows, rate)
+}
+
+// loadConfig reads --config (YAML, flag names as keys) into flags that were
+// not given on the command line.
+func loadConfig(c *cli.Context) error {
+	path := c.String("config")
+	if path == "" {
+		return nil
+	}
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("--config %s: %w; give a YAML file of flag: value lines", path, err)
+	}
+	err := altsrc.InitInputSourceWithContext(c.Command.Flags, func(*cli.Context) (altsrc.InputSourceContext, error) {
+		return altsrc.NewYamlSourceFromFile(path)
+	})(c)
+	if err != nil {
+		return fmt.Errorf("--config %s is not valid YAML of flag: value lines: %s", path, strings.Join(strings.Fields(err.Error()), " "))
+	}
+	return nil
+}
+
+// withConfig makes every flag loadable from the --config file and adds the
+// --config flag itself.
+func withConfig(flags []cli.Flag) []cli.Flag {
+	out := make([]cli.Flag, 0, len(flags)+1)
+	for _, f := range flags {
+		switch f := f.(type) {
+		case *cli.StringFlag:
+			out = append(out, altsrc.NewStringFlag(f))
+		case *cli.IntFlag:
+			out = append(out, altsrc.NewIntFlag(f))
+		case *cli.Float64Flag:
+			out = append(out, altsrc.NewFloat64Flag(f))
+		case *cli.DurationFlag:
+			out = append(out, altsrc.NewDurationFlag(f))
+		case *cli.BoolFlag:
+			out = append(out, altsrc.NewBoolFlag(f))
+		default:
+			out = append(out, f)
+		}
+	}
+	return append(out, &cli.StringFlag{Name: "config", Usage: "YAML file with any of these flags as keys (flags on the command line win)"})
 }

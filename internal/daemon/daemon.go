@@ -373,7 +373,7 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 	if err := geo.Validate(); err != nil {
 		return nil, err
 	}
-	region, err := shm.Create(geo, shm.Options{Name: fmt.Sprintf("vnic-tenant-%d", id), NoHuge: d.cfg.NoHugePages})
+	region, err := shm.Create(geo, shm.Options{Name: fmt.Sprintf("vnic-tenant-%d", id), NoHuge: d.cfg.NoHugePages, Log: &d.log})
 	if err != nil {
 		return nil, fmt.Errorf("create the region: %w", err)
 	}

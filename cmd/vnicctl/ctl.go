@@ -1,0 +1,290 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vnic/vnic/counters"
+	"github.com/vnic/vnic/internal/proto"
+)
+
+// defaultSocket is where vnicd listens unless told otherwise.
+const defaultSocket = "/run/vnic/vnicd.sock"
+
+// callTimeout bounds one request to vnicd, so a stuck daemon cannot hang
+// vnicctl (or a script calling it).
+const callTimeout = 5 * time.Second
+
+// Exit statuses other than 1 (a generic failure), so scripts can tell why
+// vnicctl failed without parsing its message.
+const (
+	exitNotRunning = 3 // like LSB "program is not running"
+	exitPermission = 4 // like LSB "user had insufficient privilege"
+)
+
+// ctlError is an error with an exit status for main.
+type ctlError struct {
+	msg  string
+	code int
+	err  error
+}
+
+func (e *ctlError) Error() string { return e.msg }
+func (e *ctlError) Unwrap() error { return e.err }
+func (e *ctlError) ExitCode() int { return e.code }
+
+// globalSocketFlag is the app-wide --socket, read from VNIC_SOCKET too.
+func globalSocketFlag() cli.Flag {
+	return &cli.StringFlag{Name: "socket", Value: defaultSocket, EnvVars: []string{"VNIC_SOCKET"},
+		Usage: "vnicd's control socket"}
+}
+
+// socketFlag is the per-command --socket; it has no default so that the
+// global flag (or VNIC_SOCKET) applies when it is not given.
+func socketFlag() cli.Flag {
+	return &cli.StringFlag{Name: "socket", Usage: "vnicd's control socket (default: the global --socket, $VNIC_SOCKET or " + defaultSocket + ")"}
+}
+
+// socketPath resolves --socket: the command's own flag, then the global one.
+func socketPath(c *cli.Context) string {
+	for _, ctx := range c.Lineage() {
+		if s := ctx.String("socket"); s != "" {
+			return s
+		}
+	}
+	return defaultSocket
+}
+
+// startHint is the command that starts vnicd on path.
+func startHint(path string) string {
+	if path == defaultSocket {
+		return "sudo vnicd run --source synth"
+	}
+	return "sudo vnicd run --socket " + path + " --source synth"
+}
+
+// dial connects to vnicd, turning the usual failures into one sentence
+// that says what to do.
+func dial(path string) (*proto.Conn, error) {
+	conn, err := proto.Dial(path)
+	if err == nil {
+		return conn, nil
+	}
+	return nil, dialError(path, err)
+}
+
+func dialError(path string, err error) error {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return &ctlError{code: exitNotRunning, err: err,
+			msg: fmt.Sprintf("vnicd is not running (no socket at %s); start it with: %s", path, startHint(path))}
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return &ctlError{code: exitNotRunning, err: err,
+			msg: fmt.Sprintf("vnicd is not running (nothing listens on %s, a stale socket left by a vnicd that did not stop cleanly); start it with: %s", path, startHint(path))}
+	case errors.Is(err, os.ErrPermission):
+		return &ctlError{code: exitPermission, err: err,
+			msg: fmt.Sprintf("no permission to connect to vnicd at %s; join the socket's group (sudo usermod -aG vnic $USER, then log in again) or use sudo", path)}
+	case errors.Is(err, syscall.EPROTOTYPE), errors.Is(err, syscall.ENOTSOCK):
+		return &ctlError{code: 1, err: err,
+			msg: fmt.Sprintf("%s is not vnicd's control socket (%v); give the right one with --socket or VNIC_SOCKET", path, errors.Unwrap(err))}
+	}
+	return &ctlError{code: 1, err: err, msg: fmt.Sprintf("connect to vnicd at %s: %v", path, err)}
+}
+
+// client is one control connection, used by a command for its requests.
+type client struct {
+	path string
+	conn *proto.Conn
+}
+
+func connect(c *cli.Context) (*client, error) {
+	path := socketPath(c)
+	conn, err := dial(path)
+	if err != nil {
+		return nil, err
+	}
+	return &client{path: path, conn: conn}, nil
+}
+
+func (cl *client) Close() error { return cl.conn.Close() }
+
+// call sends one request and decodes its reply, within callTimeout.
+func (cl *client) call(t proto.Type, out any) error {
+	cl.conn.Unix().SetDeadline(time.Now().Add(callTimeout))
+	files, err := cl.conn.Call(t, nil, out)
+	for _, f := range files {
+		f.Close() // no reply vnicctl asks for carries descriptors
+	}
+	if err == nil {
+		return nil
+	}
+	var perr *proto.Error
+	var nerr net.Error
+	switch {
+	case errors.As(err, &perr):
+		return fmt.Errorf("vnicd refused the request: %s", perr.Message)
+	case errors.Is(err, proto.ErrVersion):
+		return err
+	case errors.As(err, &nerr) && nerr.Timeout():
+		return fmt.Errorf("vnicd at %s did not answer within %v; it may be stuck: see journalctl -u vnicd", cl.path, callTimeout)
+	case errors.Is(err, proto.ErrClosed), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return &ctlError{code: exitNotRunning, err: err,
+			msg: fmt.Sprintf("vnicd closed the connection on %s (it stopped or restarted); start it with: %s", cl.path, startHint(cl.path))}
+	}
+	return fmt.Errorf("talk to vnicd at %s: %w", cl.path, err)
+}
+
+func (cl *client) stats() (proto.Stats, error) {
+	var st proto.Stats
+	err := cl.call(proto.TStats, &st)
+	return st, err
+}
+
+// request runs one request on a fresh connection.
+func request(c *cli.Context, t proto.Type, out any) error {
+	cl, err := connect(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return cl.call(t, out)
+}
+
+// outputFlag is -o/--output with the given formats, the first the default.
+func outputFlag(formats ...string) cli.Flag {
+	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: formats[0],
+		Usage: "output format: " + strings.Join(formats, " or ")}
+}
+
+// outputFormat checks -o against formats.
+func outputFormat(c *cli.Context, formats ...string) (string, error) {
+	o := c.String("output")
+	for _, f := range formats {
+		if o == f {
+			return o, nil
+		}
+	}
+	return "", fmt.Errorf("unknown output format %q; use %s", o, strings.Join(formats, " or "))
+}
+
+// writeJSON prints v indented, with a final newline.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// isClientID reports whether id is written by the tenant's receive queue
+// (the client block) rather than by the emulated NIC.
+func isClientID(id counters.ID) bool { return id >= counters.Received && id <= counters.OrderErrors }
+
+// snapshot converts counters from the wire; names this build does not know
+// (a newer vnicd) are skipped.
+func snapshot(m map[string]uint64) counters.Snapshot {
+	var s counters.Snapshot
+	for name, v := range m {
+		if id, ok := counters.ByName(name); ok {
+			s[id] = v
+		}
+	}
+	return s
+}
+
+// ringSnapshot merges one ring's NIC-side and client-side counters: the
+// client block owns Received..OrderErrors, the NIC block the rest.
+func ringSnapshot(r proto.RingStats) counters.Snapshot {
+	s := snapshot(r.NIC)
+	c := snapshot(r.Client)
+	for id := counters.ID(0); id < counters.NumIDs; id++ {
+		if isClientID(id) {
+			s[id] = c[id]
+		}
+	}
+	return s
+}
+
+// ringColumns are the columns of vnicctl rings and watch: the daemon's
+// per-ring table plus what the tenant's queues count.
+var ringColumns = append(append([]counters.ID(nil), counters.RingColumns...),
+	counters.DropFaulty, counters.Received, counters.Refills, counters.AllocFailures, counters.Handoffs)
+
+// tenantLabel names a tenant in tables: its name, or #ID when it has none
+// or shares it with another tenant.
+func tenantLabel(t proto.TenantInfo, dup map[string]int) string {
+	if t.Name == "" {
+		return "#" + strconv.Itoa(t.ID)
+	}
+	if dup[t.Name] > 1 {
+		return t.Name + "#" + strconv.Itoa(t.ID)
+	}
+	return t.Name
+}
+
+func nameCounts(ts []proto.TenantStats) map[string]int {
+	m := map[string]int{}
+	for _, t := range ts {
+		m[t.Name]++
+	}
+	return m
+}
+
+// selectTenants keeps the tenants that sel names (an ID or a name); an
+// empty sel keeps them all.
+func selectTenants(ts []proto.TenantStats, sel string) []proto.TenantStats {
+	if sel == "" {
+		return ts
+	}
+	id, err := strconv.Atoi(strings.TrimPrefix(sel, "#"))
+	var out []proto.TenantStats
+	for _, t := range ts {
+		if t.Name == sel || err == nil && t.ID == id {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// matchString renders a match rule the way an operator would write it.
+func matchString(m proto.Match) string {
+	var parts []string
+	if m.Proto != "" {
+		parts = append(parts, strings.ToLower(m.Proto))
+	}
+	switch {
+	case m.DstPortLo != 0 && (m.DstPortHi == 0 || m.DstPortHi == m.DstPortLo):
+		parts = append(parts, fmt.Sprintf("dport %d", m.DstPortLo))
+	case m.DstPortLo != 0 || m.DstPortHi != 0:
+		parts = append(parts, fmt.Sprintf("dport %d-%d", m.DstPortLo, m.DstPortHi))
+	}
+	if m.Dst != "" {
+		parts = append(parts, "dst "+m.Dst)
+	}
+	if m.Default {
+		parts = append(parts, "default")
+	}
+	if len(parts) == 0 {
+		return "any"
+	}
+	return strings.Join(parts, " ")
+}
+
+// dash shows an empty value as "-" in tables.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vnic/vnic/internal/proto"
+)
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "status",
+		Usage:     "show whether vnicd runs, and how: version, uptime, model, policy, frame source, tenants",
+		UsageText: "vnicctl status\nvnicctl --socket /tmp/vnicd.sock status -o json",
+		Flags:     []cli.Flag{socketFlag(), outputFlag("text", "json")},
+		Action: func(c *cli.Context) error {
+			format, err := outputFormat(c, "text", "json")
+			if err != nil {
+				return err
+			}
+			var st proto.Status
+			if err := request(c, proto.TStatus, &st); err != nil {
+				return err
+			}
+			if format == "json" {
+				return writeJSON(c.App.Writer, st)
+			}
+			return writeStatus(c.App.Writer, st)
+		},
+	}
+}
+
+func writeStatus(w io.Writer, st proto.Status) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	source := dash(st.Source)
+	if st.Mode != "" {
+		source += " (" + st.Mode + ")"
+	}
+	cpu := "unpinned"
+	if st.Emulator >= 0 {
+		cpu = fmt.Sprintf("CPU %d", st.Emulator)
+	}
+	metrics := "off (enable with vnicd run --metrics-addr 127.0.0.1:9464)"
+	if st.Metrics != "" {
+		metrics = "http://" + st.Metrics + "/metrics"
+	}
+	for _, kv := range [][2]string{
+		{"vnicd", fmt.Sprintf("running, version %s, pid %d, up %s", dash(st.Version), st.PID, dash(st.Uptime))},
+		{"model", dash(st.Model)},
+		{"policy", dash(st.Policy) + policyNote(st.Policy)},
+		{"source", source},
+		{"tenants", fmt.Sprintf("%d attached", st.Tenants)},
+		{"emulator", cpu},
+		{"socket", dash(st.Socket)},
+		{"metrics", metrics},
+	} {
+		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
+	}
+	return tw.Flush()
+}
+
+// policyNote says what the starvation policy does.
+func policyNote(p string) string {
+	switch p {
+	case "drop":
+		return " (a frame with no free buffer is dropped and counted as drops_ax_starved)"
+	case "pause":
+		return " (with no free buffer vnicd stops pulling from the wire; counted as paused_batches)"
+	}
+	return ""
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBadFlags: every wrong flag gets one sentence that says what to do.
+func TestBadFlags(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "vnicd.yaml")
+	os.WriteFile(bad, []byte("model: bogus\n"), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--model", "ring"}, "use rxbisect, privring or shring"},
+		{[]string{"run", "--policy", "wait"}, "use drop or pause"},
+		{[]string{"run", "--emulator-cpu", "999"}, "pick one below"},
+		{[]string{"run", "--ax-size", "100", "--local-consumers"}, "power of two"},
+		{[]string{"run", "--source", "pcap"}, "use --source synth"},
+		{[]string{"run", "--key", "zz"}, "--key"},
+		{[]string{"run", "--log-format", "xml"}, "use auto, json or console"},
+		{[]string{"run", "--config", "/nonexistent.yaml"}, "YAML"},
+		{[]string{"run", "--nope"}, "--help"},
+		{[]string{"run", "extra"}, "takes only flags"},
+		{[]string{"run", "--config", bad}, "use rxbisect, privring or shring"}, // the file is read
+		{[]string{"run", "--socket", "/proc/vnicd.sock", "--metrics-addr", ""}, "listen on /proc/vnicd.sock"},
+	} {
+		var out, errb bytes.Buffer
+		err := newApp(&out, &errb).Run(append([]string{"vnicd"}, c.args...))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want a message containing %q", c.args, err, c.want)
+			continue
+		}
+		if strings.Count(strings.TrimSpace(err.Error()), "\n") != 0 {
+			t.Errorf("%v: message is not one sentence: %q", c.args, err)
+		}
+	}
+}
