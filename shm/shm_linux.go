@@ -20,6 +20,9 @@ type Options struct {
 	NoHuge bool   // do not try huge pages
 	Start  uint64 // initial ring cursors (tests start near 2^64)
 	Quiet  bool   // do not log the huge-page fallback
+	// Log receives the one line about the huge-page fallback (default: the
+	// global zerolog logger).
+	Log *zerolog.Logger
 }
 
 // Create makes a region for g on a sealed memfd and maps it.
