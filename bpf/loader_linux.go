@@ -1,0 +1,222 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Objects are the loaded program and its maps. Close releases them; an
+// attached link keeps the program alive until the link is closed too.
+type Objects struct {
+	// Program is vnic_xdp.
+	Program *ebpf.Program
+	// XSKs is vnic_xsks, the XSKMAP indexed by RX queue.
+	XSKs *ebpf.Map
+	// Config is vnic_cfg, one entry of flags and port range.
+	Config *ebpf.Map
+	// Stats is vnic_stats, the per-CPU counters.
+	Stats *ebpf.Map
+
+	queues int
+}
+
+// Load creates the maps, writes opts.Config and loads the program. It needs
+// CAP_BPF (and CAP_NET_ADMIN to attach); no kernel BTF is needed.
+func Load(opts Options) (*Objects, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	spec, err := CollectionSpec(opts.Queues)
+	if err != nil {
+		return nil, err
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("bpf: load %s: %w: run as root or grant CAP_BPF and CAP_NET_ADMIN", ProgramName, err)
+		}
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("bpf: load %s: the verifier rejected the program (a bug in vnic, please report it): %+v", ProgramName, ve)
+		}
+		return nil, fmt.Errorf("bpf: load %s: %w", ProgramName, err)
+	}
+	o := &Objects{
+		Program: coll.Programs[ProgramName],
+		XSKs:    coll.Maps[XSKMapName],
+		Config:  coll.Maps[ConfigName],
+		Stats:   coll.Maps[StatsName],
+		queues:  int(spec.Maps[XSKMapName].MaxEntries),
+	}
+	if err := o.SetConfig(opts.Config); err != nil {
+		o.Close()
+		return nil, err
+	}
+	return o, nil
+}
+
+// Queues is the XSKMAP size.
+func (o *Objects) Queues() int { return o.queues }
+
+// SetConfig replaces the claim configuration; the program sees it at the
+// next frame.
+func (o *Objects) SetConfig(c Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if err := o.Config.Put(uint32(0), c.value()); err != nil {
+		return fmt.Errorf("bpf: write %s: %w", ConfigName, err)
+	}
+	return nil
+}
+
+// Register makes the program redirect frames of RX queue queue to the
+// AF_XDP socket fd, which must be bound to that queue of the interface.
+func (o *Objects) Register(queue, fd int) error {
+	if queue < 0 || queue >= o.queues {
+		return fmt.Errorf("bpf: register queue %d: %s holds queues 0 to %d: load with Options.Queues > %d", queue, XSKMapName, o.queues-1, queue)
+	}
+	if err := o.XSKs.Put(uint32(queue), uint32(fd)); err != nil {
+		return fmt.Errorf("bpf: register socket %d for queue %d in %s: %w (is the socket bound?)", fd, queue, XSKMapName, err)
+	}
+	return nil
+}
+
+// Unregister removes queue's socket: its frames pass to the kernel again.
+// Closing a socket unregisters it too.
+func (o *Objects) Unregister(queue int) error {
+	if queue < 0 || queue >= o.queues {
+		return fmt.Errorf("bpf: unregister queue %d: out of range 0 to %d", queue, o.queues-1)
+	}
+	if err := o.XSKs.Delete(uint32(queue)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("bpf: unregister queue %d: %w", queue, err)
+	}
+	return nil
+}
+
+// Counters reads the program's counters, summed over CPUs.
+func (o *Objects) Counters() (Counters, error) {
+	var c Counters
+	dst := []*uint64{&c.Redirected, &c.NoSocket, &c.ARP, &c.Unclaimed, &c.Short}
+	var per []uint64
+	for i, p := range dst {
+		if err := o.Stats.Lookup(uint32(i), &per); err != nil {
+			return Counters{}, fmt.Errorf("bpf: read %s[%d]: %w", StatsName, i, err)
+		}
+		for _, v := range per {
+			*p += v
+		}
+	}
+	return c, nil
+}
+
+// Close releases the program and maps. A link attached with Attach stays
+// until it is closed.
+func (o *Objects) Close() error {
+	var errs []error
+	for _, c := range []interface{ Close() error }{o.Program, o.XSKs, o.Config, o.Stats} {
+		if c != nil {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Inspect looks the interface up in the calling thread's network namespace.
+func Inspect(ifindex int) (Interface, error) {
+	l, err := netlink.LinkByIndex(ifindex)
+	if err != nil {
+		return Interface{}, fmt.Errorf("bpf: interface index %d: %w: it does not exist in this network namespace", ifindex, err)
+	}
+	a := l.Attrs()
+	in := Interface{
+		Name:     a.Name,
+		Index:    a.Index,
+		Kind:     l.Type(),
+		MTU:      a.MTU,
+		RXQueues: a.NumRxQueues,
+		TXQueues: a.NumTxQueues,
+	}
+	if a.Xdp != nil && a.Xdp.Attached {
+		in.XDPProgID = a.Xdp.ProgId
+	}
+	return in, nil
+}
+
+// Attach attaches the program to interface ifindex (in the calling thread's
+// network namespace) through a BPF link, so nothing stays attached once the
+// link is closed or the process dies. ModeAuto tries native mode and falls
+// back to generic; the returned Mode says which one is in use and the caller
+// should log it. Before attaching it checks that the interface exists, has
+// no XDP program, has no more RX queues than the XSKMAP holds, and (native
+// mode on veth) that its MTU is within VethNativeMaxMTU.
+func (o *Objects) Attach(ifindex int, mode Mode) (link.Link, Mode, error) {
+	if mode != ModeAuto && mode != ModeNative && mode != ModeGeneric {
+		return nil, 0, fmt.Errorf("bpf: attach: unknown mode %v: use auto, native or generic", mode)
+	}
+	in, err := Inspect(ifindex)
+	if err != nil {
+		return nil, 0, err
+	}
+	if in.XDPProgID != 0 {
+		return nil, 0, fmt.Errorf("bpf: attach to %s: XDP program %d is attached already: stop its owner or detach it with `ip link set dev %s xdp off`", in.Name, in.XDPProgID, in.Name)
+	}
+	if in.RXQueues > o.queues {
+		return nil, 0, fmt.Errorf("bpf: attach to %s: it has %d RX queues but %s holds %d: load with Options.Queues >= %d", in.Name, in.RXQueues, XSKMapName, o.queues, in.RXQueues)
+	}
+	mtuTooBig := in.Kind == "veth" && in.MTU > VethNativeMaxMTU
+	var nativeErr error
+	if mode == ModeNative || mode == ModeAuto {
+		if mtuTooBig {
+			nativeErr = fmt.Errorf("bpf: attach to %s in native mode: MTU %d is above what native XDP on veth accepts; lower it or use --xdp-mode generic (native XDP on veth takes an MTU up to %d)", in.Name, in.MTU, VethNativeMaxMTU)
+		} else {
+			l, err := o.attach(in, ModeNative)
+			if err == nil {
+				return l, ModeNative, nil
+			}
+			nativeErr = err
+		}
+		if mode == ModeNative {
+			return nil, 0, nativeErr
+		}
+	}
+	l, err := o.attach(in, ModeGeneric)
+	if err != nil {
+		if nativeErr != nil {
+			return nil, 0, fmt.Errorf("%w; then %w", nativeErr, err)
+		}
+		return nil, 0, err
+	}
+	return l, ModeGeneric, nil
+}
+
+func (o *Objects) attach(in Interface, mode Mode) (link.Link, error) {
+	flags := link.XDPGenericMode
+	if mode == ModeNative {
+		flags = link.XDPDriverMode
+	}
+	l, err := link.AttachXDP(link.XDPOptions{Program: o.Program, Interface: in.Index, Flags: flags})
+	if err == nil {
+		return l, nil
+	}
+	prefix := fmt.Sprintf("bpf: attach %s to %s in %v mode", ProgramName, in.Name, mode)
+	switch {
+	case errors.Is(err, unix.ENOSPC) && in.Kind == "veth":
+		return nil, fmt.Errorf("%s: %w: the XDP side needs at least as many RX queues as the peer has TX queues (%s has %d RX queues): recreate the pair with more RX queues here or fewer TX queues on the peer, or use --xdp-mode generic", prefix, err, in.Name, in.RXQueues)
+	case errors.Is(err, unix.ERANGE) && in.Kind == "veth":
+		return nil, fmt.Errorf("%s: %w: MTU %d (or the peer's MTU) is above what native XDP on veth accepts; lower it or use --xdp-mode generic", prefix, err, in.MTU)
+	case errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST):
+		return nil, fmt.Errorf("%s: %w: another XDP program is attached: stop its owner or detach it with `ip link set dev %s xdp off`", prefix, err, in.Name)
+	case errors.Is(err, os.ErrPermission):
+		return nil, fmt.Errorf("%s: %w: run as root or grant CAP_NET_ADMIN and CAP_BPF", prefix, err)
+	case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL):
+		return nil, fmt.Errorf("%s: %w: the driver does not support this mode; use --xdp-mode generic", prefix, err)
+	}
+	return nil, fmt.Errorf("%s: %w", prefix, err)
+}

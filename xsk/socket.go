@@ -1,0 +1,304 @@
+package xsk
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// Stats are one socket's counters: the kernel's (XDP_STATISTICS) and this
+// package's.
+type Stats struct {
+	// RxDropped counts frames dropped for other reasons than a full RX
+	// ring, including a fill ring without a buffer (copy mode) and frames
+	// larger than a chunk.
+	RxDropped uint64
+	// RxInvalidDescs counts invalid descriptors on the RX side.
+	RxInvalidDescs uint64
+	// TxInvalidDescs counts TX descriptors the kernel refused (bad address
+	// or length).
+	TxInvalidDescs uint64
+	// RxRingFull counts frames dropped because the RX ring was full
+	// (receive congestion: Recv is not called often enough).
+	RxRingFull uint64
+	// RxFillRingEmptyDescs counts times the kernel found the fill ring
+	// empty (allocation starvation: frames are held too long).
+	RxFillRingEmptyDescs uint64
+	// TxRingEmptyDescs counts times the kernel found the TX ring empty.
+	TxRingEmptyDescs uint64
+
+	// RxFrames counts frames returned by Recv.
+	RxFrames uint64
+	// TxFrames counts frames accepted by Send.
+	TxFrames uint64
+	// TxCompleted counts TX chunks the kernel handed back.
+	TxCompleted uint64
+	// BadDescs counts RX or completion entries naming memory outside the
+	// chunks this socket gave the kernel (never seen from a sane kernel).
+	BadDescs uint64
+}
+
+// RxLost is the number of frames the kernel dropped instead of putting
+// them on the RX ring: RxDropped + RxRingFull.
+func (s Stats) RxLost() uint64 { return s.RxDropped + s.RxRingFull }
+
+// Add returns the field-wise sum of s and o.
+func (s Stats) Add(o Stats) Stats {
+	s.RxDropped += o.RxDropped
+	s.RxInvalidDescs += o.RxInvalidDescs
+	s.TxInvalidDescs += o.TxInvalidDescs
+	s.RxRingFull += o.RxRingFull
+	s.RxFillRingEmptyDescs += o.RxFillRingEmptyDescs
+	s.TxRingEmptyDescs += o.TxRingEmptyDescs
+	s.RxFrames += o.RxFrames
+	s.TxFrames += o.TxFrames
+	s.TxCompleted += o.TxCompleted
+	s.BadDescs += o.BadDescs
+	return s
+}
+
+// maxKicks bounds the wake-up calls of one Send: in copy mode each
+// sendto transmits at most the TX budget of frames.
+const maxKicks = 64
+
+// Socket is one AF_XDP socket bound to one RX/TX queue of an interface,
+// with its UMEM cut into RX chunks (all given to the fill ring at open) and
+// TX chunks (a free list).
+//
+// Recv and Send use disjoint rings and chunks: one goroutine may call Recv
+// while another calls Send. Neither may be called concurrently with itself
+// or with Close. Stats, FD, Queue and Mode may be called at any time
+// before Close.
+type Socket struct {
+	fd      int
+	ifindex int
+	queue   int
+	umem    *UMEM
+	ownUMEM bool
+	mode    BindMode
+	wakeup  bool // bound with XDP_USE_NEED_WAKEUP
+	closed  bool
+	budget  int // XDP_MAX_TX_SKB_BUDGET applied, 0 if not
+
+	fill, comp, rx, tx *ring
+	maps               [][]byte // ring mappings, unmapped by Close
+
+	rxBase, rxEnd uint64   // UMEM range of the RX chunks
+	txBase, txEnd uint64   // UMEM range of the TX chunks
+	held          []uint64 // RX chunks handed out by the last Recv
+	txFree        []uint64 // free TX chunks (a stack)
+
+	rxFrames, txFrames, txDone, badDescs atomic.Uint64
+}
+
+// FD is the socket's file descriptor, for an XSKMAP.
+func (s *Socket) FD() int { return s.fd }
+
+// Queue is the queue the socket is bound to.
+func (s *Socket) Queue() int { return s.queue }
+
+// Mode is the mode the bind obtained: BindZeroCopy or BindCopy.
+func (s *Socket) Mode() BindMode { return s.mode }
+
+// TxBudget is the copy-mode TX budget per kick that was applied with
+// XDP_MAX_TX_SKB_BUDGET, or 0 when the kernel's default is in force.
+func (s *Socket) TxBudget() int { return s.budget }
+
+// UMEM is the socket's packet memory.
+func (s *Socket) UMEM() *UMEM { return s.umem }
+
+// setupChunks assigns UMEM chunks: the first rx to RX, the next tx to TX,
+// and posts every RX chunk to the fill ring.
+func (s *Socket) setupChunks(rx, tx int) error {
+	need := rx + tx
+	if s.umem.Chunks() < need {
+		return fmt.Errorf("xsk: queue %d: UMEM has %d chunks, the rings need %d (fill %d + TX %d): make the UMEM larger or the rings smaller", s.queue, s.umem.Chunks(), need, rx, tx)
+	}
+	cs := s.umem.chunkSize
+	s.rxBase, s.rxEnd = 0, uint64(rx)*cs
+	s.txBase, s.txEnd = s.rxEnd, s.rxEnd+uint64(tx)*cs
+	s.held = make([]uint64, 0, rx)
+	s.txFree = make([]uint64, 0, tx)
+	for a := s.txEnd; a > s.txBase; a -= cs {
+		s.txFree = append(s.txFree, a-cs)
+	}
+	for a := s.rxBase; a < s.rxEnd; a += cs {
+		s.held = append(s.held, a)
+	}
+	s.refill()
+	if len(s.held) != 0 {
+		return fmt.Errorf("xsk: queue %d: fill ring of %d entries cannot take %d RX chunks", s.queue, s.fill.size, rx)
+	}
+	return nil
+}
+
+// Recv appends up to cap(dst)-len(dst) received frames (DefaultBatch when
+// dst has no spare capacity) and returns dst. The frames alias the UMEM
+// and stay valid until the next Recv call, which returns their chunks to
+// the fill ring. It does not block and allocates nothing.
+func (s *Socket) Recv(dst [][]byte) ([][]byte, error) {
+	if s.closed {
+		return dst, ErrClosed
+	}
+	if s.rx == nil {
+		return dst, ErrNoRX
+	}
+	s.refill()
+	budget := cap(dst) - len(dst)
+	if budget <= 0 {
+		budget = DefaultBatch
+	}
+	return s.take(dst, budget), nil
+}
+
+// refill posts the chunks of the last batch to the fill ring with one
+// producer store, and wakes the kernel if it asked for it.
+func (s *Socket) refill() {
+	if n := uint32(len(s.held)); n > 0 {
+		if free := s.fill.free(n); free < n {
+			n = free
+		}
+		idx := s.fill.local
+		for i := uint32(0); i < n; i++ {
+			s.fill.addrs[(idx+i)&s.fill.mask] = s.held[i]
+		}
+		s.fill.submit(n)
+		s.held = s.held[:copy(s.held, s.held[n:])]
+	}
+	if s.wakeup && s.fill.needWakeup() {
+		sysWakeRX(s.fd)
+	}
+}
+
+// take moves up to budget frames from the RX ring to dst, releasing the
+// RX entries with one consumer store; their chunks go to held.
+func (s *Socket) take(dst [][]byte, budget int) [][]byte {
+	n := s.rx.ready(uint32(budget))
+	if n == 0 {
+		return dst
+	}
+	idx := s.rx.local
+	var bad, got uint64
+	for i := uint32(0); i < n; i++ {
+		d := s.rx.descs[(idx+i)&s.rx.mask]
+		f, base, ok := s.umem.frame(d.Addr, d.Len)
+		if !ok || base < s.rxBase || base >= s.rxEnd || len(s.held) == cap(s.held) {
+			bad++
+			continue
+		}
+		dst = append(dst, f)
+		s.held = append(s.held, base)
+		got++
+	}
+	s.rx.release(n)
+	s.rxFrames.Add(got)
+	if bad > 0 {
+		s.badDescs.Add(bad)
+	}
+	return dst
+}
+
+// Send copies frames into free TX chunks, posts them with one producer
+// store, kicks the kernel (sendto with MSG_DONTWAIT, repeated while the
+// kernel leaves descriptors behind, at most maxKicks times) and reaps the
+// completion ring. It returns how many frames it took: fewer than
+// len(frames) when the TX ring or the free chunks ran out (call again
+// later), or when a frame is empty or larger than a chunk (the error wraps
+// ErrFrameSize). Send(nil) only kicks and reaps. It allocates nothing.
+func (s *Socket) Send(frames [][]byte) (int, error) {
+	if s.closed {
+		return 0, ErrClosed
+	}
+	if s.tx == nil {
+		return 0, ErrNoTX
+	}
+	s.reap()
+	want := uint32(min(len(frames), int(s.tx.size)))
+	n := s.tx.free(want)
+	n = min(n, want, uint32(len(s.txFree)))
+	var err error
+	idx := s.tx.local
+	i := uint32(0)
+	for ; i < n; i++ {
+		f := frames[i]
+		if len(f) == 0 || uint64(len(f)) > s.umem.chunkSize {
+			err = fmt.Errorf("xsk: queue %d: send frame of %d bytes: %w: frames must hold 1 to %d bytes", s.queue, len(f), ErrFrameSize, s.umem.chunkSize)
+			break
+		}
+		last := len(s.txFree) - 1
+		addr := s.txFree[last]
+		s.txFree = s.txFree[:last]
+		copy(s.umem.mem[addr:addr+s.umem.chunkSize], f)
+		s.tx.descs[(idx+i)&s.tx.mask] = Desc{Addr: addr, Len: uint32(len(f))}
+	}
+	if i > 0 {
+		s.tx.submit(i)
+		s.txFrames.Add(uint64(i))
+	}
+	if kerr := s.flushTX(); kerr != nil && err == nil {
+		err = kerr
+	}
+	return int(i), err
+}
+
+// flushTX kicks the kernel until it consumed every TX descriptor, the
+// kick reports a full device, or maxKicks is reached; it reaps completions
+// in between.
+func (s *Socket) flushTX() error {
+	for k := 0; k < maxKicks; k++ {
+		s.reap()
+		if s.tx.pending() == 0 {
+			return nil
+		}
+		if s.wakeup && !s.tx.needWakeup() {
+			return nil // the kernel works through the ring by itself
+		}
+		again, err := sysKickTX(s.fd)
+		if err != nil {
+			return fmt.Errorf("xsk: queue %d: kick TX: %w", s.queue, err)
+		}
+		if !again {
+			break
+		}
+	}
+	s.reap()
+	return nil
+}
+
+// reap moves completed TX chunks back to the free list with one consumer
+// store.
+func (s *Socket) reap() {
+	room := uint32(cap(s.txFree) - len(s.txFree))
+	n := s.comp.ready(room)
+	if n == 0 {
+		return
+	}
+	idx := s.comp.local
+	var bad uint64
+	cs := s.umem.chunkSize
+	for i := uint32(0); i < n; i++ {
+		a := s.comp.addrs[(idx+i)&s.comp.mask]
+		if a < s.txBase || a >= s.txEnd || a&(cs-1) != 0 {
+			bad++
+			continue
+		}
+		s.txFree = append(s.txFree, a)
+	}
+	s.comp.release(n)
+	s.txDone.Add(uint64(n) - bad)
+	if bad > 0 {
+		s.badDescs.Add(bad)
+	}
+}
+
+// TxPending is the number of TX chunks not yet handed back by the kernel.
+func (s *Socket) TxPending() int { return cap(s.txFree) - len(s.txFree) }
+
+// localStats are this package's counters.
+func (s *Socket) localStats() Stats {
+	return Stats{
+		RxFrames:    s.rxFrames.Load(),
+		TxFrames:    s.txFrames.Load(),
+		TxCompleted: s.txDone.Load(),
+		BadDescs:    s.badDescs.Load(),
+	}
+}
