@@ -32,8 +32,23 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 	if ecpu >= runtime.NumCPU() {
 		return fmt.Errorf("--emulator-cpu %d does not exist (this machine has %d CPUs); pick one below %d or use -1", ecpu, runtime.NumCPU(), runtime.NumCPU())
 	}
-	// The synthetic wire: flows spread over destination ports 9000-9063 so
-	// that tenants can claim port ranges; queue placement is by RSS.
+	dcfg := daemon.Config{
+		Socket: c.String("socket"), SocketGroup: gid,
+		Engine: nic.Config{Model: model, Policy: policy, Key: key, EmulatorCPU: ecpu},
+		AxSize: c.Int("ax-size"), BxSize: c.Int("bx-size"), BufSize: c.Int("buf-size"),
+		MaxTenants: c.Int("max-tenants"), NoHugePages: c.Bool("no-huge-pages"),
+		MetricsAddr: c.String("metrics-addr"), Log: log, Version: version,
+	}
+	if c.String("source") == "xsk" {
+		w, err := openWire(c, log)
+		if err != nil {
+			return err
+		}
+		defer w.Close()
+		dcfg.Source, dcfg.Engine.Tx = w.src, w.src
+		dcfg.SourceName, dcfg.SourceMode, dcfg.SourceStats = "xsk:"+c.String("iface"), w.mode, w.stats
+		return serve(c, dcfg)
+	}
 	dist, err := synth.ParseDist(c.String("dist"))
 	if err != nil {
 		return fmt.Errorf("--dist: %w", err)
@@ -49,15 +64,13 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 	if err != nil {
 		return err
 	}
-	d, err := daemon.New(daemon.Config{
-		Socket: c.String("socket"), SocketGroup: gid,
-		Engine:     nic.Config{Model: model, Policy: policy, Key: key, EmulatorCPU: ecpu},
-		Source:     nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil }),
-		SourceName: "synth", SourceMode: fmt.Sprintf("synthetic %d-byte UDP, %d flows, %s", sc.FrameSize, sc.Flows, dist),
-		AxSize: c.Int("ax-size"), BxSize: c.Int("bx-size"), BufSize: c.Int("buf-size"),
-		MaxTenants: c.Int("max-tenants"), NoHugePages: c.Bool("no-huge-pages"),
-		MetricsAddr: c.String("metrics-addr"), Log: log, Version: version,
-	})
+	dcfg.Source = nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil })
+	dcfg.SourceName, dcfg.SourceMode = "synth", fmt.Sprintf("synthetic %d-byte UDP, %d flows, %s; TX frames are counted and dropped", sc.FrameSize, sc.Flows, dist)
+	return serve(c, dcfg)
+}
+
+func serve(c *cli.Context, cfg daemon.Config) error {
+	d, err := daemon.New(cfg)
 	if err != nil {
 		return err
 	}

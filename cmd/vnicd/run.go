@@ -15,7 +15,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
-	"golang.org/x/sys/unix"
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/counters"
@@ -30,7 +29,11 @@ func runCommand() *cli.Command {
 		Name:  "run",
 		Usage: "run the emulated NIC",
 		Flags: withConfig(append(logFlags(),
-			&cli.StringFlag{Name: "source", Value: "synth", Usage: "frame source: synth"},
+			&cli.StringFlag{Name: "source", Value: "synth", Usage: "frame source: synth (synthetic traffic) or xsk (XDP + AF_XDP on --iface)"},
+			&cli.StringFlag{Name: "iface", Usage: "interface to take frames from with --source xsk"},
+			&cli.StringFlag{Name: "xdp-mode", Value: "auto", Usage: "XDP attach mode: auto (native, then generic), native or generic"},
+			&cli.StringFlag{Name: "claim-ports", Usage: "XDP claims only UDP/TCP destination ports in this range (e.g. 9000-9099); the rest goes to the kernel"},
+			&cli.BoolFlag{Name: "redirect-arp", Usage: "also take ARP frames (by default ARP passes to the kernel)"},
 			&cli.StringFlag{Name: "model", Value: "rxbisect", Usage: "receive model: rxbisect, privring or shring"},
 			&cli.StringFlag{Name: "policy", Value: "drop", Usage: "when no Ax ring has a buffer: drop or pause"},
 			&cli.IntFlag{Name: "queues", Value: 4, Usage: "receive queues (cores) of the demo tenant"},
@@ -83,8 +86,11 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--key: %w", err)
 	}
-	if s := c.String("source"); s != "synth" {
-		return fmt.Errorf("--source %q is not available in this build; use --source synth", s)
+	if s := c.String("source"); s != "synth" && s != "xsk" {
+		return fmt.Errorf("--source %q: use synth or xsk", s)
+	}
+	if c.String("source") == "xsk" && c.Bool("local-consumers") {
+		return fmt.Errorf("--local-consumers works with --source synth only; attach an application to take frames from --iface")
 	}
 	if !c.Bool("local-consumers") {
 		return runDaemon(c, log, model, policy, key)
@@ -188,9 +194,7 @@ func consume(ctx context.Context, cl *client.Tenant, cpu int) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if cpu >= 0 {
-		var set unix.CPUSet
-		set.Set(cpu)
-		unix.SchedSetaffinity(0, &set)
+		pinThread(cpu)
 	}
 	pk := make([]client.Packet, 0, 32)
 	for i := 0; ctx.Err() == nil; i++ {

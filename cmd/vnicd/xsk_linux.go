@@ -1,0 +1,121 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/vnic/vnic/bpf"
+	"github.com/vnic/vnic/xsk"
+)
+
+// wire is a frame source and sink attached to a real interface.
+type wire struct {
+	src  *xsk.Source
+	objs *bpf.Objects
+	link interface{ Close() error }
+	mode string
+}
+
+func (w *wire) Close() {
+	if w.src != nil {
+		w.src.Close()
+	}
+	if w.link != nil {
+		w.link.Close()
+	}
+	if w.objs != nil {
+		w.objs.Close()
+	}
+}
+
+// stats returns the AF_XDP and XDP counters for vnicctl counters.
+func (w *wire) stats() map[string]uint64 {
+	out := map[string]uint64{}
+	if s, err := w.src.Stats(); err == nil {
+		out["xsk_rx_dropped"] = s.RxDropped
+		out["xsk_rx_ring_full"] = s.RxRingFull
+		out["xsk_rx_fill_ring_empty_descs"] = s.RxFillRingEmptyDescs
+		out["xsk_tx_ring_empty_descs"] = s.TxRingEmptyDescs
+		out["xsk_rx_invalid_descs"] = s.RxInvalidDescs
+		out["xsk_tx_invalid_descs"] = s.TxInvalidDescs
+		out["xsk_rx_frames"] = s.RxFrames
+		out["xsk_tx_frames"] = s.TxFrames
+		out["xsk_tx_completed"] = s.TxCompleted
+	}
+	if c, err := w.objs.Counters(); err == nil {
+		out["xdp_redirected"] = c.Redirected
+		out["xdp_pass_no_socket"] = c.NoSocket
+		out["xdp_pass_arp"] = c.ARP
+		out["xdp_pass_unclaimed"] = c.Unclaimed
+		out["xdp_pass_short"] = c.Short
+	}
+	return out
+}
+
+// openWire loads the XDP program on --iface, attaches it (native first,
+// then generic, unless --xdp-mode says otherwise) and opens one AF_XDP
+// socket per RX queue.
+func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
+	name := c.String("iface")
+	if name == "" {
+		return nil, fmt.Errorf("--source xsk needs --iface; give the interface whose frames vnicd should take")
+	}
+	ifc, err := net.InterfaceByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("--iface %s: %w; list interfaces with ip link (inside the right network namespace)", name, err)
+	}
+	info, err := bpf.Inspect(ifc.Index)
+	if err != nil {
+		return nil, fmt.Errorf("--iface %s: %w", name, err)
+	}
+	mode, err := bpf.ParseMode(c.String("xdp-mode"))
+	if err != nil {
+		return nil, fmt.Errorf("--xdp-mode: %w", err)
+	}
+	cfg := bpf.Config{RedirectARP: c.Bool("redirect-arp")}
+	if p := c.String("claim-ports"); p != "" {
+		if _, err := fmt.Sscanf(p, "%d-%d", &cfg.PortLo, &cfg.PortHi); err != nil || cfg.PortLo > cfg.PortHi {
+			return nil, fmt.Errorf("--claim-ports %q: give a range like 9000-9099", p)
+		}
+	}
+	w := &wire{}
+	w.objs, err = bpf.Load(bpf.Options{Queues: max(info.RXQueues, 1), Config: cfg})
+	if err != nil {
+		return nil, fmt.Errorf("load the XDP program: %w; vnicd needs CAP_BPF and CAP_NET_ADMIN (run it as root or with the systemd unit)", err)
+	}
+	lnk, got, err := w.objs.Attach(ifc.Index, mode)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	w.link = lnk
+	queues := make([]int, max(info.RXQueues, 1))
+	for i := range queues {
+		queues[i] = i
+	}
+	sc := xsk.DefaultConfig()
+	sc.TxSize = 2048
+	w.src, err = xsk.NewSource(xsk.SourceConfig{Ifindex: ifc.Index, Queues: queues, Socket: sc, Map: w.objs})
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open AF_XDP sockets on %s: %w", name, err)
+	}
+	w.mode = fmt.Sprintf("xdp %s, af_xdp %s, %d queues", got, w.src.Mode(), len(queues))
+	claim := "all frames but ARP"
+	if cfg.PortHi != 0 {
+		claim = fmt.Sprintf("UDP/TCP ports %d-%d", cfg.PortLo, cfg.PortHi)
+	}
+	log.Info().Str("iface", name).Str("xdp_mode", got.String()).Str("af_xdp_mode", fmt.Sprint(w.src.Mode())).
+		Int("rx_queues", len(queues)).Int("mtu", info.MTU).Str("claims", claim).
+		Msg("XDP program attached through a bpf_link; frames it does not claim pass to the kernel")
+	if strings.Contains(got.String(), "generic") && len(queues) > 1 {
+		log.Warn().Msg("generic XDP on veth reports every frame as RX queue 0: only queue 0's socket receives; the engine's own RSS still spreads frames over the tenants' queues")
+	}
+	return w, nil
+}

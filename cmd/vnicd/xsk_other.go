@@ -1,0 +1,23 @@
+//go:build !linux
+
+package main
+
+import (
+	"errors"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+	"github.com/vnic/vnic/xsk"
+)
+
+type wire struct {
+	src  *xsk.Source
+	mode string
+}
+
+func (w *wire) Close()                   {}
+func (w *wire) stats() map[string]uint64 { return nil }
+
+func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
+	return nil, errors.New("--source xsk needs Linux (XDP and AF_XDP)")
+}

@@ -1,0 +1,41 @@
+//go:build !linux
+
+package daemon
+
+import (
+	"context"
+	"errors"
+
+	"github.com/rs/zerolog"
+
+	"github.com/vnic/vnic/nic"
+)
+
+// ErrNotSupported: vnicd needs Linux (memfd, eventfd, SCM_RIGHTS, AF_XDP).
+var ErrNotSupported = errors.New("daemon: vnicd runs on Linux only")
+
+// Config is vnicd's configuration (see the Linux build).
+type Config struct {
+	Socket                          string
+	SocketGroup                     int
+	Engine                          nic.Config
+	Source                          nic.Source
+	SourceName, SourceMode          string
+	SourceStats                     func() map[string]uint64
+	AxSize, BxSize, TxSize, BufSize int
+	BuffersPerQueue                 int
+	MaxQueues, MaxTenants           int
+	HistorySize, RETASize           int
+	NoHugePages                     bool
+	Log                             zerolog.Logger
+	Version, MetricsAddr            string
+}
+
+// Daemon is unavailable on this platform.
+type Daemon struct{}
+
+// New returns ErrNotSupported.
+func New(Config) (*Daemon, error) { return nil, ErrNotSupported }
+
+// Run returns ErrNotSupported.
+func (*Daemon) Run(context.Context) error { return ErrNotSupported }
