@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -16,6 +13,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/vnic/vnic/internal/testbed"
 )
 
 // NamePrefix starts the name of every namespace this package creates, so a
@@ -57,15 +56,15 @@ func (n *Netns) Link(name string) (netlink.Link, error) {
 // creating an anonymous namespace on a throw-away thread.
 func RequireNetAdmin(t testing.TB) {
 	t.Helper()
-	err := onLockedThread(func() error {
+	err := testbed.OnLockedThread(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			return os.NewSyscallError("unshare(CLONE_NEWNET)", err)
 		}
 		// The thread is now in the probe namespace: onLockedThread
 		// discards it because restoring is not attempted.
-		return errDiscardThread
+		return testbed.ErrDiscardThread
 	})
-	if err != nil && !errors.Is(err, errDiscardThread) {
+	if err != nil && !errors.Is(err, testbed.ErrDiscardThread) {
 		t.Skipf("skipping: cannot create a network namespace (%v); run as root or grant CAP_SYS_ADMIN and CAP_NET_ADMIN", err)
 	}
 }
@@ -102,7 +101,7 @@ func NewNetns(t testing.TB, name string) *Netns {
 	t.Helper()
 	full := fmt.Sprintf("%s%s-%d-%d", NamePrefix, name, os.Getpid(), nsSeq.Add(1))
 	var h netns.NsHandle
-	err := onLockedThread(func() error {
+	err := testbed.OnLockedThread(func() error {
 		orig, err := netns.Get()
 		if err != nil {
 			return fmt.Errorf("get current netns: %w", err)
@@ -112,13 +111,13 @@ func NewNetns(t testing.TB, name string) *Netns {
 		if err != nil {
 			// NewNamed may have moved the thread before failing.
 			if serr := netns.Set(orig); serr != nil {
-				return errDiscardThread
+				return testbed.ErrDiscardThread
 			}
 			return err
 		}
 		if err := netns.Set(orig); err != nil {
 			h.Close()
-			return errors.Join(errDiscardThread, err)
+			return errors.Join(testbed.ErrDiscardThread, err)
 		}
 		return nil
 	})
@@ -148,59 +147,10 @@ func NewNetns(t testing.TB, name string) *Netns {
 // original namespace afterwards; if that fails it is left locked, so the Go
 // runtime destroys it instead of reusing it. Goroutines started by fn do not
 // run in ns.
-func InNetns(ns netns.NsHandle, fn func() error) error {
-	return onLockedThread(func() error {
-		orig, err := netns.Get()
-		if err != nil {
-			return fmt.Errorf("get current netns: %w", err)
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			return os.NewSyscallError("setns", err)
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			return errors.Join(errDiscardThread, ferr, err)
-		}
-		return ferr
-	})
-}
+func InNetns(ns netns.NsHandle, fn func() error) error { return testbed.InNetns(ns, fn) }
 
-// errDiscardThread tells onLockedThread to leave the thread locked so that
+// testbed.ErrDiscardThread tells onLockedThread to leave the thread locked so that
 // it dies with its goroutine.
-var errDiscardThread = errors.New("thread left in another namespace and discarded")
-
-// onLockedThread runs fn on a fresh goroutine locked to its thread. A panic
-// in fn is re-raised on the caller's goroutine.
-func onLockedThread(fn func() error) error {
-	var (
-		wg       sync.WaitGroup
-		err      error
-		perr     any
-		panicked bool
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		runtime.LockOSThread()
-		discard := true
-		defer func() {
-			if r := recover(); r != nil {
-				perr, panicked = r, true
-			}
-			if !discard {
-				runtime.UnlockOSThread()
-			}
-		}()
-		err = fn()
-		discard = errors.Is(err, errDiscardThread)
-	}()
-	wg.Wait()
-	if panicked {
-		panic(perr)
-	}
-	return err
-}
 
 // VethEnd is one end of a veth pair made by [VethPair].
 type VethEnd struct {
@@ -236,7 +186,7 @@ func VethPair(t testing.TB, nsA, nsB *Netns, nameA, nameB string, queues int) *V
 		t.Fatalf("veth: %d queues: use 1 to 64", queues)
 	}
 	for _, ns := range []*Netns{nsA, nsB} {
-		if err := ns.Do(disableIPv6); err != nil {
+		if err := ns.Do(testbed.DisableIPv6); err != nil {
 			t.Fatalf("veth: disable IPv6 in %s: %v", ns.Name, err)
 		}
 	}
@@ -295,20 +245,4 @@ func VethPair(t testing.TB, nsA, nsB *Netns, nameA, nameB string, queues int) *V
 		}
 	}
 	return v
-}
-
-// disableIPv6 turns IPv6 off for existing and future interfaces of the
-// current namespace; it is a no-op on kernels without IPv6. /proc/sys/net
-// follows the namespace of the thread that opens it.
-func disableIPv6() error {
-	for _, p := range []string{"default", "all"} {
-		f := filepath.Join("/proc/sys/net/ipv6/conf", p, "disable_ipv6")
-		if err := os.WriteFile(f, []byte("1"), 0o644); err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-	}
-	return nil
 }
