@@ -34,6 +34,10 @@ const (
 	// FlagClaimPorts claims only UDP and TCP frames whose destination port
 	// lies in [PortLo, PortHi]; every other frame passes to the kernel.
 	FlagClaimPorts uint32 = 1 << 1
+	// FlagUDPOnly (with FlagClaimPorts) claims UDP only: TCP to the claimed
+	// ports passes to the kernel, so a kernel TCP control path (iperf3's,
+	// bi-channel's) can share the ports of a UDP fast path.
+	FlagUDPOnly uint32 = 1 << 2
 )
 
 // Config selects which frames the program claims. The zero value claims
@@ -47,6 +51,8 @@ type Config struct {
 	// everything else, including other IP protocols and fragments after
 	// the first, passes to the kernel. ARP follows RedirectARP either way.
 	PortLo, PortHi uint16
+	// UDPOnly, with a port range, claims UDP only (TCP passes).
+	UDPOnly bool
 }
 
 // Validate reports whether c is usable.
@@ -83,6 +89,9 @@ func (c Config) value() cfgValue {
 	if c.PortHi != 0 {
 		v.Flags |= FlagClaimPorts
 		v.PortLo, v.PortHi = c.PortLo, c.PortHi
+		if c.UDPOnly {
+			v.Flags |= FlagUDPOnly
+		}
 	}
 	return v
 }
@@ -213,9 +222,11 @@ func instructions() asm.Instructions {
 		asm.And.Imm(asm.R4, 0x1fff),
 		asm.JNE.Imm(asm.R4, 0, "unclaimed"),
 		asm.LoadMem(asm.R4, asm.R2, ip4OffProto, asm.Byte),
-		asm.JEq.Imm(asm.R4, protoTCP, "ipv4_l4"),
 		asm.JEq.Imm(asm.R4, protoUDP, "ipv4_l4"),
-		asm.Ja.Label("unclaimed"),
+		asm.JNE.Imm(asm.R4, protoTCP, "unclaimed"),
+		asm.Mov.Reg(asm.R5, asm.R7),
+		asm.And.Imm(asm.R5, int32(FlagUDPOnly)),
+		asm.JNE.Imm(asm.R5, 0, "unclaimed"),
 		asm.LSh.Imm(asm.R1, 2).WithSymbol("ipv4_l4"), // 20..60 bytes
 		asm.Add.Reg(asm.R2, asm.R1),
 		asm.Mov.Reg(asm.R4, asm.R2),
@@ -229,9 +240,11 @@ func instructions() asm.Instructions {
 		asm.Add.Imm(asm.R4, ethHdrLen+ip6HdrLen+l4OffDport+2),
 		asm.JGT.Reg(asm.R4, asm.R3, "short"),
 		asm.LoadMem(asm.R4, asm.R2, ip6OffNext, asm.Byte),
-		asm.JEq.Imm(asm.R4, protoTCP, "ipv6_l4"),
 		asm.JEq.Imm(asm.R4, protoUDP, "ipv6_l4"),
-		asm.Ja.Label("unclaimed"),
+		asm.JNE.Imm(asm.R4, protoTCP, "unclaimed"),
+		asm.Mov.Reg(asm.R5, asm.R7),
+		asm.And.Imm(asm.R5, int32(FlagUDPOnly)),
+		asm.JNE.Imm(asm.R5, 0, "unclaimed"),
 		asm.LoadMem(asm.R4, asm.R2, ethHdrLen+ip6HdrLen+l4OffDport, asm.Half).WithSymbol("ipv6_l4"),
 
 		// Destination port in [lo, hi]?

@@ -115,6 +115,13 @@ func TestIntegrationVerdicts(t *testing.T) {
 		{"arp", arp, "claimed"},
 		{"udp", udp4(1), "claimed"},
 	}
+	udpOnly := []row{
+		{"udp in range", udp4(9005), "claimed"},
+		{"tcp in range passes", pad(eth(0x0800, ipv4(5, tcp, 0, 9005, 20))), "unclaimed"},
+		{"ipv6 udp in range", pad(eth(0x86dd, ipv6(udp, 9001, 8))), "claimed"},
+		{"ipv6 tcp in range passes", pad(eth(0x86dd, ipv6(tcp, 9001, 20))), "unclaimed"},
+		{"udp outside", udp4(1), "unclaimed"},
+	}
 	arpAndPorts := []row{
 		{"arp", arp, "claimed"},
 		{"udp outside", udp4(1), "unclaimed"},
@@ -128,6 +135,7 @@ func TestIntegrationVerdicts(t *testing.T) {
 		{"ports", bpf.Config{PortLo: 9000, PortHi: 9010}, ports},
 		{"redirect-arp", bpf.Config{RedirectARP: true}, redirectARP},
 		{"arp-and-ports", bpf.Config{RedirectARP: true, PortLo: 9000, PortHi: 9000}, arpAndPorts},
+		{"udp-only", bpf.Config{PortLo: 9000, PortHi: 9010, UDPOnly: true}, udpOnly},
 	} {
 		if err := objs.SetConfig(tc.cfg); err != nil {
 			t.Fatal(err)

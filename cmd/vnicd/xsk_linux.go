@@ -78,7 +78,7 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--xdp-mode: %w", err)
 	}
-	cfg := bpf.Config{RedirectARP: c.Bool("redirect-arp")}
+	cfg := bpf.Config{RedirectARP: c.Bool("redirect-arp"), UDPOnly: c.Bool("claim-udp-only")}
 	if p := c.String("claim-ports"); p != "" {
 		if _, err := fmt.Sscanf(p, "%d-%d", &cfg.PortLo, &cfg.PortHi); err != nil || cfg.PortLo > cfg.PortHi {
 			return nil, fmt.Errorf("--claim-ports %q: give a range like 9000-9099", p)
@@ -110,6 +110,9 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 	claim := "all frames but ARP"
 	if cfg.PortHi != 0 {
 		claim = fmt.Sprintf("UDP/TCP ports %d-%d", cfg.PortLo, cfg.PortHi)
+		if cfg.UDPOnly {
+			claim = fmt.Sprintf("UDP ports %d-%d", cfg.PortLo, cfg.PortHi)
+		}
 	}
 	log.Info().Str("iface", name).Str("xdp_mode", got.String()).Str("af_xdp_mode", fmt.Sprint(w.src.Mode())).
 		Int("rx_queues", len(queues)).Int("mtu", info.MTU).Str("claims", claim).
