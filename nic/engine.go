@@ -29,6 +29,7 @@ type Engine struct {
 	tuple    rss.Tuple
 	one      [1]int // ShRing candidate list
 	txFrames [][]byte
+	txAt     []int
 	batch    uint64
 
 	mu      sync.Mutex // guards ops
@@ -56,7 +57,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nic: %w", err)
 	}
-	e := &Engine{cfg: cfg, hasher: h, global: counters.New(), opsFlag: make(chan struct{}, 1), txFrames: make([][]byte, 0, txBatch), started: make(chan struct{})}
+	e := &Engine{cfg: cfg, hasher: h, global: counters.New(), opsFlag: make(chan struct{}, 1), txFrames: make([][]byte, 0, txBatch), txAt: make([]int, 0, txBatch), started: make(chan struct{})}
 	e.now = cfg.Now
 	if e.now == nil {
 		start := time.Now()

@@ -49,37 +49,52 @@ func (e *Engine) txRing(ten *Tenant, i int) int {
 	}
 	n = min(n, room)
 	d := &ten.delta[min(i, ten.queues-1)]
-	frames := e.txFrames[:0]
-	done := 0
+	frames, at := e.txFrames[:0], e.txAt[:0]
 	for k := 0; k < n; k++ {
 		desc := *tx.Slot(k)
 		buf, ok := ten.Region.Buffer(desc.Buf)
+		if !ok || desc.Len == 0 || desc.Len > uint32(len(buf)) {
+			continue // counted when released below
+		}
+		frames = append(frames, buf[:desc.Len])
+		at = append(at, k)
+	}
+	// Descriptors are released in order up to the last frame the wire
+	// accepted; the rest stay on the TX ring for the next pass, as a NIC
+	// keeps descriptors it has not sent yet.
+	take := n
+	if e.cfg.Tx != nil && len(frames) > 0 {
+		sent, _ := e.cfg.Tx.Send(frames)
+		if sent < len(frames) {
+			take = at[sent] // keep the first unsent frame and what follows
+		}
+		d[counters.TxPackets] += uint64(sent)
+		for _, f := range frames[:sent] {
+			d[counters.TxBytes] += uint64(len(f))
+		}
+	} else {
+		d[counters.TxDropped] += uint64(len(frames))
+	}
+	done := 0
+	for k := 0; k < take; k++ {
+		desc := *tx.Slot(k)
+		buf, ok := ten.Region.Buffer(desc.Buf)
 		if !ok {
-			// Not a buffer of this region: nothing to complete.
-			d[counters.TxBadDesc]++
+			d[counters.TxBadDesc]++ // not a buffer of this region: nothing to complete
 			continue
+		}
+		if desc.Len == 0 || desc.Len > uint32(len(buf)) {
+			d[counters.TxBadDesc]++
 		}
 		comp.Slot(done).Buf = desc.Buf
 		done++
-		if desc.Len == 0 || desc.Len > uint32(len(buf)) {
-			d[counters.TxBadDesc]++
-			continue
-		}
-		frames = append(frames, buf[:desc.Len])
-		d[counters.TxBytes] += uint64(desc.Len)
 	}
-	sent := 0
-	if e.cfg.Tx != nil && len(frames) > 0 {
-		sent, _ = e.cfg.Tx.Send(frames)
-	}
-	d[counters.TxPackets] += uint64(sent)
-	d[counters.TxDropped] += uint64(len(frames) - sent)
-	tx.Release(n)
+	tx.Release(take)
 	comp.Commit(done)
+	e.txFrames, e.txAt = frames[:0], at[:0]
 	if !ten.dirty {
 		ten.dirty = true
 		e.dirty = append(e.dirty, ten)
 	}
-	e.txFrames = frames[:0]
-	return n
+	return take
 }
