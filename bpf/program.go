@@ -53,6 +53,11 @@ type Config struct {
 	PortLo, PortHi uint16
 	// UDPOnly, with a port range, claims UDP only (TCP passes).
 	UDPOnly bool
+	// MinIPLen, with a port range, leaves IP packets shorter than this many
+	// bytes (IPv4 total length; IPv6 40 + payload length) to the kernel: a
+	// UDP application's tiny handshake (iperf3's 4-byte UDP "connect") then
+	// reaches its kernel socket while the bulk traffic goes to vnicd.
+	MinIPLen uint16
 }
 
 // Validate reports whether c is usable.
@@ -92,6 +97,7 @@ func (c Config) value() cfgValue {
 		if c.UDPOnly {
 			v.Flags |= FlagUDPOnly
 		}
+		v.Flags |= uint32(c.MinIPLen) << 16 // the high half of the flags word
 	}
 	return v
 }
@@ -150,6 +156,8 @@ const (
 	ip4OffVerIHL = ethHdrLen + 0
 	ip4OffFrag   = ethHdrLen + 6
 	ip4OffProto  = ethHdrLen + 9
+	ip4OffLen    = ethHdrLen + 2
+	ip6OffPayLen = ethHdrLen + 4
 	ip6HdrLen    = 40
 	ip6OffNext   = ethHdrLen + 6
 	l4OffDport   = 2
@@ -217,6 +225,11 @@ func instructions() asm.Instructions {
 		asm.LoadMem(asm.R1, asm.R2, ip4OffVerIHL, asm.Byte),
 		asm.And.Imm(asm.R1, 0x0f),
 		asm.JLT.Imm(asm.R1, ip4MinHdr/4, "short"),
+		asm.LoadMem(asm.R4, asm.R2, ip4OffLen, asm.Half),
+		asm.HostTo(asm.BE, asm.R4, asm.Half),
+		asm.Mov.Reg(asm.R5, asm.R7),
+		asm.RSh.Imm(asm.R5, 16),
+		asm.JLT.Reg(asm.R4, asm.R5, "unclaimed"),
 		asm.LoadMem(asm.R4, asm.R2, ip4OffFrag, asm.Half),
 		asm.HostTo(asm.BE, asm.R4, asm.Half),
 		asm.And.Imm(asm.R4, 0x1fff),
@@ -239,6 +252,12 @@ func instructions() asm.Instructions {
 		asm.Mov.Reg(asm.R4, asm.R2).WithSymbol("ipv6"),
 		asm.Add.Imm(asm.R4, ethHdrLen+ip6HdrLen+l4OffDport+2),
 		asm.JGT.Reg(asm.R4, asm.R3, "short"),
+		asm.LoadMem(asm.R4, asm.R2, ip6OffPayLen, asm.Half),
+		asm.HostTo(asm.BE, asm.R4, asm.Half),
+		asm.Add.Imm(asm.R4, ip6HdrLen),
+		asm.Mov.Reg(asm.R5, asm.R7),
+		asm.RSh.Imm(asm.R5, 16),
+		asm.JLT.Reg(asm.R4, asm.R5, "unclaimed"),
 		asm.LoadMem(asm.R4, asm.R2, ip6OffNext, asm.Byte),
 		asm.JEq.Imm(asm.R4, protoUDP, "ipv6_l4"),
 		asm.JNE.Imm(asm.R4, protoTCP, "unclaimed"),

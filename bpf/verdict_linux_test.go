@@ -26,6 +26,7 @@ func eth(etherType uint16, payload []byte) []byte {
 // bytes of an L4 header with the given destination port.
 func ipv4(ihl int, proto byte, fragOff uint16, dport uint16, l4len int) []byte {
 	h := make([]byte, ihl*4+l4len)
+	binary.BigEndian.PutUint16(h[2:], uint16(ihl*4+l4len))
 	h[0] = 0x40 | byte(ihl)
 	binary.BigEndian.PutUint16(h[6:], fragOff)
 	h[8] = 64
@@ -39,6 +40,7 @@ func ipv4(ihl int, proto byte, fragOff uint16, dport uint16, l4len int) []byte {
 
 func ipv6(next byte, dport uint16, l4len int) []byte {
 	h := make([]byte, 40+l4len)
+	binary.BigEndian.PutUint16(h[4:], uint16(l4len))
 	h[0] = 0x60
 	h[6] = next
 	h[7] = 64
@@ -136,6 +138,11 @@ func TestIntegrationVerdicts(t *testing.T) {
 		{"redirect-arp", bpf.Config{RedirectARP: true}, redirectARP},
 		{"arp-and-ports", bpf.Config{RedirectARP: true, PortLo: 9000, PortHi: 9000}, arpAndPorts},
 		{"udp-only", bpf.Config{PortLo: 9000, PortHi: 9010, UDPOnly: true}, udpOnly},
+		{"min-ip-len", bpf.Config{PortLo: 9000, PortHi: 9010, MinIPLen: 40}, []row{
+			{"udp 4-byte payload passes", pad(eth(0x0800, ipv4(5, udp, 0, 9005, 12))), "unclaimed"},
+			{"udp 12-byte payload claimed", pad(eth(0x0800, ipv4(5, udp, 0, 9005, 20))), "claimed"},
+			{"ipv6 udp claimed", pad(eth(0x86dd, ipv6(udp, 9001, 8))), "claimed"},
+		}},
 	} {
 		if err := objs.SetConfig(tc.cfg); err != nil {
 			t.Fatal(err)

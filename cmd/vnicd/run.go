@@ -33,6 +33,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "iface", Usage: "interface to take frames from with --source xsk"},
 			&cli.StringFlag{Name: "xdp-mode", Value: "auto", Usage: "XDP attach mode: auto (native, then generic), native or generic"},
 			&cli.StringFlag{Name: "claim-ports", Usage: "XDP claims only UDP/TCP destination ports in this range (e.g. 9000-9099); the rest goes to the kernel"},
+			&cli.IntFlag{Name: "claim-min-ip-len", Usage: "with --claim-ports, IP packets shorter than this pass to the kernel (UDP handshakes such as iperf3's)"},
 			&cli.BoolFlag{Name: "claim-udp-only", Usage: "with --claim-ports, take UDP only (TCP to those ports goes to the kernel)"},
 			&cli.BoolFlag{Name: "redirect-arp", Usage: "also take ARP frames (by default ARP passes to the kernel)"},
 			&cli.StringFlag{Name: "model", Value: "rxbisect", Usage: "receive model: rxbisect, privring or shring"},

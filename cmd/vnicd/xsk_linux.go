@@ -78,7 +78,7 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--xdp-mode: %w", err)
 	}
-	cfg := bpf.Config{RedirectARP: c.Bool("redirect-arp"), UDPOnly: c.Bool("claim-udp-only")}
+	cfg := bpf.Config{RedirectARP: c.Bool("redirect-arp"), UDPOnly: c.Bool("claim-udp-only"), MinIPLen: uint16(c.Int("claim-min-ip-len"))}
 	if p := c.String("claim-ports"); p != "" {
 		if _, err := fmt.Sscanf(p, "%d-%d", &cfg.PortLo, &cfg.PortHi); err != nil || cfg.PortLo > cfg.PortHi {
 			return nil, fmt.Errorf("--claim-ports %q: give a range like 9000-9099", p)
