@@ -88,6 +88,9 @@ func dialError(path string, err error) error {
 	case errors.Is(err, os.ErrNotExist):
 		return &ctlError{code: exitNotRunning, err: err,
 			msg: fmt.Sprintf("vnicd is not running (no socket at %s); start it with: %s", path, startHint(path))}
+	case errors.Is(err, syscall.ECONNREFUSED) && !isSocket(path):
+		return &ctlError{code: 1, err: err,
+			msg: fmt.Sprintf("%s is not a socket, so not vnicd's; give vnicd's socket with --socket or VNIC_SOCKET (default %s)", path, defaultSocket)}
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return &ctlError{code: exitNotRunning, err: err,
 			msg: fmt.Sprintf("vnicd is not running (nothing listens on %s, a stale socket left by a vnicd that did not stop cleanly); start it with: %s", path, startHint(path))}
@@ -96,30 +99,35 @@ func dialError(path string, err error) error {
 			msg: fmt.Sprintf("no permission to connect to vnicd at %s; join the socket's group (sudo usermod -aG vnic $USER, then log in again) or use sudo", path)}
 	case errors.Is(err, syscall.EPROTOTYPE), errors.Is(err, syscall.ENOTSOCK):
 		return &ctlError{code: 1, err: err,
-			msg: fmt.Sprintf("%s is not vnicd's control socket (%v); give the right one with --socket or VNIC_SOCKET", path, errors.Unwrap(err))}
+			msg: fmt.Sprintf("%s is not vnicd's control socket; give the right one with --socket or VNIC_SOCKET", path)}
 	}
 	return &ctlError{code: 1, err: err, msg: fmt.Sprintf("connect to vnicd at %s: %v", path, err)}
 }
 
-// client is one control connection, used by a command for its requests.
-type client struct {
+func isSocket(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode()&os.ModeSocket != 0
+}
+
+// ctlConn is one control connection, used by a command for its requests.
+type ctlConn struct {
 	path string
 	conn *proto.Conn
 }
 
-func connect(c *cli.Context) (*client, error) {
+func connect(c *cli.Context) (*ctlConn, error) {
 	path := socketPath(c)
 	conn, err := dial(path)
 	if err != nil {
 		return nil, err
 	}
-	return &client{path: path, conn: conn}, nil
+	return &ctlConn{path: path, conn: conn}, nil
 }
 
-func (cl *client) Close() error { return cl.conn.Close() }
+func (cl *ctlConn) Close() error { return cl.conn.Close() }
 
 // call sends one request and decodes its reply, within callTimeout.
-func (cl *client) call(t proto.Type, out any) error {
+func (cl *ctlConn) call(t proto.Type, out any) error {
 	cl.conn.Unix().SetDeadline(time.Now().Add(callTimeout))
 	files, err := cl.conn.Call(t, nil, out)
 	for _, f := range files {
@@ -144,7 +152,7 @@ func (cl *client) call(t proto.Type, out any) error {
 	return fmt.Errorf("talk to vnicd at %s: %w", cl.path, err)
 }
 
-func (cl *client) stats() (proto.Stats, error) {
+func (cl *ctlConn) stats() (proto.Stats, error) {
 	var st proto.Stats
 	err := cl.call(proto.TStats, &st)
 	return st, err

@@ -1,5 +1,18 @@
 // Command vnicctl inspects vnicd and the decisions its emulated NIC makes.
 //
+//	vnicctl status               is vnicd running, and how
+//	vnicctl tenants [--all]      attached (and detached) tenants
+//	vnicctl rings [--tenant X]   per-ring table: Ax fill, Bx occupancy, borrows, drops by reason
+//	vnicctl counters [-o json]   every counter; the JSON is vnicd's Stats document
+//	vnicctl watch [--count N]    live per-second rates
+//	vnicctl rss hash ...         which queue a flow lands on (offline)
+//	vnicctl testbed up|down      the namespaced veth testbed
+//
+// The commands that talk to vnicd take --socket (before or after the
+// command name; default $VNIC_SOCKET, then /run/vnic/vnicd.sock). When vnicd
+// is not running they say so in one sentence, with the command that starts
+// it, and exit with status 3 (4: permission denied; 1: other errors).
+//
 // Subcommands are listed in commands; each lives in its own file.
 package main
 
@@ -53,5 +66,6 @@ func commands() []*cli.Command {
 		countersCommand(),
 		watchCommand(),
 		rssCommand(),
+		testbedCommand(),
 	}
 }

@@ -20,7 +20,8 @@ func ringsCommand() *cli.Command {
 			"Reading it: drops_bx_full is receive congestion (the core does not drain its Bx ring fast enough);\n" +
 			"drops_ax_starved is allocation starvation (no Ax ring of the association set had a buffer:\n" +
 			"the tenant does not refill, see alloc_failures); borrows_in/out show buffers lent between cores,\n" +
-			"which is RxBisect absorbing imbalance instead of dropping.",
+			"which is RxBisect absorbing imbalance instead of dropping. A tenant/all row sums the tenant's\n" +
+			"rings; for bx_occupancy and bx_high_water it shows the highest ring.",
 		Flags: []cli.Flag{
 			socketFlag(),
 			&cli.StringFlag{Name: "tenant", Aliases: []string{"t"}, Usage: "only this tenant (`NAME|ID`)"},
@@ -75,7 +76,8 @@ func ringsCommand() *cli.Command {
 }
 
 // ringRows makes one table row per ring (label tenant/queue, extra column
-// Ax fill), plus a tenant/sum row for tenants with more than one ring.
+// Ax fill), plus a tenant/all row for tenants with more than one ring: it
+// sums the counters and shows each gauge's highest level.
 func ringRows(ts []proto.TenantStats, snap func(t proto.TenantStats, r proto.RingStats) counters.Snapshot) []counters.Row {
 	dup := nameCounts(ts)
 	var rows []counters.Row
@@ -90,7 +92,7 @@ func ringRows(ts []proto.TenantStats, snap func(t proto.TenantStats, r proto.Rin
 			fill += r.AxFill
 		}
 		if len(t.Rings) > 1 {
-			rows = append(rows, counters.Row{Label: label + "/sum", Snap: sum, Extra: []string{strconv.Itoa(fill)}})
+			rows = append(rows, counters.Row{Label: label + "/all", Snap: sum, Extra: []string{strconv.Itoa(fill)}})
 		}
 	}
 	return rows
@@ -109,7 +111,7 @@ func writeLegend(w io.Writer, cols []counters.ID) error {
 	for _, id := range cols {
 		side := ""
 		if isClientID(id) {
-			side = " (counted by the tenant)"
+			side = " Counted by the tenant."
 		}
 		fmt.Fprintf(tw, "%s\t%s%s\n", id, id.Help(), side)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/signal"
@@ -76,6 +77,10 @@ func serve(c *cli.Context, cfg daemon.Config) error {
 	}
 	ctx, cancel := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	if dur := c.Duration("duration"); dur > 0 {
+		ctx, cancel = context.WithTimeout(ctx, dur)
+		defer cancel()
+	}
 	return d.Run(ctx)
 }
 

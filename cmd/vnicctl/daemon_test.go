@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/vnic/vnic/client"
+	"github.com/vnic/vnic/internal/daemon"
+	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/nic"
+	"github.com/vnic/vnic/rss"
+)
+
+// paced is a bounded, paced frame source: one batch of UDP frames every
+// gap, destination ports cycling over ports, at most total frames, and
+// nothing until the test opens it.
+type paced struct {
+	frames [][]byte
+	ports  []uint16
+	total  int64
+	gap    time.Duration
+	sent   atomic.Int64
+	open   atomic.Bool
+	next   int       // engine goroutine only
+	last   time.Time // engine goroutine only
+}
+
+func newPaced(total int64, gap time.Duration, ports ...uint16) *paced {
+	p := &paced{total: total, gap: gap, ports: ports}
+	for i := 0; i < 64*len(ports); i++ {
+		p.frames = append(p.frames, rss.BuildUDP4(nil, [6]byte{2}, [6]byte{2, 1},
+			netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), netip.MustParseAddr("198.19.0.1"),
+			uint16(10000+i), ports[i%len(ports)], 18))
+	}
+	return p
+}
+
+func (p *paced) Recv(dst [][]byte) ([][]byte, error) {
+	if !p.open.Load() || time.Since(p.last) < p.gap || p.sent.Load() >= p.total {
+		return dst, nil
+	}
+	p.last = time.Now()
+	for len(dst) < cap(dst) && p.sent.Load() < p.total {
+		dst = append(dst, p.frames[p.next%len(p.frames)])
+		p.next++
+		p.sent.Add(1)
+	}
+	return dst, nil
+}
+
+// sentTo is how many of the first n frames went to port (ports cycle).
+func (p *paced) sentTo(port uint16, n int64) int64 {
+	var c int64
+	for i, q := range p.ports {
+		if q == port {
+			c += n / int64(len(p.ports))
+			if int64(i) < n%int64(len(p.ports)) {
+				c++
+			}
+		}
+	}
+	return c
+}
+
+// rig is a daemon started in the test on a temporary socket, with
+// tenants attached through the client library.
+type rig struct {
+	t      *testing.T
+	d      *daemon.Daemon
+	socket string
+	src    *paced
+	got    map[string]*atomic.Int64 // packets each receiving tenant's app took
+	ctx    context.Context
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	// shutdown stops the daemon (once; the test's cleanup calls it too).
+	shutdown func()
+}
+
+func startRig(t *testing.T, src *paced) *rig {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "vnicd.sock")
+	d, err := daemon.New(daemon.Config{Socket: sock, SocketGroup: -1, Source: src, SourceName: "test", SourceMode: "paced fake",
+		Engine: nic.Config{EmulatorCPU: -1}, Log: zerolog.New(io.Discard), AxSize: 512, BxSize: 1024, TxSize: 64,
+		NoHugePages: true, Version: "test-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, dcancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(dctx) }()
+	var once sync.Once
+	shutdown := func() {
+		once.Do(func() {
+			dcancel()
+			if err := <-done; err != nil {
+				t.Errorf("daemon: %v", err)
+			}
+		})
+	}
+	t.Cleanup(shutdown)
+	waitFor(t, 5*time.Second, "the daemon to listen", func() bool {
+		c, err := net.Dial("unixpacket", sock)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	r := &rig{t: t, d: d, socket: sock, src: src, got: map[string]*atomic.Int64{}, shutdown: shutdown}
+	r.ctx, r.stop = context.WithCancel(context.Background())
+	t.Cleanup(func() { r.stop(); r.wg.Wait() }) // runs before the daemon stops
+	return r
+}
+
+// attach attaches a tenant; with receive, a goroutine per queue takes and
+// releases its packets, counting them in r.got[name].
+func (r *rig) attach(o client.AttachOptions, receive bool) *client.Tenant {
+	r.t.Helper()
+	ten, err := client.Attach(context.Background(), r.socket, o)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() {
+		r.stop() // the receivers must be gone before the region is unmapped
+		r.wg.Wait()
+		ten.Close()
+	})
+	if !receive {
+		return ten
+	}
+	got := new(atomic.Int64)
+	r.got[o.Name] = got
+	for q := 0; q < ten.Queues(); q++ {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			queue := ten.Queue(q)
+			pk := make([]client.Packet, 0, 32)
+			for r.ctx.Err() == nil {
+				if err := queue.Wait(r.ctx); err != nil {
+					return
+				}
+				pk = queue.Recv(pk[:0])
+				queue.Release(pk)
+				got.Add(int64(len(pk)))
+			}
+		}()
+	}
+	return ten
+}
+
+// tenantTotals sums a tenant's delivered packets and counted drops.
+func tenantTotals(st proto.Stats, name string) (pkts, drops uint64) {
+	for _, ten := range st.Tenants {
+		if ten.Name != name {
+			continue
+		}
+		for _, r := range ten.Rings {
+			pkts += r.NIC["packets"]
+			drops += r.NIC["drops_bx_full"] + r.NIC["drops_ax_starved"] + r.NIC["drops_faulty"] + r.NIC["drops_bad_buffer"]
+		}
+	}
+	return pkts, drops
+}
+
+// settle waits until the source is exhausted, every frame is accounted for
+// (delivered + counted drops = sent to the tenant, and every receiving app
+// took what was delivered to it) and the counters stopped moving; it
+// returns the daemon's final Stats.
+func (r *rig) settle(ports map[string][]uint16) proto.Stats {
+	r.t.Helper()
+	waitFor(r.t, 15*time.Second, "every frame to be accounted for", func() bool {
+		if r.src.sent.Load() < r.src.total {
+			return false
+		}
+		st := r.d.Stats()
+		for name, ps := range ports {
+			var want int64
+			for _, p := range ps {
+				want += r.src.sentTo(p, r.src.total)
+			}
+			p, d := tenantTotals(st, name)
+			if int64(p+d) != want {
+				return false
+			}
+			if g, ok := r.got[name]; ok && g.Load() != int64(p) {
+				return false
+			}
+		}
+		return true
+	})
+	var prev proto.Stats
+	var st proto.Stats
+	waitFor(r.t, 5*time.Second, "the counters to stop moving", func() bool {
+		prev, st = st, r.d.Stats()
+		time.Sleep(20 * time.Millisecond)
+		return reflect.DeepEqual(prev.Tenants, st.Tenants) && reflect.DeepEqual(prev.Global, st.Global)
+	})
+	return st
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// mustRun runs vnicctl in-process and fails the test on an error.
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errOut, err := run(t, args...)
+	if err != nil {
+		t.Fatalf("vnicctl %s: %v (stderr %q)", strings.Join(args, " "), err, errOut)
+	}
+	return out
+}
+
+// TestMain checks that the tests leave no goroutine or descriptor behind.
+func TestMain(m *testing.M) {
+	if os.Getenv("VNICCTL_TEST_MAIN_ARGS") != "" {
+		os.Exit(m.Run()) // a child of TestExitStatus; it exits from main
+	}
+	fds := countFDs()
+	gor := runtime.NumGoroutine()
+	code := m.Run()
+	if code == 0 {
+		deadline := time.Now().Add(5 * time.Second)
+		for (runtime.NumGoroutine() > gor || countFDs() > fds) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > gor {
+			buf := make([]byte, 1<<20)
+			fmt.Fprintf(os.Stderr, "leak: %d goroutines at start, %d at the end:\n%s\n", gor, n, buf[:runtime.Stack(buf, true)])
+			code = 1
+		}
+		if n := countFDs(); n > fds {
+			fmt.Fprintf(os.Stderr, "leak: %d descriptors open at start, %d at the end\n", fds, n)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func countFDs() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
+	}
+	return len(ents)
+}
+
+// trafficRig starts a daemon with two tenants and sends them 6000 frames:
+// "app" (2 queues, UDP ports 7000-7001) receives everything; "lazy" (1
+// queue, port 7002, a 64-entry Ax ring) never receives, so after its 64
+// buffers its frames are dropped as allocation starvation. It returns the
+// daemon's counters once they settled.
+func trafficRig(t *testing.T) (*rig, proto.Stats) {
+	t.Helper()
+	r := startRig(t, newPaced(6000, 200*time.Microsecond, 7000, 7001, 7002))
+	r.attach(client.AttachOptions{Name: "app", Queues: 2, Match: client.Match{Proto: "udp", DstPortLo: 7000, DstPortHi: 7001}}, true)
+	r.attach(client.AttachOptions{Name: "lazy", AxSize: 64, Match: client.Match{DstPortLo: 7002, DstPortHi: 7002}}, false)
+	r.src.open.Store(true)
+	st := r.settle(map[string][]uint16{"app": {7000, 7001}, "lazy": {7002}})
+	return r, st
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/vnic/vnic/client"
+	"github.com/vnic/vnic/internal/proto"
+)
+
+func TestStatus(t *testing.T) {
+	r := startRig(t, newPaced(0, 0, 9))
+	r.attach(client.AttachOptions{Name: "app", Match: client.Match{Default: true}}, false)
+	out := mustRun(t, "--socket", r.socket, "status")
+	t.Logf("vnicctl status:\n%s", out)
+	for _, want := range []string{
+		fmt.Sprintf("running, version test-1, pid %d, up ", os.Getpid()),
+		"model:     rxbisect\n",
+		"policy:    drop (",
+		"source:    test (paced fake)\n",
+		"tenants:   1 attached\n",
+		"emulator:  unpinned\n",
+		"socket:    " + r.socket + "\n",
+		"metrics:   off",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q", want)
+		}
+	}
+
+	// The socket may come from the command's flag, the global flag or
+	// VNIC_SOCKET; the command's own flag wins.
+	t.Setenv("VNIC_SOCKET", r.socket)
+	for _, args := range [][]string{
+		{"status", "-o", "json"},
+		{"--socket", "/nonexistent/vnicd.sock", "status", "--socket", r.socket, "-o", "json"},
+	} {
+		var st proto.Status
+		if err := json.Unmarshal([]byte(mustRun(t, args...)), &st); err != nil {
+			t.Fatalf("%v: output is not a Status: %v", args, err)
+		}
+		if st.Version != "test-1" || st.PID != os.Getpid() || st.Tenants != 1 || st.Socket != r.socket ||
+			st.Source != "test" || st.Mode != "paced fake" || st.Model != "rxbisect" || st.Emulator != -1 {
+			t.Errorf("%v: status %+v", args, st)
+		}
+	}
+	if _, _, err := run(t, "status", "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "use text or json") {
+		t.Errorf("-o yaml: %v", err)
+	}
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vnic/vnic/counters"
+	"github.com/vnic/vnic/internal/proto"
+)
+
+// clearScreen moves the cursor home and clears a terminal (ANSI).
+const clearScreen = "\x1b[H\x1b[2J"
+
+func watchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "watch",
+		Usage: "live view: per-second rates per tenant and ring, and totals (rx Mpps, drops by reason, borrows)",
+		UsageText: "vnicctl watch\nvnicctl watch --interval 500ms --tenant kv\nvnicctl watch --count 3 > rates.txt\n\n" +
+			"Rates are differences between two snapshots divided by the time between them; bx_occupancy and\n" +
+			"bx_high_water are levels. On a terminal the view redraws in place; otherwise each refresh is a\n" +
+			"block of its own. Ctrl-C stops it.",
+		Flags: []cli.Flag{
+			socketFlag(),
+			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: time.Second, Usage: "time between refreshes"},
+			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Usage: "stop after `N` refreshes (0: until Ctrl-C)"},
+			&cli.StringFlag{Name: "tenant", Aliases: []string{"t"}, Usage: "only this tenant (`NAME|ID`)"},
+		},
+		Action: watch,
+	}
+}
+
+func watch(c *cli.Context) error {
+	interval, count := c.Duration("interval"), c.Int("count")
+	if interval < 10*time.Millisecond {
+		return fmt.Errorf("--interval %v is too short to measure rates; use 10ms or more", interval)
+	}
+	if count < 0 {
+		return fmt.Errorf("--count %d: give a number of refreshes, or 0 for no limit", count)
+	}
+	cl, err := connect(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	prev, err := cl.stats()
+	if err != nil {
+		return err
+	}
+	then := time.Now()
+	w := c.App.Writer
+	tty := isTerminal(w)
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	for i := 0; count == 0 || i < count; i++ {
+		select {
+		case <-c.Context.Done():
+			return nil // Ctrl-C
+		case <-timer.C:
+		}
+		cur, err := cl.stats()
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		timer.Reset(interval)
+		var b bytes.Buffer
+		switch {
+		case tty:
+			b.WriteString(clearScreen)
+		case i > 0:
+			b.WriteString("\n")
+		}
+		if err := writeWatchBlock(&b, prev, cur, now, now.Sub(then), c.String("tenant"), tty); err != nil {
+			return err
+		}
+		if _, err := w.Write(b.Bytes()); err != nil {
+			return err
+		}
+		prev, then = cur, now
+	}
+	return nil
+}
+
+// ringKey identifies a ring across snapshots.
+type ringKey struct{ tenant, queue int }
+
+// writeWatchBlock prints one refresh: a header, the totals line and the
+// per-ring rate table.
+func writeWatchBlock(w io.Writer, prev, cur proto.Stats, now time.Time, elapsed time.Duration, sel string, tty bool) error {
+	secs := elapsed.Seconds()
+	old := map[ringKey]counters.Snapshot{}
+	for _, t := range prev.Tenants {
+		for _, r := range t.Rings {
+			old[ringKey{t.ID, r.Queue}] = ringSnapshot(r)
+		}
+	}
+	// A ring absent before belongs to a tenant that attached during the
+	// interval: everything it counted happened in the interval.
+	diff := func(t proto.TenantStats, r proto.RingStats) counters.Snapshot {
+		return ringSnapshot(r).Sub(old[ringKey{t.ID, r.Queue}])
+	}
+	ts := selectTenants(cur.Tenants, sel)
+	var total counters.Snapshot
+	for _, t := range ts {
+		for _, r := range t.Rings {
+			total = total.Add(diff(t, r))
+		}
+	}
+	g := snapshot(cur.Global).Sub(snapshot(prev.Global))
+
+	hint := ""
+	if tty {
+		hint = "  (Ctrl-C to stop)"
+	}
+	fmt.Fprintf(w, "vnicctl watch  %s  rates over %.2fs%s\n", now.Format("15:04:05"), secs, hint)
+	rate := func(v uint64) float64 { return float64(v) / secs }
+	fmt.Fprintf(w, "totals: rx %.3f Mpps (%.1f MB/s), delivered to apps %.3f Mpps; "+
+		"drops/s: bx_full %s, ax_starved %s, bad_buffer %s, faulty %s, no_tenant %s, malformed %s; "+
+		"borrows/s %s; alloc_failures/s %s\n",
+		rate(total[counters.Packets])/1e6, rate(total[counters.Bytes])/1e6, rate(total[counters.Received])/1e6,
+		perSec(rate(total[counters.DropBxFull])), perSec(rate(total[counters.DropAxStarved])),
+		perSec(rate(total[counters.DropBadBuffer])), perSec(rate(total[counters.DropFaulty])),
+		perSec(rate(g[counters.DropNoTenant])), perSec(rate(g[counters.DropMalformed])),
+		perSec(rate(total[counters.BorrowsIn])), perSec(rate(total[counters.AllocFailures])))
+	if len(ts) == 0 {
+		if sel != "" {
+			_, err := fmt.Fprintf(w, "no attached tenant named or numbered %q\n", sel)
+			return err
+		}
+		_, err := fmt.Fprintln(w, "no tenant attached")
+		return err
+	}
+	return counters.WriteTable(w, []string{"ax_fill"}, ringColumns, ringRows(ts, diff), secs)
+}
+
+// perSec formats a rate compactly.
+func perSec(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e4:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	case v == 0:
+		return "0"
+	}
+	return fmt.Sprintf("%.1f", v)
+}
