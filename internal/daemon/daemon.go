@@ -211,7 +211,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		metrics()
 	}
 	d.log.Info().Msg("vnicd stopped; every tenant detached")
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil
 	}
 	return err
