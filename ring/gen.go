@@ -38,12 +38,10 @@ func InitGen[T any](mem []byte, capacity int, start uint64) error {
 // GenProducer posts entries by flipping each slot's generation bit; it never
 // writes a shared producer cursor.
 type GenProducer[T any] struct {
-	_          pad // keep the hot fields off the neighbours\' cache lines
-	v          view[genSlot[T]]
-	local      uint64 // next cursor to fill; everything before it is posted
-	cachedCons uint64
-	err        error
-	_          pad
+	_ pad // keep the hot fields off the neighbours' cache lines
+	prodCursor
+	v view[genSlot[T]]
+	_ pad
 }
 
 // NewGenProducer attaches the producing side to the generation ring in mem.
@@ -54,12 +52,9 @@ func NewGenProducer[T any](mem []byte, capacity int) (*GenProducer[T], error) {
 		return nil, err
 	}
 	p := &GenProducer[T]{v: v}
-	p.local = atomic.LoadUint64(v.prod)
-	c := atomic.LoadUint64(v.cons)
-	if p.local-c > uint64(capacity) {
-		return nil, cursorError("consumer", p.local, c, uint64(capacity))
+	if err := p.attach(v.prod, v.cons, capacity); err != nil {
+		return nil, err
 	}
-	p.cachedCons = c
 	return p, nil
 }
 
@@ -67,24 +62,7 @@ func NewGenProducer[T any](mem []byte, capacity int) (*GenProducer[T], error) {
 func (p *GenProducer[T]) Cap() int { return len(p.v.slots) }
 
 // Reserve returns how many of want entries may be filled now.
-func (p *GenProducer[T]) Reserve(want int) (int, error) {
-	if p.err != nil {
-		return 0, p.err
-	}
-	capa := uint64(len(p.v.slots))
-	free := capa - (p.local - p.cachedCons)
-	if free < uint64(want) {
-		// Acquire: the consumer has finished reading the slots it released.
-		c := atomic.LoadUint64(p.v.cons)
-		if c-p.cachedCons > p.local-p.cachedCons {
-			p.err = cursorError("consumer", p.cachedCons, c, p.local-p.cachedCons)
-			return 0, p.err
-		}
-		p.cachedCons = c
-		free = capa - (p.local - c)
-	}
-	return int(min(free, uint64(want))), nil
-}
+func (p *GenProducer[T]) Reserve(want int) (int, error) { return p.reserve(want, p.local) }
 
 // Slot returns the payload of the i-th reserved entry.
 func (p *GenProducer[T]) Slot(i int) *T {
@@ -132,7 +110,7 @@ func (p *GenProducer[T]) Err() error { return p.err }
 
 // GenConsumer reads entries whose generation bit says they are posted.
 type GenConsumer[T any] struct {
-	_     pad // keep the hot fields off the neighbours\' cache lines
+	_     pad // keep the hot fields off the neighbours' cache lines
 	v     view[genSlot[T]]
 	local uint64 // next entry to read
 	pub   uint64 // last value stored in the shared consumer cursor

@@ -15,15 +15,57 @@ func Init[T any](mem []byte, capacity int, start uint64) error {
 	return nil
 }
 
-// Producer is the producing side of a ring with published cursors.
-type Producer[T any] struct {
-	_          pad // keep the hot fields off the neighbours\' cache lines
-	v          view[T]
-	local      uint64 // next cursor to fill; published up to pub
-	pub        uint64 // last value stored in the shared producer cursor
+// prodCursor is the producer-side cursor state both producer flavours
+// share: the local cursor, the last validated consumer cursor and the
+// sticky corruption error.
+type prodCursor struct {
+	cons       *uint64
+	capa       uint64
+	local      uint64 // next cursor to fill
 	cachedCons uint64 // last validated consumer cursor
 	err        error  // sticky corruption error
-	_          pad
+}
+
+// attach loads both shared cursors and validates them.
+func (p *prodCursor) attach(prod, cons *uint64, capacity int) error {
+	p.cons, p.capa = cons, uint64(capacity)
+	p.local = atomic.LoadUint64(prod)
+	c := atomic.LoadUint64(cons)
+	if p.local-c > p.capa {
+		return cursorError("consumer", p.local, c, p.capa)
+	}
+	p.cachedCons = c
+	return nil
+}
+
+// reserve returns how many of want entries may be filled now. It reloads
+// the consumer cursor only when the cached copy does not show enough room;
+// the consumer may not claim to have released past posted.
+func (p *prodCursor) reserve(want int, posted uint64) (int, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	free := p.capa - (p.local - p.cachedCons)
+	if free < uint64(want) {
+		// Acquire: entries the consumer released are no longer read by it.
+		c := atomic.LoadUint64(p.cons)
+		if c-p.cachedCons > posted-p.cachedCons {
+			p.err = cursorError("consumer", p.cachedCons, c, posted-p.cachedCons)
+			return 0, p.err
+		}
+		p.cachedCons = c
+		free = p.capa - (p.local - c)
+	}
+	return int(min(free, uint64(want))), nil
+}
+
+// Producer is the producing side of a ring with published cursors.
+type Producer[T any] struct {
+	_ pad // keep the hot fields off the neighbours' cache lines
+	prodCursor
+	v   view[T]
+	pub uint64 // last value stored in the shared producer cursor
+	_   pad
 }
 
 // NewProducer attaches the producing side to the ring in mem.
@@ -33,13 +75,10 @@ func NewProducer[T any](mem []byte, capacity int) (*Producer[T], error) {
 		return nil, err
 	}
 	p := &Producer[T]{v: v}
-	p.local = atomic.LoadUint64(v.prod)
-	p.pub = p.local
-	c := atomic.LoadUint64(v.cons)
-	if p.local-c > uint64(capacity) {
-		return nil, cursorError("consumer", p.local, c, uint64(capacity))
+	if err := p.attach(v.prod, v.cons, capacity); err != nil {
+		return nil, err
 	}
-	p.cachedCons = c
+	p.pub = p.local
 	return p, nil
 }
 
@@ -49,24 +88,7 @@ func (p *Producer[T]) Cap() int { return len(p.v.slots) }
 // Reserve returns how many of want entries may be filled now (0 when the ring
 // is full). It reloads the consumer cursor only when the cached copy does not
 // show enough room.
-func (p *Producer[T]) Reserve(want int) (int, error) {
-	if p.err != nil {
-		return 0, p.err
-	}
-	capa := uint64(len(p.v.slots))
-	free := capa - (p.local - p.cachedCons)
-	if free < uint64(want) {
-		// Acquire: entries the consumer released are no longer read by it.
-		c := atomic.LoadUint64(p.v.cons)
-		if c-p.cachedCons > p.pub-p.cachedCons {
-			p.err = cursorError("consumer", p.cachedCons, c, p.pub-p.cachedCons)
-			return 0, p.err
-		}
-		p.cachedCons = c
-		free = capa - (p.local - c)
-	}
-	return int(min(free, uint64(want))), nil
-}
+func (p *Producer[T]) Reserve(want int) (int, error) { return p.reserve(want, p.pub) }
 
 // Slot returns the i-th reserved entry (0 is the next one to fill).
 func (p *Producer[T]) Slot(i int) *T {
@@ -103,7 +125,7 @@ func (p *Producer[T]) Err() error { return p.err }
 
 // Consumer is the consuming side of a ring with published cursors.
 type Consumer[T any] struct {
-	_          pad // keep the hot fields off the neighbours\' cache lines
+	_          pad // keep the hot fields off the neighbours' cache lines
 	v          view[T]
 	local      uint64 // next entry to read
 	pub        uint64 // last value stored in the shared consumer cursor
