@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 FUZZTIME  ?= 10s
 
-.PHONY: all build test lint vet staticcheck race fuzz-smoke deps bench bench-smoke soak demo sim clean
+.PHONY: bench-all all build test lint vet staticcheck race fuzz-smoke deps bench bench-smoke soak demo sim clean
 
 all: build
 
@@ -41,13 +41,15 @@ test: deps build lint race fuzz-smoke
 # bench runs every benchmark BENCHCOUNT times, interleaved, and summarises
 # with benchstat. Figures go into BENCHMARKS.md by hand, with the machine.
 bench: build
-	@mkdir -p bench
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 60m $(PKGS) | tee bench/latest.txt
-	$(GO) run golang.org/x/perf/cmd/benchstat bench/latest.txt
+	COUNT=$(BENCHCOUNT) scripts/bench.sh
 
-# bench-smoke is what CI runs: every benchmark once, briefly.
+# bench-all runs every benchmark of every package (slow).
+bench-all: build
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 1 -timeout 60m $(PKGS)
+
+# bench-smoke is what CI runs: the make bench set once, briefly.
 bench-smoke:
-	$(GO) test -run '^$$' -bench . -benchtime 100x -count 1 $(PKGS)
+	SMOKE=1 scripts/bench.sh
 
 soak:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 10m ./rss

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# make bench: the benchmarks behind BENCHMARKS.md, interleaved (A B A B ...)
+# COUNT times so that a noisy neighbour hits every variant alike, then
+# summarised with benchstat. SMOKE=1 runs each once, briefly (CI).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+COUNT=${COUNT:-6}
+out=bench
+mkdir -p "$out"
+n() { if [ "${SMOKE:-0}" = 1 ]; then echo 100x; else echo "$1"; fi; }
+[ "${SMOKE:-0}" = 1 ] && COUNT=1
+: >"$out/ring.txt"; : >"$out/engine.txt"; : >"$out/rss.txt"; : >"$out/alloc.txt"
+{
+	echo "nproc: $(nproc)"
+	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+	echo "kernel: $(uname -r)"
+	echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+	go version
+} >"$out/machine.txt"
+for i in $(seq "$COUNT"); do
+	go test -run '^$' -bench 'Ring|Chan' -benchtime "$(n 3000000x)" -count 1 ./ring >>"$out/ring.txt"
+	go test -run '^$' -bench 'Engine|Floor' -benchtime "$(n 2000000x)" -count 1 ./nic >>"$out/engine.txt"
+	go test -run '^$' -bench 'Toeplitz|Parse|Pick' -benchtime "$(n 1s)" -count 1 ./rss >>"$out/rss.txt"
+	go test -run '^$' -bench . -benchtime "$(n 1s)" -count 1 ./alloc >>"$out/alloc.txt"
+done
+for f in ring engine rss alloc; do
+	echo "== $f"
+	go run golang.org/x/perf/cmd/benchstat "$out/$f.txt" | grep -vE '^(goos|goarch|pkg|cpu):'
+done
+cat "$out/machine.txt"
+if [ "${SMOKE:-0}" != 1 ] && [ "$(id -u)" -eq 0 ]; then
+	echo "== receivers (real traffic through the veth testbed; root only)"
+	go test -run '^$' -bench Receivers -benchtime 1x -timeout 20m ./tests/ | tee "$out/receivers.txt"
+fi
