@@ -37,6 +37,12 @@ type Config struct {
 	// SourceStats, if set, returns the source's own counters (AF_XDP
 	// statistics) for vnicctl counters.
 	SourceStats func() map[string]uint64
+	// OnAttach, if set, is called after a tenant was added to the engine;
+	// an error refuses the attach (the tenant is removed again). OnDetach,
+	// if set, is called before a tenant attached this way is removed. The
+	// zero-copy hand-off opens and closes its sockets there.
+	OnAttach func(eng *nic.Engine, t *nic.Tenant) error
+	OnDetach func(eng *nic.Engine, t *nic.Tenant)
 	// Defaults for tenants that do not ask for sizes.
 	AxSize, BxSize, TxSize, BufSize int
 	// BuffersPerQueue is the default buffer count per queue (0: ax+2*bx... see Attach).
@@ -386,6 +392,11 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
 	nt, err := d.eng.AddTenant(nic.TenantConfig{ID: id, Name: req.Name, Match: match, RETASize: d.cfg.RETASize,
 		Wakeup: func(q int) { unix.Write(wakeFDs[q], one) }}, region)
+	if err == nil && d.cfg.OnAttach != nil {
+		if err = d.cfg.OnAttach(d.eng, nt); err != nil {
+			d.eng.RemoveTenant(nt)
+		}
+	}
 	if err != nil {
 		for _, f := range wake {
 			f.Close()
@@ -426,6 +437,9 @@ func (d *Daemon) detachID(id int, why string) {
 	d.mu.Unlock()
 	if !ok {
 		return
+	}
+	if d.cfg.OnDetach != nil {
+		d.cfg.OnDetach(d.eng, t.nt)
 	}
 	d.eng.RemoveTenant(t.nt)
 	st := tenantStats(t)

@@ -22,6 +22,8 @@ type Config struct {
 	Source                          nic.Source
 	SourceName, SourceMode          string
 	SourceStats                     func() map[string]uint64
+	OnAttach                        func(eng *nic.Engine, t *nic.Tenant) error
+	OnDetach                        func(eng *nic.Engine, t *nic.Tenant)
 	AxSize, BxSize, TxSize, BufSize int
 	BuffersPerQueue                 int
 	MaxQueues, MaxTenants           int
