@@ -9,7 +9,7 @@ out=bench
 mkdir -p "$out"
 n() { if [ "${SMOKE:-0}" = 1 ]; then echo 100x; else echo "$1"; fi; }
 [ "${SMOKE:-0}" = 1 ] && COUNT=1
-: >"$out/ring.txt"; : >"$out/engine.txt"; : >"$out/rss.txt"; : >"$out/alloc.txt"
+: >"$out/ring.txt"; : >"$out/engine.txt"; : >"$out/rss.txt"; : >"$out/alloc.txt"; : >"$out/boundary.txt"
 {
 	echo "nproc: $(nproc)"
 	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
@@ -22,8 +22,9 @@ for i in $(seq "$COUNT"); do
 	go test -run '^$' -bench 'Engine|Floor' -benchtime "$(n 2000000x)" -count 1 ./nic >>"$out/engine.txt"
 	go test -run '^$' -bench 'Toeplitz|Parse|Pick' -benchtime "$(n 1s)" -count 1 ./rss >>"$out/rss.txt"
 	go test -run '^$' -bench . -benchtime "$(n 1s)" -count 1 ./alloc >>"$out/alloc.txt"
+	go test -run '^$' -bench ProcessBoundary -benchtime "$(if [ "${SMOKE:-0}" = 1 ]; then echo 1x; else echo 2x; fi)" -count 1 ./internal/daemon >>"$out/boundary.txt"
 done
-for f in ring engine rss alloc; do
+for f in ring engine rss alloc boundary; do
 	echo "== $f"
 	go run golang.org/x/perf/cmd/benchstat "$out/$f.txt" | grep -vE '^(goos|goarch|pkg|cpu):'
 done

@@ -1,0 +1,201 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/vnic/vnic/client"
+	"github.com/vnic/vnic/internal/daemon"
+	"github.com/vnic/vnic/nic"
+	"github.com/vnic/vnic/shm"
+	"github.com/vnic/vnic/wire/synth"
+)
+
+const benchWindow = time.Second
+
+// BenchmarkProcessBoundary measures the cost of the process boundary:
+// synthetic 64-byte traffic as fast as the engine (pinned to CPU 0) makes
+// it, through vnicd's engine to a client whose two queues run on CPU 1,
+// either in the same process or in another process attached over the
+// control socket. One op is one second of traffic; the metric is the
+// delivered rate. Both variants run in the same benchmark run.
+func BenchmarkProcessBoundary(b *testing.B) {
+	for _, mode := range []string{"engine", "inproc", "crossproc"} {
+		b.Run(mode, func(b *testing.B) {
+			if mode == "engine" {
+				benchEngineOnly(b)
+				return
+			}
+			gen, err := synth.New(synth.Config{FrameSize: 64, Flows: 1024, Seed: 1}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sock := filepath.Join(b.TempDir(), "vnicd.sock")
+			d, err := daemon.New(daemon.Config{Socket: sock, SocketGroup: -1, Log: zerolog.New(io.Discard), NoHugePages: true,
+				Engine: nic.Config{EmulatorCPU: 0}, AxSize: 256, BxSize: 1024,
+				Source: nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil })})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- d.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			for i := 0; i < 400; i++ {
+				if c, err := os.Stat(sock); err == nil && c.Mode()&os.ModeSocket != 0 {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			var total int64
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				var n int64
+				if mode == "inproc" {
+					n = receiveFor(b, sock, benchWindow)
+				} else {
+					n = receiveInChild(b, sock, benchWindow)
+				}
+				total += n
+			}
+			b.StopTimer()
+			secs := float64(b.N) * benchWindow.Seconds()
+			b.ReportMetric(float64(total)/secs/1e6, "Mpps")
+			b.ReportMetric(secs*1e9/float64(max(total, 1)), "ns/pkt")
+		})
+	}
+}
+
+// receiveFor attaches a 2-queue tenant and drains it from one goroutine
+// pinned to CPU 1 for d; it returns the packets received.
+func receiveFor(tb testing.TB, sock string, d time.Duration) int64 {
+	ten, err := client.Attach(context.Background(), sock, client.AttachOptions{Name: "bench", Queues: 2, Match: client.Match{Default: true}, Buffers: 4096})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ten.Close()
+	var got atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		var set unix.CPUSet
+		set.Set(1 % runtime.NumCPU())
+		unix.SchedSetaffinity(0, &set)
+		pk := make([]client.Packet, 0, 32)
+		end := time.Now().Add(d)
+		for i := 0; ; i++ {
+			if i%64 == 0 && time.Now().After(end) {
+				return
+			}
+			for q := 0; q < 2; q++ {
+				pk = ten.Queue(q).Recv(pk[:0])
+				got.Add(int64(len(pk)))
+				ten.Queue(q).Release(pk)
+			}
+		}
+	}()
+	<-done
+	return got.Load()
+}
+
+// receiveInChild runs receiveFor in a child process (this test binary).
+func receiveInChild(tb testing.TB, sock string, d time.Duration) int64 {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "VNIC_BENCH_CHILD="+sock, "VNIC_BENCH_WINDOW="+d.String())
+	out, err := cmd.Output()
+	if err != nil {
+		tb.Fatalf("child: %v", err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		tb.Fatalf("child said %q", out)
+	}
+	return n
+}
+
+// benchChild is the child half of receiveInChild; TestMain calls it.
+func benchChild(sock string) {
+	d, _ := time.ParseDuration(os.Getenv("VNIC_BENCH_WINDOW"))
+	n := receiveFor(childTB{}, sock, d)
+	fmt.Println(n)
+}
+
+type childTB struct{ testing.TB }
+
+func (childTB) Fatal(args ...any) { fmt.Fprintln(os.Stderr, args...); os.Exit(1) }
+
+// benchEngineOnly is the engine issue's in-process setup: the engine and the
+// Listing-1 consumers in one process, no daemon, no socket.
+func benchEngineOnly(b *testing.B) {
+	gen, err := synth.New(synth.Config{FrameSize: 64, Flows: 1024, Seed: 1}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	geo := shm.Queues(2, 256, 1024, 64, 2048, 4096)
+	region, err := shm.Create(geo, shm.Options{NoHuge: true, Quiet: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer region.Close()
+	eng, err := nic.New(nic.Config{EmulatorCPU: 0})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := eng.AddTenant(nic.TenantConfig{Name: "bench", Match: nic.Match{Default: true}}, region); err != nil {
+		b.Fatal(err)
+	}
+	cl, err := client.Local(region, client.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- eng.Run(ctx, nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil }))
+	}()
+	defer func() { cancel(); <-done }()
+	var total int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		fin := make(chan int64)
+		go func() {
+			runtime.LockOSThread()
+			var set unix.CPUSet
+			set.Set(1 % runtime.NumCPU())
+			unix.SchedSetaffinity(0, &set)
+			var n int64
+			pk := make([]client.Packet, 0, 32)
+			end := time.Now().Add(benchWindow)
+			for j := 0; ; j++ {
+				if j%64 == 0 && time.Now().After(end) {
+					break
+				}
+				for q := 0; q < 2; q++ {
+					pk = cl.Queue(q).Recv(pk[:0])
+					n += int64(len(pk))
+					cl.Queue(q).Release(pk)
+				}
+			}
+			fin <- n
+		}()
+		total += <-fin
+	}
+	b.StopTimer()
+	secs := float64(b.N) * benchWindow.Seconds()
+	b.ReportMetric(float64(total)/secs/1e6, "Mpps")
+	b.ReportMetric(secs*1e9/float64(max(total, 1)), "ns/pkt")
+}
