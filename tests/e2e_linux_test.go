@@ -195,17 +195,22 @@ type receiver struct {
 	errs  []error
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
+	ended []error // why each queue's loop ended (Wait's error)
 }
 
 func receive(ten *client.Tenant, check func(q int, p client.Packet) error) *receiver {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &receiver{ten: ten, check: check, stop: cancel}
+	r := &receiver{ten: ten, check: check, stop: cancel, ended: make([]error, ten.Queues())}
 	for q := 0; q < ten.Queues(); q++ {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
 			pk := make([]client.Packet, 0, 32)
-			for ten.Queue(q).Wait(ctx) == nil {
+			for {
+				if err := ten.Queue(q).Wait(ctx); err != nil {
+					r.ended[q] = err
+					return
+				}
 				pk = ten.Queue(q).Recv(pk[:0])
 				for _, p := range pk {
 					if r.check != nil {

@@ -155,12 +155,16 @@ func TestIntegrationKillRestart(t *testing.T) {
 			t.Fatal("XDP program still attached after vnicd was killed")
 		}
 	}
-	gone := make(chan error, 1)
-	go func() { gone <- ten.Queue(0).Wait(context.Background()) }()
+	// Every queue's Wait returns ErrDaemonGone: the receivers stop by
+	// themselves.
+	stopped := make(chan struct{})
+	go func() { r.wg.Wait(); close(stopped) }()
 	select {
-	case err := <-gone:
-		if !errors.Is(err, client.ErrDaemonGone) {
-			t.Fatalf("Wait after kill: %v", err)
+	case <-stopped:
+		for q, err := range r.ended {
+			if !errors.Is(err, client.ErrDaemonGone) {
+				t.Fatalf("queue %d: Wait after the kill: %v", q, err)
+			}
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("client did not notice that vnicd died")
