@@ -100,6 +100,11 @@ type Config struct {
 	// where the kernel has it; 0 means min(256, TxSize), -1 keeps the
 	// kernel's default.
 	TxBudget int
+	// ManualFill gives no UMEM chunk to RX at open and never recycles
+	// received chunks: the caller posts fill addresses with Fill and takes
+	// received descriptors with RecvDescs (see manual.go). Recv must not be
+	// used on such a socket.
+	ManualFill bool
 }
 
 // DefaultConfig is an RX-only socket with 2048-entry RX and fill rings.
@@ -172,7 +177,7 @@ func (c Config) Validate() error {
 // rxChunks and txChunks are how many UMEM chunks a socket gives to RX (all
 // posted to the fill ring) and keeps for TX.
 func (c Config) rxChunks() int {
-	if c.RxSize == 0 {
+	if c.RxSize == 0 || c.ManualFill {
 		return 0
 	}
 	return c.FillSize

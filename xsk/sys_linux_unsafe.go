@@ -42,6 +42,9 @@ func registerUMEM(fd int, u *UMEM) error {
 		Len:  uint64(len(u.mem)),
 		Size: uint32(u.chunkSize),
 	}
+	if u.unaligned {
+		reg.Flags = unix.XDP_UMEM_UNALIGNED_CHUNK_FLAG
+	}
 	return setsockopt(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg))
 }
 

@@ -14,6 +14,7 @@ type UMEM struct {
 	chunkSize uint64
 	chunks    uint64
 	owned     bool // mapped by NewUMEM; Close unmaps it
+	unaligned bool // registered with XDP_UMEM_UNALIGNED_CHUNK_FLAG (NewUMEMUnaligned)
 	inUse     atomic.Bool
 	closed    bool
 }

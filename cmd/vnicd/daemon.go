@@ -40,6 +40,17 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 		MaxTenants: c.Int("max-tenants"), NoHugePages: c.Bool("no-huge-pages"),
 		MetricsAddr: c.String("metrics-addr"), Log: log, Version: version,
 	}
+	if c.Bool("handoff") {
+		w, err := openHandoff(c, log)
+		if err != nil {
+			return err
+		}
+		defer w.Close()
+		dcfg.Source = &w.src
+		dcfg.OnAttach, dcfg.OnDetach = w.attach, w.detach
+		dcfg.SourceName, dcfg.SourceMode, dcfg.SourceStats = "xsk:"+c.String("iface"), w.mode, w.stats
+		return serve(c, dcfg)
+	}
 	if c.String("source") == "xsk" {
 		w, err := openWire(c, log)
 		if err != nil {

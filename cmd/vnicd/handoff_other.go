@@ -1,0 +1,28 @@
+//go:build !linux
+
+package main
+
+import (
+	"errors"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/vnic/vnic/nic"
+)
+
+type handoffWire struct {
+	src  nic.HandoffSource
+	mode string
+}
+
+func (w *handoffWire) Close()                   {}
+func (w *handoffWire) stats() map[string]uint64 { return nil }
+func (w *handoffWire) attach(eng *nic.Engine, t *nic.Tenant) error {
+	return errors.New("--handoff needs Linux")
+}
+func (w *handoffWire) detach(eng *nic.Engine, t *nic.Tenant) {}
+
+func openHandoff(c *cli.Context, log zerolog.Logger) (*handoffWire, error) {
+	return nil, errors.New("--handoff needs Linux (XDP and AF_XDP)")
+}
