@@ -1,0 +1,265 @@
+package bichannel
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// FastMode chooses the fast path New builds when Config.FastPath is nil.
+type FastMode int
+
+const (
+	// FastAuto attaches to vnicd and falls back to kernel UDP, with one
+	// log line, when that fails.
+	FastAuto FastMode = iota
+	// FastVNIC uses vnicd (VNICFast) and fails if it cannot attach.
+	FastVNIC
+	// FastUDP uses kernel UDP sockets (UDPFast).
+	FastUDP
+)
+
+func (m FastMode) String() string {
+	switch m {
+	case FastAuto:
+		return "auto"
+	case FastVNIC:
+		return "vnic"
+	case FastUDP:
+		return "udp"
+	}
+	return fmt.Sprintf("FastMode(%d)", int(m))
+}
+
+// ParseFastMode parses "auto", "vnic" or "udp".
+func ParseFastMode(s string) (FastMode, error) {
+	switch s {
+	case "auto", "":
+		return FastAuto, nil
+	case "vnic":
+		return FastVNIC, nil
+	case "udp":
+		return FastUDP, nil
+	}
+	return 0, fmt.Errorf("bichannel: fast path %q: give auto, vnic or udp", s)
+}
+
+// Peer names another node: its id and its control (TCP) address.
+type Peer struct {
+	ID   int
+	Addr string // host:port of the peer's control listener
+}
+
+// Defaults of Config.
+const (
+	DefaultFlows             = 8
+	DefaultBuffersPerFlow    = 64
+	DefaultWindow            = 1024
+	DefaultMaxPayload        = 1400
+	DefaultRetransmitTimeout = 20 * time.Millisecond
+	DefaultAckDelay          = time.Millisecond
+	DefaultHeartbeatInterval = 100 * time.Millisecond
+	DefaultHeartbeatTimeout  = time.Second
+	DefaultRecvBatch         = 64
+	DefaultMinPort           = 10000
+	DefaultMaxPort           = 32767
+
+	// MaxNodeID bounds node ids.
+	MaxNodeID = 1<<16 - 1
+	// MaxWorkers bounds Config.Workers.
+	MaxWorkers = 1024
+	// MaxWindow bounds Config.Window.
+	MaxWindow = 1 << 15
+)
+
+// Config configures an Endpoint. Zero fields take the defaults above.
+type Config struct {
+	// NodeID identifies this node among its peers (0 to MaxNodeID).
+	// Between two nodes, the one with the lower id dials.
+	NodeID int
+	// Workers is the number of worker threads; worker i talks to worker i
+	// on every peer, which must have as many workers.
+	Workers int
+	// Listen is the control listener's TCP address (default
+	// "127.0.0.1:0"; Endpoint.ControlAddr tells the port chosen).
+	Listen string
+	// Peers are the other nodes, for Connect(ctx, nil).
+	Peers []Peer
+
+	// FastPath, if set, is used as is (the Endpoint closes it); Fast, UDP
+	// and VNIC are then ignored.
+	FastPath FastPath
+	// Fast chooses the fast path to build: FastAuto (the default),
+	// FastVNIC or FastUDP.
+	Fast FastMode
+	UDP  UDPConfig
+	VNIC VNICConfig
+
+	// Flows is the number of flows (UDP port pairs) per worker and peer,
+	// each aimed at the buddy worker's receive queue (default 8).
+	Flows int
+	// BuffersPerFlow is the number of messages this node buffers per
+	// incoming flow: the credits a sender starts with (default 64).
+	BuffersPerFlow int
+	// Window is the duplicate-suppression window per flow, in sequence
+	// numbers (default 1024, at least BuffersPerFlow, a multiple of 64,
+	// at most MaxWindow): a sender never has a message unacknowledged
+	// that is Window sequence numbers older than its newest.
+	Window int
+	// MaxPayload is the largest message (default 1400 bytes, one MTU of
+	// Ethernet with IPv4, UDP and the HeaderLen header).
+	MaxPayload int
+	// MinPort and MaxPort bound the source ports of the flows (default
+	// 10000 to 32767, below Linux's ephemeral range).
+	MinPort, MaxPort uint16
+
+	// RetransmitTimeout is the least time a message stays
+	// unacknowledged before it is resent over TCP (default 20ms). The
+	// timeout adapts to the measured acknowledgement delay as TCP's does
+	// (SRTT + 4 RTTVAR, Karn's rule), between this and 64 times it; before
+	// the first measurement it is 10 times this (at most 1s). Each further
+	// resend of a message waits twice as long.
+	RetransmitTimeout time.Duration
+	// AckDelay is how long a receiver may hold acknowledgements and
+	// credits to batch them (default 1ms); a quarter of the buffers
+	// of a flow consumed or received sends them at once.
+	AckDelay time.Duration
+	// HeartbeatInterval and HeartbeatTimeout: a peer from which nothing
+	// arrived for HeartbeatTimeout is dead (defaults 100ms and 1s).
+	HeartbeatInterval, HeartbeatTimeout time.Duration
+	// SendTimeout bounds how long Send waits for credits (0: until the
+	// peer dies or the Endpoint closes). SendContext takes a context
+	// instead.
+	SendTimeout time.Duration
+	// RecvBatch is the most messages one Recv returns (default 64).
+	RecvBatch int
+
+	// Logger receives the Endpoint's few log lines (fast-path fallback,
+	// dead peers). Nil means no logging.
+	Logger *zerolog.Logger
+}
+
+// UDPConfig configures the kernel UDP fast path.
+type UDPConfig struct {
+	// IP is the local address (default 127.0.0.1).
+	IP netip.Addr
+	// BasePort: worker w receives on BasePort+w; 0 lets the kernel choose
+	// a port per worker (the hello tells peers).
+	BasePort uint16
+	// ReadBuffer is SO_RCVBUF per worker socket (default 4 MiB; the
+	// kernel caps it at net.core.rmem_max).
+	ReadBuffer int
+	// MaxDatagram is the largest datagram received (default
+	// HeaderLen+DefaultMaxPayload; New sets it from MaxPayload).
+	MaxDatagram int
+	// Batch is the most datagrams one recvmmsg call takes (default 32).
+	Batch int
+}
+
+// VNICConfig configures the vNIC fast path.
+type VNICConfig struct {
+	// Socket is vnicd's control socket (default /run/vnic/vnicd.sock).
+	Socket string
+	// Name is the tenant name vnicctl shows (default "bichannel-<id>").
+	Name string
+	// IP and MAC are this node's addresses on the vNIC's wire (IP
+	// defaults to UDP.IP).
+	IP  netip.Addr
+	MAC [6]byte
+	// PeerMAC is the destination MAC for peers that advertise none (zero:
+	// broadcast).
+	PeerMAC [6]byte
+	// BasePort: worker w receives on BasePort+w; the tenant claims UDP
+	// ports BasePort to BasePort+Workers-1 (defaults to UDP.BasePort;
+	// must not be 0).
+	BasePort uint16
+	// AttachTimeout bounds the attach (default 2s).
+	AttachTimeout time.Duration
+	// Buffers, if not zero, asks vnicd for that many packet buffers.
+	Buffers int
+}
+
+// withDefaults fills zero fields and checks the rest.
+func (c Config) withDefaults() (Config, error) {
+	if c.NodeID < 0 || c.NodeID > MaxNodeID {
+		return c, fmt.Errorf("bichannel: node id %d: give 0 to %d", c.NodeID, MaxNodeID)
+	}
+	if c.Workers == 0 {
+		c.Workers = 1
+	}
+	if c.Workers < 1 || c.Workers > MaxWorkers {
+		return c, fmt.Errorf("bichannel: %d workers: give 1 to %d", c.Workers, MaxWorkers)
+	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:0"
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Flows, DefaultFlows)
+	def(&c.BuffersPerFlow, DefaultBuffersPerFlow)
+	def(&c.MaxPayload, DefaultMaxPayload)
+	def(&c.RecvBatch, DefaultRecvBatch)
+	if c.Window == 0 {
+		c.Window = max(DefaultWindow, c.BuffersPerFlow)
+	}
+	c.Window = (c.Window + 63) &^ 63
+	if c.Flows < 1 || c.Flows > 1024 {
+		return c, fmt.Errorf("bichannel: %d flows per worker: give 1 to 1024", c.Flows)
+	}
+	if c.BuffersPerFlow < 1 || c.BuffersPerFlow > MaxWindow {
+		return c, fmt.Errorf("bichannel: %d buffers per flow: give 1 to %d", c.BuffersPerFlow, MaxWindow)
+	}
+	if c.Window < c.BuffersPerFlow || c.Window > MaxWindow {
+		return c, fmt.Errorf("bichannel: window %d: give %d (the buffers per flow) to %d", c.Window, c.BuffersPerFlow, MaxWindow)
+	}
+	if c.MaxPayload < 1 || c.MaxPayload > 0xffff-HeaderLen-48 {
+		return c, fmt.Errorf("bichannel: max payload %d: give 1 to %d bytes", c.MaxPayload, 0xffff-HeaderLen-48)
+	}
+	if c.RecvBatch < 1 {
+		return c, errors.New("bichannel: RecvBatch must be positive")
+	}
+	if c.MinPort == 0 {
+		c.MinPort = DefaultMinPort
+	}
+	if c.MaxPort == 0 {
+		c.MaxPort = DefaultMaxPort
+	}
+	if c.MinPort > c.MaxPort {
+		return c, fmt.Errorf("bichannel: port range %d..%d is empty", c.MinPort, c.MaxPort)
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defd(&c.RetransmitTimeout, DefaultRetransmitTimeout)
+	defd(&c.AckDelay, DefaultAckDelay)
+	defd(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	defd(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	if c.AckDelay*4 > c.RetransmitTimeout {
+		return c, fmt.Errorf("bichannel: ack delay %v is more than a quarter of the retransmit timeout %v: acknowledgements would come too late", c.AckDelay, c.RetransmitTimeout)
+	}
+	if c.HeartbeatTimeout < 2*c.HeartbeatInterval {
+		return c, fmt.Errorf("bichannel: heartbeat timeout %v must be at least twice the interval %v", c.HeartbeatTimeout, c.HeartbeatInterval)
+	}
+	if !c.UDP.IP.IsValid() {
+		c.UDP.IP = netip.MustParseAddr("127.0.0.1")
+	}
+	c.UDP.MaxDatagram = max(c.UDP.MaxDatagram, HeaderLen+c.MaxPayload)
+	if !c.VNIC.IP.IsValid() {
+		c.VNIC.IP = c.UDP.IP
+	}
+	if c.VNIC.BasePort == 0 {
+		c.VNIC.BasePort = c.UDP.BasePort
+	}
+	if c.VNIC.Name == "" {
+		c.VNIC.Name = fmt.Sprintf("bichannel-%d", c.NodeID)
+	}
+	return c, nil
+}

@@ -1,0 +1,90 @@
+package bichannel
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// A dead peer — closed endpoint, broken TCP connection on either side, or
+// silence past the heartbeat timeout — makes Send, Recv, RecvWait and
+// Flush fail within a bounded time, including calls already blocked.
+func TestDeadPeer(t *testing.T) {
+	const bound = 2 * time.Second
+	for _, tc := range []struct {
+		name string
+		kill func(a, b *Endpoint)
+	}{
+		{"close-endpoint", func(a, b *Endpoint) { b.Close() }},
+		{"close-tcp-local", func(a, b *Endpoint) { a.peers()[1].conn.Close() }},
+		{"close-tcp-remote", func(a, b *Endpoint) { b.peers()[0].conn.Close() }},
+		{"heartbeat-timeout", func(a, b *Endpoint) { b.testMute.Store(true) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Workers = 1
+			cfg.HeartbeatInterval = 20 * time.Millisecond
+			cfg.HeartbeatTimeout = 300 * time.Millisecond
+			eps, _ := lossyCluster(t, 2, cfg, LossyConfig{})
+			a, b := eps[0], eps[1]
+
+			// Use up a's credits so a Send blocks; block a RecvWait too.
+			credits := cfg.BuffersPerFlow * cfg.Flows
+			for i := range credits {
+				if err := a.Send(1, 0, []byte{byte(i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			blockedSend := make(chan error, 1)
+			go func() { blockedSend <- a.SendContext(context.Background(), 1, 0, []byte("blocked")) }()
+			blockedRecv := make(chan error, 1)
+			go func() {
+				_, err := a.RecvWait(context.Background(), 0, nil)
+				blockedRecv <- err
+			}()
+			time.Sleep(20 * time.Millisecond)
+
+			start := time.Now()
+			tc.kill(a, b)
+			for name, c := range map[string]chan error{"blocked Send": blockedSend, "blocked RecvWait": blockedRecv} {
+				select {
+				case err := <-c:
+					if !errors.Is(err, ErrPeerDown) {
+						t.Errorf("%s: %v, want ErrPeerDown", name, err)
+					}
+				case <-time.After(bound):
+					t.Fatalf("%s still blocked %v after the peer died", name, bound)
+				}
+			}
+			if err := a.Send(1, 0, []byte("x")); !errors.Is(err, ErrPeerDown) {
+				t.Errorf("Send: %v, want ErrPeerDown", err)
+			}
+			var pe *PeerError
+			if _, err := a.Recv(0, nil); !errors.As(err, &pe) || pe.Peer != 1 {
+				t.Errorf("Recv: %v, want a *PeerError for node 1", err)
+			}
+			if err := a.Flush(); !errors.Is(err, ErrPeerDown) {
+				t.Errorf("Flush: %v, want ErrPeerDown", err)
+			}
+			took := time.Since(start)
+			if took > bound {
+				t.Errorf("detecting the dead peer took %v", took)
+			}
+			t.Logf("detected in %v: %v", took.Round(time.Millisecond), pe)
+			if tc.name != "close-endpoint" {
+				// The other side notices too (a closes the connection).
+				deadline := time.Now().Add(bound)
+				for {
+					if _, err := b.Recv(0, nil); errors.Is(err, ErrPeerDown) {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("node 1 never noticed node 0 is gone")
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,683 @@
+package bichannel
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/vnic/vnic/rss"
+)
+
+// Errors returned by an Endpoint.
+var (
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("bichannel: endpoint closed")
+	// ErrPeerDown is wrapped by the *PeerError every method returns once a
+	// peer's control connection failed or its heartbeats stopped.
+	ErrPeerDown = errors.New("bichannel: peer down")
+	// ErrTooBig is wrapped by Send for a message longer than MaxPayload.
+	ErrTooBig = errors.New("bichannel: message too big")
+	// ErrNotConnected is wrapped by Send for a peer Connect has not
+	// connected.
+	ErrNotConnected = errors.New("bichannel: peer not connected")
+)
+
+// PeerError reports a dead peer: why its control connection ended.
+// errors.Is(err, ErrPeerDown) holds for it.
+type PeerError struct {
+	Peer int
+	Err  error
+}
+
+func (e *PeerError) Error() string {
+	return fmt.Sprintf("bichannel: peer %d is down: %v", e.Peer, e.Err)
+}
+
+// Unwrap returns ErrPeerDown and the cause.
+func (e *PeerError) Unwrap() []error { return []error{ErrPeerDown, e.Err} }
+
+var (
+	errPeerClosed       = errors.New("the peer closed its endpoint")
+	errHeartbeatTimeout = errors.New("no heartbeat")
+)
+
+// Message is one received message.
+type Message struct {
+	Peer   int // the sending node
+	Worker int // the worker it was sent to (and from)
+	Flow   int // the sender's flow
+	Seq    uint64
+	// Data is the payload. It stays valid until the next Recv or
+	// RecvWait for the same worker; copy it to keep it longer.
+	Data []byte
+	// Retransmitted is true when the message arrived over the TCP control
+	// path (its fast-path copy was lost or late).
+	Retransmitted bool
+}
+
+// Stats are an Endpoint's counters (Endpoint.Stats). Sender-side and
+// receiver-side counters are both kept; across a cluster,
+// sum(Sent) = sum(DeliveredFast + DeliveredTCP) once everything is
+// acknowledged.
+type Stats struct {
+	// Sender side.
+	Sent          uint64        // messages Send accepted
+	SendErrors    uint64        // fast-path sends that failed locally (recovered by retransmission)
+	Retransmitted uint64        // messages resent over TCP (a message may be resent more than once)
+	Stalls        uint64        // Send calls that waited for credits or window
+	StallTime     time.Duration // total time Send waited for credits or window
+	// Receiver side.
+	DeliveredFast uint64 // distinct messages whose first copy came over the fast path
+	DeliveredTCP  uint64 // distinct messages whose first copy came over TCP
+	Received      uint64 // messages handed to the application by Recv
+	Duplicates    uint64 // copies suppressed (fast-path duplicates, or the second of a fast/TCP pair)
+	DropsNoBuffer uint64 // messages dropped because their flow's buffers were full (0 unless a sender breaks the credit rule)
+	Mistargeted   uint64 // datagrams that arrived on another worker's queue than the one they were sent to
+	Malformed     uint64 // datagrams that were not ours, from unknown peers, stale sessions or out of window
+	FastDrops     uint64 // drops inside the fast path (FastCounter), e.g. a full socket buffer
+	// Control path.
+	AckFrames       uint64 // control frames carrying acknowledgements and credits
+	AckRecords      uint64 // per-flow acknowledgement/credit records in them
+	CreditsReturned uint64 // credits returned to senders
+	Heartbeats      uint64 // heartbeats sent
+	// CreditViolations counts credit updates that would take a sender's
+	// credits below zero or above the receiver's buffers; always 0.
+	CreditViolations uint64
+}
+
+type counters struct {
+	sent, sendErrors, retransmitted, stalls, stallNanos atomic.Uint64
+	deliveredFast, deliveredTCP, received, duplicates   atomic.Uint64
+	dropsNoBuffer, mistargeted, malformed               atomic.Uint64
+	ackFrames, ackRecords, creditsReturned, heartbeats  atomic.Uint64
+	creditViolations                                    atomic.Uint64
+}
+
+// Endpoint is one node's side of the bi-channel: a fast path for data and a
+// TCP control connection to every peer for acknowledgements, credits,
+// retransmissions and heartbeats. See the package documentation.
+type Endpoint struct {
+	cfg     Config
+	log     zerolog.Logger
+	session uint32
+	fp      FastPath
+	info    FastInfo
+	ln      net.Listener
+	epoch   time.Time
+	workers []*worker
+
+	ackBatch, creditBatch int
+
+	mu         sync.Mutex
+	expect     map[int]Peer
+	expectSet  chan struct{}
+	connecting bool
+	pending    map[net.Conn]struct{} // connections in handshake, closed by Close
+	peerMap    atomic.Pointer[map[int]*peer]
+	progress   chan struct{} // a peer became ready or failed
+
+	closing   chan struct{}
+	closeOnce sync.Once
+	anyDead   chan struct{}
+	deadOnce  sync.Once
+	deadErr   atomic.Pointer[PeerError]
+	wg        sync.WaitGroup
+
+	st counters
+
+	testMute atomic.Bool // tests: send nothing on the control path (a hung node)
+}
+
+// worker is the receive state of one worker: its inbox and the buffers of
+// the messages in it. The per-flow receive state of every peer for this
+// worker (peer.rx[w]) is guarded by mu too.
+type worker struct {
+	mu     sync.Mutex
+	inbox  []inMsg
+	head   int
+	free   [][]byte
+	lent   [][]byte
+	notify chan struct{}
+}
+
+type inMsg struct {
+	p      *peer
+	flow   int
+	seq    uint64
+	data   []byte
+	viaTCP bool
+}
+
+type kick struct {
+	p      *peer
+	urgent bool
+}
+
+// New builds an Endpoint: its fast path (Config.FastPath, or one chosen by
+// Config.Fast) and its control listener. Call Connect to reach the peers.
+func New(cfg Config) (*Endpoint, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	e := &Endpoint{
+		cfg:       cfg,
+		log:       zerolog.Nop(),
+		epoch:     time.Now(),
+		expectSet: make(chan struct{}),
+		pending:   make(map[net.Conn]struct{}),
+		progress:  make(chan struct{}, 1),
+		closing:   make(chan struct{}),
+		anyDead:   make(chan struct{}),
+	}
+	if cfg.Logger != nil {
+		e.log = *cfg.Logger
+	}
+	var sb [4]byte
+	if _, err := crand.Read(sb[:]); err != nil {
+		return nil, fmt.Errorf("bichannel: session id: %w", err)
+	}
+	e.session = binary.BigEndian.Uint32(sb[:]) | 1
+	e.ackBatch = max(1, cfg.BuffersPerFlow/4)
+	e.creditBatch = max(1, cfg.BuffersPerFlow/4)
+	m := map[int]*peer{}
+	e.peerMap.Store(&m)
+
+	e.fp = cfg.FastPath
+	if e.fp == nil {
+		if e.fp, err = e.buildFastPath(); err != nil {
+			return nil, err
+		}
+	}
+	e.info = e.fp.Info()
+	if err := e.checkInfo(); err != nil {
+		e.fp.Close()
+		return nil, err
+	}
+	e.ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		e.fp.Close()
+		return nil, fmt.Errorf("bichannel: control listener: %w", err)
+	}
+	e.workers = make([]*worker, cfg.Workers)
+	for w := range e.workers {
+		e.workers[w] = &worker{notify: make(chan struct{}, 1)}
+	}
+	e.wg.Add(1 + cfg.Workers)
+	go e.acceptLoop()
+	for w := range cfg.Workers {
+		go e.rxLoop(w)
+	}
+	return e, nil
+}
+
+func (e *Endpoint) checkInfo() error {
+	in := e.info
+	if !in.Addr.IsValid() || len(in.Ports) != e.cfg.Workers || len(in.Queues) != e.cfg.Workers || in.RSS.RETA == nil {
+		return fmt.Errorf("bichannel: fast path describes itself incompletely (address %v, %d ports, %d queues for %d workers)",
+			in.Addr, len(in.Ports), len(in.Queues), e.cfg.Workers)
+	}
+	for w, q := range in.Queues {
+		if q < 0 || q >= in.RSS.RETA.Queues() {
+			return fmt.Errorf("bichannel: fast path puts worker %d on queue %d, but its RSS table has %d queues", w, q, in.RSS.RETA.Queues())
+		}
+	}
+	return nil
+}
+
+func (e *Endpoint) buildFastPath() (FastPath, error) {
+	c := e.cfg
+	switch c.Fast {
+	case FastUDP:
+		return NewUDPFast(c.Workers, c.UDP)
+	case FastVNIC:
+		return NewVNICFast(context.Background(), c.Workers, c.VNIC)
+	case FastAuto:
+		fp, err := NewVNICFast(context.Background(), c.Workers, c.VNIC)
+		if err == nil {
+			e.log.Info().Str("socket", c.VNIC.Socket).Msg("bichannel: fast path through vnicd")
+			return fp, nil
+		}
+		e.log.Info().Err(err).Msg("bichannel: vnicd not available, falling back to the kernel UDP fast path")
+		return NewUDPFast(c.Workers, c.UDP)
+	}
+	return nil, fmt.Errorf("bichannel: unknown fast mode %v", c.Fast)
+}
+
+// ID returns this node's id.
+func (e *Endpoint) ID() int { return e.cfg.NodeID }
+
+// Workers returns the number of workers.
+func (e *Endpoint) Workers() int { return e.cfg.Workers }
+
+// ControlAddr returns the control listener's address, for peers' Config.
+func (e *Endpoint) ControlAddr() string { return e.ln.Addr().String() }
+
+// Info returns how peers reach this node's workers over the fast path.
+func (e *Endpoint) Info() FastInfo { return e.info }
+
+// FastPath returns the fast path in use.
+func (e *Endpoint) FastPath() FastPath { return e.fp }
+
+// now returns monotonic nanoseconds since New.
+func (e *Endpoint) now() int64 { return int64(time.Since(e.epoch)) }
+
+func (e *Endpoint) peers() map[int]*peer { return *e.peerMap.Load() }
+
+// signal does a non-blocking send on a wake-up channel of capacity 1.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// markDead records the first dead peer, for Recv and RecvWait.
+func (e *Endpoint) markDead(pe *PeerError) {
+	e.deadOnce.Do(func() {
+		e.deadErr.Store(pe)
+		close(e.anyDead)
+	})
+	signal(e.progress)
+}
+
+// downErr returns the first dead peer's error, or nil.
+func (e *Endpoint) downErr() error {
+	if pe := e.deadErr.Load(); pe != nil {
+		return pe
+	}
+	return nil
+}
+
+func (e *Endpoint) isClosing() bool {
+	select {
+	case <-e.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Flows returns the port pairs of worker w's flows to peer, each aimed at
+// the peer's worker w queue, or nil before the peer is connected.
+func (e *Endpoint) Flows(peerID, w int) []rss.PortPair {
+	p := e.peers()[peerID]
+	if p == nil || w < 0 || w >= len(p.flows) {
+		return nil
+	}
+	return slices.Clone(p.flows[w])
+}
+
+// Send sends msg from worker w to worker w of peer. It blocks while every
+// flow to that worker is out of credits, for at most Config.SendTimeout
+// (if set); it returns a *PeerError if the peer dies meanwhile. The message
+// is copied: msg may be reused at once.
+func (e *Endpoint) Send(peerID, w int, msg []byte) error {
+	return e.send(context.Background(), true, peerID, w, msg)
+}
+
+// SendContext is Send that waits for credits until ctx ends.
+func (e *Endpoint) SendContext(ctx context.Context, peerID, w int, msg []byte) error {
+	return e.send(ctx, false, peerID, w, msg)
+}
+
+// send is Send (useTimeout: bounded by Config.SendTimeout) and SendContext.
+func (e *Endpoint) send(ctx context.Context, useTimeout bool, peerID, w int, msg []byte) error {
+	if e.isClosing() {
+		return ErrClosed
+	}
+	p := e.peers()[peerID]
+	if p == nil || !p.ready.Load() {
+		if peerID == e.cfg.NodeID {
+			return fmt.Errorf("bichannel: send: peer %d is this node", peerID)
+		}
+		return fmt.Errorf("%w: node %d (call Connect with it first)", ErrNotConnected, peerID)
+	}
+	if w < 0 || w >= e.cfg.Workers {
+		return fmt.Errorf("bichannel: send: worker %d out of range [0, %d)", w, e.cfg.Workers)
+	}
+	if len(msg) > p.maxPayload {
+		return fmt.Errorf("%w: %d bytes, the most is %d (Config.MaxPayload, on both nodes): split it", ErrTooBig, len(msg), p.maxPayload)
+	}
+	ss := p.send[w]
+	var (
+		stallStart time.Time
+		timer      *time.Timer
+		timeout    <-chan time.Time
+	)
+	done := ctx.Done()
+	for {
+		select {
+		case <-p.dead:
+			return p.err
+		default:
+		}
+		ss.mu.Lock()
+		if f := ss.pick(); f >= 0 {
+			err := e.sendOn(p, ss, w, f, msg)
+			more := !stallStart.IsZero() && ss.pick() >= 0
+			ss.mu.Unlock()
+			if !stallStart.IsZero() {
+				e.st.stallNanos.Add(uint64(time.Since(stallStart)))
+			}
+			if more {
+				signal(ss.wake) // another sender of this worker may be waiting
+			}
+			if timer != nil {
+				timer.Stop()
+			}
+			return err
+		}
+		ss.mu.Unlock()
+		if stallStart.IsZero() {
+			stallStart = time.Now()
+			e.st.stalls.Add(1)
+			if useTimeout && e.cfg.SendTimeout > 0 {
+				timer = time.NewTimer(e.cfg.SendTimeout)
+				timeout = timer.C
+			}
+		}
+		select {
+		case <-ss.wake:
+		case <-p.dead:
+			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
+			return p.err
+		case <-e.closing:
+			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
+			return ErrClosed
+		case <-done:
+			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
+			return fmt.Errorf("bichannel: send to node %d worker %d: waiting for credits: %w", peerID, w, ctx.Err())
+		case <-timeout:
+			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
+			return fmt.Errorf("bichannel: send to node %d worker %d: no credits within %v: %w", peerID, w, e.cfg.SendTimeout, context.DeadlineExceeded)
+		}
+	}
+}
+
+// Recv appends to dst up to Config.RecvBatch messages received for worker
+// w, from any peer, and returns at once (it may append none). Consuming
+// messages returns credits to their senders. The Data of the messages
+// returned by the previous Recv for w becomes invalid.
+//
+// If a peer is down, Recv still appends what arrived and returns a
+// *PeerError; after Close it returns ErrClosed.
+func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
+	if w < 0 || w >= e.cfg.Workers {
+		return dst, fmt.Errorf("bichannel: recv: worker %d out of range [0, %d)", w, e.cfg.Workers)
+	}
+	if e.isClosing() {
+		return dst, ErrClosed
+	}
+	wk := e.workers[w]
+	wk.mu.Lock()
+	wk.free = append(wk.free, wk.lent...)
+	clear(wk.lent)
+	wk.lent = wk.lent[:0]
+	n := min(len(wk.inbox)-wk.head, e.cfg.RecvBatch)
+	var kbuf [8]kick
+	kicks := kbuf[:0]
+	for range n {
+		m := wk.inbox[wk.head]
+		wk.inbox[wk.head] = inMsg{}
+		wk.head++
+		rf := &m.p.rx[w][m.flow]
+		rf.buffered--
+		rf.owed++
+		m.p.markDirty(w, m.flow, rf)
+		urgent := int(rf.owed) >= e.creditBatch
+		found := false
+		for i := range kicks {
+			if kicks[i].p == m.p {
+				kicks[i].urgent = kicks[i].urgent || urgent
+				found = true
+				break
+			}
+		}
+		if !found {
+			kicks = append(kicks, kick{p: m.p, urgent: urgent})
+		}
+		dst = append(dst, Message{Peer: m.p.id, Worker: w, Flow: m.flow, Seq: m.seq, Data: m.data, Retransmitted: m.viaTCP})
+		wk.lent = append(wk.lent, m.data)
+	}
+	if wk.head == len(wk.inbox) {
+		wk.inbox, wk.head = wk.inbox[:0], 0
+	} else if wk.head > 1024 && wk.head*2 > len(wk.inbox) {
+		k := copy(wk.inbox, wk.inbox[wk.head:])
+		clear(wk.inbox[k:])
+		wk.inbox, wk.head = wk.inbox[:k], 0
+	}
+	wk.mu.Unlock()
+	for _, k := range kicks {
+		k.p.kickAcks(k.urgent)
+	}
+	if n > 0 {
+		e.st.received.Add(uint64(n))
+	}
+	return dst, e.downErr()
+}
+
+// RecvWait is Recv that blocks until at least one message is there, a peer
+// is down, the Endpoint closes or ctx ends.
+func (e *Endpoint) RecvWait(ctx context.Context, w int, dst []Message) ([]Message, error) {
+	for {
+		before := len(dst)
+		dst, err := e.Recv(w, dst)
+		if err != nil || len(dst) > before {
+			return dst, err
+		}
+		select {
+		case <-e.workers[w].notify:
+		case <-e.anyDead:
+		case <-e.closing:
+		case <-ctx.Done():
+			return dst, ctx.Err()
+		}
+	}
+}
+
+// Flush sends every pending acknowledgement and credit now, then waits
+// until everything this node sent is acknowledged, a peer is down (a
+// *PeerError) or Config.SendTimeout passes (if set).
+func (e *Endpoint) Flush() error {
+	ctx := context.Background()
+	if e.cfg.SendTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.cfg.SendTimeout)
+		defer cancel()
+	}
+	return e.FlushContext(ctx)
+}
+
+// FlushContext is Flush bounded by ctx.
+func (e *Endpoint) FlushContext(ctx context.Context) error {
+	if e.isClosing() {
+		return ErrClosed
+	}
+	ps := e.peers()
+	for _, p := range ps {
+		if p.ready.Load() {
+			p.flushAcks()
+		}
+	}
+	t := time.NewTicker(200 * time.Microsecond)
+	defer t.Stop()
+	for {
+		if err := e.downErr(); err != nil {
+			return err
+		}
+		var left int64
+		for _, p := range ps {
+			left += p.unacked.Load()
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-t.C:
+		case <-e.anyDead:
+		case <-e.closing:
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("bichannel: flush: %d messages unacknowledged: %w", left, ctx.Err())
+		}
+	}
+}
+
+// Stats returns a snapshot of the counters.
+func (e *Endpoint) Stats() Stats {
+	s := &e.st
+	st := Stats{
+		Sent:             s.sent.Load(),
+		SendErrors:       s.sendErrors.Load(),
+		Retransmitted:    s.retransmitted.Load(),
+		Stalls:           s.stalls.Load(),
+		StallTime:        time.Duration(s.stallNanos.Load()),
+		DeliveredFast:    s.deliveredFast.Load(),
+		DeliveredTCP:     s.deliveredTCP.Load(),
+		Received:         s.received.Load(),
+		Duplicates:       s.duplicates.Load(),
+		DropsNoBuffer:    s.dropsNoBuffer.Load(),
+		Mistargeted:      s.mistargeted.Load(),
+		Malformed:        s.malformed.Load(),
+		AckFrames:        s.ackFrames.Load(),
+		AckRecords:       s.ackRecords.Load(),
+		CreditsReturned:  s.creditsReturned.Load(),
+		Heartbeats:       s.heartbeats.Load(),
+		CreditViolations: s.creditViolations.Load(),
+	}
+	if c, ok := e.fp.(FastCounter); ok {
+		st.FastDrops = c.FastStats().Drops
+	}
+	return st
+}
+
+// Close says goodbye to every peer, closes the control connections and the
+// fast path and waits for the Endpoint's goroutines. Blocked Send, RecvWait
+// and Flush calls return ErrClosed. It is safe to call more than once.
+func (e *Endpoint) Close() error {
+	var err error
+	e.closeOnce.Do(func() {
+		e.mu.Lock()
+		close(e.closing)
+		e.ln.Close()
+		for c := range e.pending {
+			c.Close()
+		}
+		e.mu.Unlock()
+		for _, p := range e.peers() {
+			p.bye()
+		}
+		err = e.fp.Close()
+		e.wg.Wait()
+	})
+	return err
+}
+
+// rxLoop receives worker w's datagrams from the fast path.
+func (e *Endpoint) rxLoop(w int) {
+	defer e.wg.Done()
+	dgs := make([][]byte, 0, 64)
+	for {
+		var err error
+		dgs, err = e.fp.Recv(w, dgs[:0])
+		for _, d := range dgs {
+			e.onDatagram(w, d)
+		}
+		if err != nil {
+			if !e.isClosing() {
+				// vnicd gone, say: messages still arrive, retransmitted
+				// over TCP.
+				e.log.Error().Err(err).Int("worker", w).Msg("bichannel: fast path receive failed; relying on TCP retransmission")
+			}
+			return
+		}
+	}
+}
+
+// onDatagram handles one fast-path datagram received on worker w's queue.
+func (e *Endpoint) onDatagram(w int, d []byte) {
+	var h dgHeader
+	payload, ok := parseHeader(d, &h)
+	if !ok {
+		e.st.malformed.Add(1)
+		return
+	}
+	p := e.peers()[int(h.node)]
+	if p == nil || h.session != p.remote.session || int(h.worker) >= e.cfg.Workers ||
+		int(h.flow) >= p.remote.flows || len(payload) > e.cfg.MaxPayload {
+		e.st.malformed.Add(1)
+		return
+	}
+	if int(h.worker) != w {
+		e.st.mistargeted.Add(1)
+	}
+	e.arrive(p, int(h.worker), int(h.flow), h.seq, payload, false)
+}
+
+// arrive takes one copy of a message, from the fast path or TCP:
+// duplicate suppression, buffer accounting, the inbox.
+func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, viaTCP bool) {
+	wk := e.workers[w]
+	wk.mu.Lock()
+	rf := &p.rx[w][f]
+	win := uint64(e.cfg.Window)
+	switch {
+	case seq < rf.base:
+		wk.mu.Unlock()
+		e.st.duplicates.Add(1)
+		return
+	case seq-rf.base >= win:
+		wk.mu.Unlock()
+		e.st.malformed.Add(1) // the sender broke the window rule
+		return
+	case rf.has(seq, win):
+		wk.mu.Unlock()
+		e.st.duplicates.Add(1)
+		return
+	case rf.buffered >= e.cfg.BuffersPerFlow:
+		wk.mu.Unlock()
+		e.st.dropsNoBuffer.Add(1)
+		return
+	}
+	rf.set(seq, win)
+	if seq == rf.base {
+		for rf.has(rf.base, win) {
+			rf.unset(rf.base, win)
+			rf.base++
+		}
+	} else {
+		rf.sel = append(rf.sel, seq)
+	}
+	rf.buffered++
+	rf.fresh++
+	p.markDirty(w, f, rf)
+	urgent := rf.fresh >= e.ackBatch
+	var buf []byte
+	if n := len(wk.free); n > 0 {
+		buf = wk.free[n-1]
+		wk.free[n-1] = nil
+		wk.free = wk.free[:n-1]
+	} else {
+		buf = make([]byte, 0, e.cfg.MaxPayload)
+	}
+	buf = append(buf[:0], payload...)
+	wk.inbox = append(wk.inbox, inMsg{p: p, flow: f, seq: seq, data: buf, viaTCP: viaTCP})
+	wk.mu.Unlock()
+	if viaTCP {
+		e.st.deliveredTCP.Add(1)
+	} else {
+		e.st.deliveredFast.Add(1)
+	}
+	signal(wk.notify)
+	p.kickAcks(urgent)
+}

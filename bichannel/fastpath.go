@@ -1,0 +1,200 @@
+package bichannel
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/vnic/vnic/rss"
+)
+
+// FastInfo tells peers how to reach this node's workers over the fast path.
+// It travels in the hello on the control connection.
+type FastInfo struct {
+	// Addr is the address datagrams to this node are sent to.
+	Addr netip.Addr
+	// MAC is this node's Ethernet address, for senders that build whole
+	// frames (VNICFast); zero when unknown.
+	MAC [6]byte
+	// Ports[w] is the UDP destination port worker w receives on.
+	Ports []uint16
+	// Queues[w] is the receive queue worker w polls.
+	Queues []int
+	// RSS is how this node's NIC hashes datagrams and steers them to
+	// queues, so senders can aim their flows at Queues[w].
+	RSS rss.Config
+}
+
+// FastPath is the user-space datagram channel of an Endpoint: unreliable,
+// unordered, one datagram per message. The Endpoint adds sequence numbers,
+// duplicate suppression, acknowledgements, credits and retransmission (over
+// TCP), so an implementation may lose, reorder or duplicate datagrams.
+//
+// Concurrency: Send is called concurrently for different (peer, worker)
+// pairs, but never concurrently for the same pair. Recv is called by one
+// goroutine per worker. Close may be called at any time, once.
+type FastPath interface {
+	// Info describes how peers reach this node. It is fixed once the fast
+	// path is built.
+	Info() FastInfo
+	// Connect prepares flows to a peer: flows[w][f] is the port pair of
+	// flow f of worker w, sent from Info().Addr to remote.Addr (the
+	// destination port is remote.Ports[w]). It returns an error wrapping
+	// ErrPortBusy when a source port cannot be used, so the caller can
+	// pick other ports.
+	Connect(peer int, remote FastInfo, flows [][]rss.PortPair) error
+	// Send sends one datagram on flow f of worker w to peer p. It must not
+	// keep datagram. A datagram lost on the way is not an error; Send
+	// fails only on a local problem (the Endpoint counts it and relies on
+	// retransmission).
+	Send(peer, worker, flow int, datagram []byte) error
+	// Recv blocks until at least one datagram for worker has arrived and
+	// appends them to dst. They stay valid until the next Recv for the
+	// same worker. After Close it returns an error wrapping ErrFastClosed.
+	Recv(worker int, dst [][]byte) ([][]byte, error)
+	// Close releases the fast path and unblocks Recv.
+	Close() error
+}
+
+// FastStats are the counters a fast path keeps (see FastCounter).
+type FastStats struct {
+	Sent       uint64 // datagrams sent
+	Received   uint64 // datagrams received
+	SendErrors uint64 // sends that failed locally
+	// Drops are datagrams the receiving side dropped before the Endpoint
+	// saw them: a full receive queue or socket buffer (kernel UDP: the
+	// SO_RXQ_OVFL count), truncated or unparsable frames.
+	Drops uint64
+}
+
+// FastCounter is implemented by fast paths that count what they do;
+// Endpoint.Stats reports FastStats.Drops as Stats.FastDrops.
+type FastCounter interface {
+	FastStats() FastStats
+}
+
+// Errors a FastPath returns.
+var (
+	// ErrFastClosed is wrapped by Recv and Send after Close.
+	ErrFastClosed = errors.New("bichannel: fast path closed")
+	// ErrPortBusy is wrapped by Connect when a chosen source port is in
+	// use.
+	ErrPortBusy = errors.New("bichannel: source port in use")
+)
+
+// Datagram header: every fast-path datagram (and every message
+// retransmitted over TCP) is identified by the sender's node and session,
+// the worker, the flow and a per-flow sequence number.
+const (
+	// HeaderLen is the size of the header in front of each message's
+	// payload in a fast-path datagram.
+	HeaderLen = 28
+
+	dgMagic   = 0xB1C4
+	dgVersion = 1
+	dgData    = 1
+)
+
+// dgHeader is the decoded datagram header.
+type dgHeader struct {
+	node    uint32
+	session uint32
+	worker  uint16
+	flow    uint16
+	seq     uint64
+	length  uint16
+}
+
+// putHeader writes h into b[:HeaderLen].
+func putHeader(b []byte, h *dgHeader) {
+	_ = b[HeaderLen-1]
+	binary.BigEndian.PutUint16(b[0:], dgMagic)
+	b[2] = dgVersion
+	b[3] = dgData
+	binary.BigEndian.PutUint32(b[4:], h.node)
+	binary.BigEndian.PutUint32(b[8:], h.session)
+	binary.BigEndian.PutUint16(b[12:], h.worker)
+	binary.BigEndian.PutUint16(b[14:], h.flow)
+	binary.BigEndian.PutUint64(b[16:], h.seq)
+	binary.BigEndian.PutUint16(b[24:], h.length)
+	b[26], b[27] = 0, 0
+}
+
+// parseHeader decodes a datagram's header and returns its payload.
+func parseHeader(b []byte, h *dgHeader) ([]byte, bool) {
+	if len(b) < HeaderLen || binary.BigEndian.Uint16(b) != dgMagic || b[2] != dgVersion || b[3] != dgData {
+		return nil, false
+	}
+	h.node = binary.BigEndian.Uint32(b[4:])
+	h.session = binary.BigEndian.Uint32(b[8:])
+	h.worker = binary.BigEndian.Uint16(b[12:])
+	h.flow = binary.BigEndian.Uint16(b[14:])
+	h.seq = binary.BigEndian.Uint64(b[16:])
+	h.length = binary.BigEndian.Uint16(b[24:])
+	if int(h.length) != len(b)-HeaderLen {
+		return nil, false // truncated or padded: not ours
+	}
+	return b[HeaderLen:], true
+}
+
+// defaultRSS is the RSS configuration the kernel-UDP and in-process fast
+// paths advertise: Toeplitz with MicrosoftKey and a 128-entry table spread
+// round-robin over the workers, worker w on queue w.
+func defaultRSS(workers int) (rss.Config, []int, error) {
+	p, err := rss.ParseProfile(rss.ProfileToeplitz, nil)
+	if err != nil {
+		return rss.Config{}, nil, err
+	}
+	reta, err := rss.NewRETA(rss.DefaultRETASize, workers)
+	if err != nil {
+		return rss.Config{}, nil, err
+	}
+	q := make([]int, workers)
+	for i := range q {
+		q[i] = i
+	}
+	return rss.Config{Profile: p, RETA: reta}, q, nil
+}
+
+// DropOnSend wraps a fast path so that Send silently drops a seeded
+// pseudo-random fraction (0 to 1) of the datagrams, to exercise
+// retransmission over a real fast path. The wrapper counts what it drops in
+// FastStats().Drops, added to the wrapped path's counters.
+func DropOnSend(fp FastPath, fraction float64, seed uint64) (FastPath, error) {
+	if fraction < 0 || fraction >= 1 {
+		return nil, fmt.Errorf("bichannel: drop fraction %v: give a fraction from 0 up to (not including) 1", fraction)
+	}
+	return &dropper{FastPath: fp, frac: fraction, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}, nil
+}
+
+type dropper struct {
+	FastPath
+	frac    float64
+	mu      sync.Mutex
+	rng     *rand.Rand
+	dropped atomic.Uint64
+}
+
+func (d *dropper) Send(peer, worker, flow int, b []byte) error {
+	d.mu.Lock()
+	drop := d.rng.Float64() < d.frac
+	d.mu.Unlock()
+	if drop {
+		d.dropped.Add(1)
+		return nil
+	}
+	return d.FastPath.Send(peer, worker, flow, b)
+}
+
+func (d *dropper) FastStats() FastStats {
+	var s FastStats
+	if c, ok := d.FastPath.(FastCounter); ok {
+		s = c.FastStats()
+	}
+	s.Drops += d.dropped.Load()
+	return s
+}

@@ -1,0 +1,962 @@
+package bichannel
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vnic/vnic/rss"
+)
+
+// handshakeTimeout bounds reading a hello from a new connection.
+const handshakeTimeout = 10 * time.Second
+
+// retxPark is how long retxLoop keeps ticking with nothing
+// unacknowledged before it parks.
+const retxPark = time.Second
+
+// retxFrameLimit caps one retransmission frame; the rest waits for the
+// next pass.
+const retxFrameLimit = 4 << 20
+
+// peer is this node's state for one other node: the control connection,
+// the sending state of every worker (with its credits) and the receiving
+// state of every incoming flow (guarded by the worker's lock).
+type peer struct {
+	e          *Endpoint
+	id         int
+	conn       net.Conn
+	br         *bufio.Reader
+	remote     *hello
+	maxPayload int
+	flows      [][]rss.PortPair // [worker][flow]: our flows to it
+	send       []*sendState     // per worker
+	rx         [][]rflow        // [worker][its flow]; guarded by e.workers[w].mu
+	rxDirty    [][]uint16       // [worker]: flows with news to acknowledge; same guard
+	ready      atomic.Bool
+
+	wmu sync.Mutex // one writer on conn at a time
+
+	dead     chan struct{}
+	deadOnce sync.Once
+	err      error // a *PeerError, set before dead is closed
+
+	lastRecv atomic.Int64 // Endpoint.now of the last frame read
+	unacked  atomic.Int64 // messages sent to it not yet acknowledged
+	rto      atomic.Int64 // current retransmission timeout (ns)
+	srtt     int64        // smoothed acknowledgement delay (readLoop only)
+	rttvar   int64        // its mean deviation (readLoop only)
+	ackKick  chan struct{}
+	retxKick chan struct{}
+
+	flushMu sync.Mutex
+	ackBuf  []byte // guarded by flushMu
+	retxBuf []byte // retxLoop only
+}
+
+// sendState is one worker's sending state towards one peer: its flows,
+// their credits and the messages not yet acknowledged.
+type sendState struct {
+	mu      sync.Mutex
+	flows   []sflow
+	rr      int    // next flow to try
+	win     uint64 // the receiver's window
+	buffers int    // the receiver's buffers per flow: the most credits a flow holds
+	slab    []pend // unacknowledged messages; ring slots point here
+	free    []int32
+	fifo    []retxEntry // first retransmission deadlines, in send order
+	fhead   int
+	rearm   []retxEntry // messages already resent over TCP, still unacknowledged
+	scratch []byte      // the datagram being sent
+	wake    chan struct{}
+}
+
+type sflow struct {
+	credits int
+	next    uint64  // next sequence number
+	low     uint64  // every sequence number below is acknowledged
+	ring    []int32 // slot seq%win: slab index+1 of the unacknowledged message, or 0
+}
+
+type pend struct {
+	buf  []byte
+	seq  uint64
+	sent int64 // Endpoint.now when sent over the fast path
+	retx bool  // resent over TCP: no delay sample from its acknowledgement (Karn)
+}
+
+type retxEntry struct {
+	deadline int64
+	seq      uint64
+	flow     uint16
+	tries    uint8
+}
+
+// rflow is the receiving state of one incoming flow.
+type rflow struct {
+	base     uint64   // lowest sequence number not yet received
+	bits     []uint64 // received, for base <= seq < base+window, at seq%window
+	buffered int      // messages in the inbox (at most BuffersPerFlow)
+	owed     uint32   // consumed, credit not yet returned
+	fresh    int      // received since the last acknowledgement
+	sel      []uint64 // received above base since the last acknowledgement
+	dirty    bool     // in peer.rxDirty
+}
+
+func (r *rflow) has(s, win uint64) bool { i := s % win; return r.bits[i>>6]>>(i&63)&1 == 1 }
+func (r *rflow) set(s, win uint64)      { i := s % win; r.bits[i>>6] |= 1 << (i & 63) }
+func (r *rflow) unset(s, win uint64)    { i := s % win; r.bits[i>>6] &^= 1 << (i & 63) }
+
+// Connect connects to every peer (Config.Peers when peers is nil): it dials
+// those with a higher node id, accepts those with a lower one, exchanges
+// hellos (fast-path addresses, queues, RSS configuration, buffers), picks
+// the flows and waits until every peer is ready or ctx ends. Call it once.
+func (e *Endpoint) Connect(ctx context.Context, peers []Peer) error {
+	if peers == nil {
+		peers = e.cfg.Peers
+	}
+	expect := make(map[int]Peer, len(peers))
+	for _, pr := range peers {
+		switch {
+		case pr.ID == e.cfg.NodeID:
+			continue // a shared peer list may name this node too
+		case pr.ID < 0 || pr.ID > MaxNodeID:
+			return fmt.Errorf("bichannel: connect: node id %d: give 0 to %d", pr.ID, MaxNodeID)
+		case pr.ID > e.cfg.NodeID && pr.Addr == "":
+			return fmt.Errorf("bichannel: connect: node %d has no address, and this node dials it (the lower id dials)", pr.ID)
+		}
+		if _, dup := expect[pr.ID]; dup {
+			return fmt.Errorf("bichannel: connect: node %d listed twice", pr.ID)
+		}
+		expect[pr.ID] = pr
+	}
+	e.mu.Lock()
+	if e.connecting {
+		e.mu.Unlock()
+		return errors.New("bichannel: connect: already called; an Endpoint connects once")
+	}
+	if e.isClosing() {
+		e.mu.Unlock()
+		return ErrClosed
+	}
+	e.connecting = true
+	e.expect = expect
+	close(e.expectSet)
+	e.mu.Unlock()
+
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, len(expect))
+	var dials sync.WaitGroup
+	defer func() {
+		cancel()
+		dials.Wait()
+	}()
+	for _, pr := range expect {
+		if pr.ID > e.cfg.NodeID {
+			dials.Add(1)
+			go func() {
+				defer dials.Done()
+				if err := e.dial(cctx, pr); err != nil {
+					errc <- err
+				}
+			}()
+		}
+	}
+	for {
+		var missing []int
+		ps := e.peers()
+		for id := range expect {
+			p := ps[id]
+			if p != nil {
+				select {
+				case <-p.dead:
+					return p.err
+				default:
+				}
+			}
+			if p == nil || !p.ready.Load() {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		select {
+		case err := <-errc:
+			return err
+		case <-e.progress:
+		case <-e.closing:
+			return ErrClosed
+		case <-cctx.Done():
+			slices.Sort(missing)
+			return fmt.Errorf("bichannel: connect: nodes %v not connected: %w", missing, cctx.Err())
+		}
+	}
+}
+
+// dial connects to a peer with a higher id, retrying while it is not
+// listening yet.
+func (e *Endpoint) dial(ctx context.Context, pr Peer) error {
+	for {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", pr.Addr)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("bichannel: connect to node %d at %s: %w", pr.ID, pr.Addr, err)
+			}
+			select {
+			case <-time.After(20 * time.Millisecond):
+				continue
+			case <-ctx.Done():
+				return fmt.Errorf("bichannel: connect to node %d at %s: %w", pr.ID, pr.Addr, ctx.Err())
+			}
+		}
+		if !e.track(conn) {
+			conn.Close()
+			return ErrClosed
+		}
+		// Cancelling ctx aborts the handshake; the handshake disarms this
+		// before it declares the peer ready (Connect cancels ctx as soon as
+		// every peer is ready).
+		stop := context.AfterFunc(ctx, func() { conn.Close() })
+		dl, _ := ctx.Deadline() // the peer may call Connect later: wait as long as ctx allows
+		_, err = e.handshake(conn, pr.ID, stop, dl)
+		stop()
+		e.untrack(conn)
+		if err != nil {
+			conn.Close()
+			return fmt.Errorf("bichannel: handshake with node %d at %s: %w", pr.ID, pr.Addr, err)
+		}
+		return nil
+	}
+}
+
+// track remembers a connection in handshake, so Close can end it; it
+// refuses once the Endpoint is closing.
+func (e *Endpoint) track(c net.Conn) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.isClosing() {
+		return false
+	}
+	e.pending[c] = struct{}{}
+	return true
+}
+
+func (e *Endpoint) untrack(c net.Conn) {
+	e.mu.Lock()
+	delete(e.pending, c)
+	e.mu.Unlock()
+}
+
+func (e *Endpoint) acceptLoop() {
+	defer e.wg.Done()
+	for {
+		conn, err := e.ln.Accept()
+		if err != nil {
+			if e.isClosing() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			e.log.Warn().Err(err).Msg("bichannel: accept")
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if !e.track(conn) {
+			conn.Close()
+			return
+		}
+		e.wg.Add(1) // acceptLoop's own count keeps the group above zero
+		go func() {
+			defer e.wg.Done()
+			_, err := e.handshake(conn, -1, nil, time.Time{})
+			e.untrack(conn)
+			if err != nil {
+				conn.Close()
+				if !e.isClosing() {
+					e.log.Warn().Err(err).Str("from", conn.RemoteAddr().String()).Msg("bichannel: refused a control connection")
+				}
+			}
+		}()
+	}
+}
+
+// reject tells the other side why its connection is refused.
+func reject(conn net.Conn, err error) error {
+	b, start := appendFrameHdr(nil, msgReject)
+	b = append(b, err.Error()...)
+	conn.Write(endFrame(b, start))
+	return err
+}
+
+// handshake runs the connection set-up on either side: hello each way,
+// then (once both sides have registered the other) ready each way. want is
+// the node dialed, or -1 for an accepted connection. disarm, if not nil, is
+// called before the peer is declared ready and must return true (false:
+// the connection was aborted). After the hellos, the handshake may last
+// until deadline (zero: handshakeTimeout).
+func (e *Endpoint) handshake(conn net.Conn, want int, disarm func() bool, deadline time.Time) (*peer, error) {
+	conn.SetDeadline(time.Now().Add(handshakeTimeout))
+	br := bufio.NewReaderSize(conn, 64<<10)
+	hb, err := appendHello(nil, helloFor(e))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Write(hb); err != nil {
+		return nil, err
+	}
+	typ, body, _, err := readFrame(br, nil)
+	if err != nil {
+		return nil, fmt.Errorf("reading hello: %w", err)
+	}
+	if typ == msgReject {
+		return nil, fmt.Errorf("refused: %s", body)
+	}
+	if typ != msgHello {
+		return nil, fmt.Errorf("expected a hello, got frame type %d", typ)
+	}
+	h, err := parseHello(body)
+	if err != nil {
+		return nil, reject(conn, err)
+	}
+	select {
+	case <-e.expectSet: // accepted connections may come before Connect
+	case <-e.closing:
+		return nil, ErrClosed
+	}
+	if deadline.IsZero() {
+		deadline = time.Now().Add(handshakeTimeout)
+	}
+	conn.SetDeadline(deadline)
+	id := int(h.node)
+	switch _, expected := e.expect[id]; {
+	case id == e.cfg.NodeID:
+		return nil, reject(conn, fmt.Errorf("node %d answered with this node's own id: give every node its own id", id))
+	case want >= 0 && id != want:
+		return nil, reject(conn, fmt.Errorf("dialed node %d but node %d answered: check the peer addresses", want, id))
+	case want < 0 && !expected:
+		return nil, reject(conn, fmt.Errorf("node %d is not among node %d's peers", id, e.cfg.NodeID))
+	case want < 0 && id > e.cfg.NodeID:
+		return nil, reject(conn, fmt.Errorf("node %d dialed node %d, but the lower id dials: give both the same peer list", id, e.cfg.NodeID))
+	case h.workers != e.cfg.Workers:
+		return nil, reject(conn, fmt.Errorf("node %d has %d workers and node %d has %d: every node needs the same number (worker i talks to worker i)", id, h.workers, e.cfg.NodeID, e.cfg.Workers))
+	case h.info.Addr.Is4() != e.info.Addr.Is4():
+		return nil, reject(conn, fmt.Errorf("node %d's fast path is on %v and node %d's on %v: use one address family", id, h.info.Addr, e.cfg.NodeID, e.info.Addr))
+	}
+	p, err := e.newPeer(conn, br, h)
+	if err != nil {
+		return nil, reject(conn, err)
+	}
+	if err := e.register(p); err != nil {
+		return nil, reject(conn, err)
+	}
+	// From here on the peer is known: a failure kills it for good.
+	ready, start := appendFrameHdr(nil, msgReady)
+	if _, err := conn.Write(endFrame(ready, start)); err != nil {
+		p.fail(fmt.Errorf("handshake: %w", err))
+		return nil, err
+	}
+	typ, body, _, err = readFrame(br, nil)
+	switch {
+	case err != nil:
+	case typ == msgReject:
+		err = fmt.Errorf("refused: %s", body)
+	case typ != msgReady:
+		err = fmt.Errorf("expected ready, got frame type %d", typ)
+	}
+	if err == nil && disarm != nil && !disarm() {
+		err = errors.New("connect aborted")
+	}
+	if err != nil {
+		p.fail(fmt.Errorf("handshake: %w", err))
+		return nil, err
+	}
+	conn.SetDeadline(time.Time{})
+	p.lastRecv.Store(e.now())
+	e.mu.Lock()
+	if e.isClosing() {
+		e.mu.Unlock()
+		p.fail(ErrClosed)
+		return nil, ErrClosed
+	}
+	e.wg.Add(4)
+	e.mu.Unlock()
+	go p.readLoop()
+	go p.ackLoop()
+	go p.retxLoop()
+	go p.heartbeatLoop()
+	p.ready.Store(true)
+	signal(e.progress)
+	e.log.Debug().Int("peer", p.id).Str("addr", conn.RemoteAddr().String()).Msg("bichannel: peer connected")
+	return p, nil
+}
+
+// newPeer builds the state for a peer from its hello and sets up the flows
+// to it.
+func (e *Endpoint) newPeer(conn net.Conn, br *bufio.Reader, h *hello) (*peer, error) {
+	W := e.cfg.Workers
+	p := &peer{
+		e: e, id: int(h.node), conn: conn, br: br, remote: h,
+		maxPayload: min(e.cfg.MaxPayload, h.maxPayload),
+		send:       make([]*sendState, W),
+		rx:         make([][]rflow, W),
+		rxDirty:    make([][]uint16, W),
+		dead:       make(chan struct{}),
+		ackKick:    make(chan struct{}, 1),
+		retxKick:   make(chan struct{}, 1),
+	}
+	// Until the first acknowledgement delay is measured, be patient (as
+	// TCP starts at 1s): 10 times the minimum, at most a second.
+	p.rto.Store(int64(max(e.cfg.RetransmitTimeout, min(10*e.cfg.RetransmitTimeout, time.Second))))
+	if err := e.pickFlows(p); err != nil {
+		return nil, err
+	}
+	for w := range W {
+		ss := &sendState{
+			flows:   make([]sflow, e.cfg.Flows),
+			win:     uint64(h.window),
+			buffers: h.buffers,
+			scratch: make([]byte, HeaderLen+p.maxPayload),
+			wake:    make(chan struct{}, 1),
+		}
+		for f := range ss.flows {
+			ss.flows[f] = sflow{credits: h.buffers, ring: make([]int32, h.window)}
+		}
+		p.send[w] = ss
+		p.rx[w] = make([]rflow, h.flows)
+		for f := range p.rx[w] {
+			p.rx[w][f].bits = make([]uint64, e.cfg.Window/64)
+		}
+	}
+	return p, nil
+}
+
+// pickFlows chooses, for every worker w, Config.Flows port pairs whose
+// packets the peer's NIC steers to its worker w's queue (queue targeting),
+// and hands them to the fast path; busy source ports make it pick again.
+func (e *Endpoint) pickFlows(p *peer) error {
+	h := p.remote
+	pp, err := rss.NewPortPicker(h.info.RSS, e.info.Addr, h.info.Addr)
+	if err != nil {
+		return fmt.Errorf("queue targeting towards node %d: %w", p.id, err)
+	}
+	const attempts = 8
+	for a := range attempts {
+		flows := make([][]rss.PortPair, e.cfg.Workers)
+		for w := range flows {
+			seed := uint64(e.cfg.NodeID)<<48 ^ uint64(p.id)<<32 ^ uint64(w)<<8 ^ uint64(a)
+			flows[w], err = pp.Pick(h.info.Queues[w], e.cfg.Flows, rss.PickOptions{
+				MinPort: e.cfg.MinPort, MaxPort: e.cfg.MaxPort, FixedDstPort: h.info.Ports[w], Seed: seed})
+			if err != nil {
+				return fmt.Errorf("flows for worker %d to node %d: %w", w, p.id, err)
+			}
+		}
+		err = e.fp.Connect(p.id, h.info, flows)
+		if err == nil {
+			p.flows = flows
+			return nil
+		}
+		if !errors.Is(err, ErrPortBusy) {
+			return fmt.Errorf("fast path to node %d: %w", p.id, err)
+		}
+	}
+	return fmt.Errorf("fast path to node %d: %d attempts found busy source ports: %w; widen MinPort..MaxPort", p.id, attempts, err)
+}
+
+// register publishes p, so its datagrams are accepted.
+func (e *Endpoint) register(p *peer) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.isClosing() {
+		return ErrClosed
+	}
+	old := e.peers()
+	if _, dup := old[p.id]; dup {
+		return fmt.Errorf("node %d is already connected (a second connection from it)", p.id)
+	}
+	m := make(map[int]*peer, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[p.id] = p
+	e.peerMap.Store(&m)
+	return nil
+}
+
+// fail marks the peer dead, once, and closes its connection.
+func (p *peer) fail(err error) {
+	p.deadOnce.Do(func() {
+		pe := &PeerError{Peer: p.id, Err: err}
+		p.err = pe
+		close(p.dead)
+		p.conn.Close()
+		if !p.e.isClosing() {
+			p.e.markDead(pe)
+			p.e.log.Warn().Err(err).Int("peer", p.id).Msg("bichannel: peer down")
+		}
+		signal(p.e.progress)
+	})
+}
+
+// bye tells the peer this endpoint closes, then closes the connection.
+func (p *peer) bye() {
+	select {
+	case <-p.dead:
+	default:
+		if p.ready.Load() {
+			b, start := appendFrameHdr(nil, msgBye)
+			p.wmu.Lock()
+			p.conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			p.conn.Write(endFrame(b, start))
+			p.wmu.Unlock()
+		}
+	}
+	p.fail(ErrClosed)
+}
+
+// write sends whole frames on the control connection.
+func (p *peer) write(b []byte) error {
+	if p.e.testMute.Load() {
+		return nil
+	}
+	p.wmu.Lock()
+	p.conn.SetWriteDeadline(time.Now().Add(p.e.cfg.HeartbeatTimeout))
+	_, err := p.conn.Write(b)
+	p.wmu.Unlock()
+	if err != nil {
+		p.fail(fmt.Errorf("control connection: %w", err))
+	}
+	return err
+}
+
+// kickAcks asks for the peer's acknowledgements and credits to be sent:
+// urgent ones (a flow crossed a batching threshold) at once, by the
+// calling goroutine, others by ackLoop after AckDelay.
+func (p *peer) kickAcks(urgent bool) {
+	if urgent && p.ready.Load() {
+		p.flushAcks()
+		return
+	}
+	signal(p.ackKick)
+}
+
+// markDirty queues flow f of worker w for the next acknowledgement; the
+// caller holds the worker's lock.
+func (p *peer) markDirty(w, f int, rf *rflow) {
+	if !rf.dirty {
+		rf.dirty = true
+		p.rxDirty[w] = append(p.rxDirty[w], uint16(f))
+	}
+}
+
+// flushAcks sends one frame with an acknowledgement and credit record for
+// every flow with news.
+func (p *peer) flushAcks() {
+	e := p.e
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	b, start := appendFrameHdr(p.ackBuf[:0], msgAck)
+	var records, credits uint64
+	for w, wk := range e.workers {
+		wk.mu.Lock()
+		for _, f := range p.rxDirty[w] {
+			rf := &p.rx[w][f]
+			sel := rf.sel[:0]
+			for _, s := range rf.sel {
+				if s >= rf.base {
+					sel = append(sel, s)
+				}
+			}
+			b = appendAckRecord(b, w, int(f), rf.base, rf.owed, sel)
+			records++
+			credits += uint64(rf.owed)
+			rf.owed, rf.fresh, rf.dirty = 0, 0, false
+			rf.sel = rf.sel[:0]
+		}
+		p.rxDirty[w] = p.rxDirty[w][:0]
+		wk.mu.Unlock()
+	}
+	if records == 0 {
+		p.ackBuf = b[:0]
+		return
+	}
+	p.ackBuf = endFrame(b, start)
+	if p.write(p.ackBuf) == nil {
+		e.st.ackFrames.Add(1)
+		e.st.ackRecords.Add(records)
+		e.st.creditsReturned.Add(credits)
+	}
+}
+
+// ackLoop sends the acknowledgements and credits no threshold flushed,
+// AckDelay after the first news.
+func (p *peer) ackLoop() {
+	e := p.e
+	defer e.wg.Done()
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for {
+		select {
+		case <-p.ackKick:
+		case <-p.dead:
+			return
+		case <-e.closing:
+			return
+		}
+		t.Reset(e.cfg.AckDelay)
+		select {
+		case <-t.C:
+		case <-p.dead:
+			return
+		case <-e.closing:
+			return
+		}
+		p.flushAcks()
+	}
+}
+
+// readLoop reads the peer's control frames.
+func (p *peer) readLoop() {
+	e := p.e
+	defer e.wg.Done()
+	buf := make([]byte, 0, 64<<10)
+	var (
+		a   ackRecord
+		sel []uint32
+	)
+	for {
+		typ, body, nbuf, err := readFrame(p.br, buf)
+		buf = nbuf
+		if err != nil {
+			p.fail(fmt.Errorf("control connection: %w", err))
+			return
+		}
+		p.lastRecv.Store(e.now())
+		r := wireReader{b: body}
+		switch typ {
+		case msgHeartbeat:
+		case msgAck:
+			for len(r.b) > 0 && !r.bad {
+				sel = r.nextAck(&a, sel)
+				if r.bad {
+					break
+				}
+				if err := p.onAck(&a, e.now()); err != nil {
+					p.fail(fmt.Errorf("protocol error: %w", err))
+					return
+				}
+			}
+		case msgRetx:
+			for len(r.b) > 0 && !r.bad {
+				w, f, seq, n := int(r.u16()), int(r.u16()), r.u64(), int(r.u16())
+				payload := r.take(n)
+				if r.bad {
+					break
+				}
+				if w >= e.cfg.Workers || f >= p.remote.flows || n > e.cfg.MaxPayload {
+					p.fail(fmt.Errorf("protocol error: retransmission for worker %d flow %d of %d bytes", w, f, n))
+					return
+				}
+				e.arrive(p, w, f, seq, payload, true)
+			}
+		case msgBye:
+			p.fail(errPeerClosed)
+			return
+		default:
+			p.fail(fmt.Errorf("protocol error: unknown control frame type %d", typ))
+			return
+		}
+		if r.bad {
+			p.fail(fmt.Errorf("protocol error: %w (type %d)", errShortFrame, typ))
+			return
+		}
+	}
+}
+
+// onAck applies one acknowledgement and credit record from the peer.
+func (p *peer) onAck(a *ackRecord, now int64) error {
+	e := p.e
+	if int(a.worker) >= len(p.send) || int(a.flow) >= e.cfg.Flows {
+		return fmt.Errorf("acknowledgement for worker %d flow %d, which do not exist", a.worker, a.flow)
+	}
+	ss := p.send[a.worker]
+	ss.mu.Lock()
+	fl := &ss.flows[a.flow]
+	if a.cum > fl.next {
+		ss.mu.Unlock()
+		return fmt.Errorf("acknowledgement of worker %d flow %d up to %d, but only %d were sent", a.worker, a.flow, a.cum, fl.next)
+	}
+	freed := 0
+	sample := int64(-1)
+	for s := fl.low; s < a.cum; s++ {
+		freed += ss.ack(fl, s, now, &sample)
+	}
+	fl.low = max(fl.low, a.cum)
+	for _, d := range a.sel {
+		s := a.cum + uint64(d)
+		if s >= fl.next {
+			ss.mu.Unlock()
+			return fmt.Errorf("acknowledgement of worker %d flow %d seq %d, but only %d were sent", a.worker, a.flow, s, fl.next)
+		}
+		freed += ss.ack(fl, s, now, &sample)
+	}
+	for fl.low < fl.next && fl.ring[fl.low%ss.win] == 0 {
+		fl.low++
+	}
+	fl.credits += int(a.credits)
+	credits := fl.credits
+	ss.mu.Unlock()
+	if freed > 0 {
+		p.unacked.Add(-int64(freed))
+	}
+	if sample >= 0 {
+		p.observe(sample)
+	}
+	if credits > ss.buffers {
+		e.st.creditViolations.Add(1)
+		return fmt.Errorf("worker %d flow %d holds %d credits, more than the receiver's %d buffers", a.worker, a.flow, credits, ss.buffers)
+	}
+	if freed > 0 || a.credits > 0 {
+		signal(ss.wake)
+	}
+	return nil
+}
+
+// pick returns a flow with a credit and room in its window, round-robin,
+// or -1.
+func (ss *sendState) pick() int {
+	n := len(ss.flows)
+	for range n {
+		f := ss.rr
+		if ss.rr++; ss.rr == n {
+			ss.rr = 0
+		}
+		fl := &ss.flows[f]
+		if fl.credits > 0 && fl.next-fl.low < ss.win {
+			return f
+		}
+	}
+	return -1
+}
+
+// ack forgets the unacknowledged message s of fl, if it is there, and
+// raises *sample to its acknowledgement delay unless it was resent.
+func (ss *sendState) ack(fl *sflow, s uint64, now int64, sample *int64) int {
+	slot := &fl.ring[s%ss.win]
+	if *slot == 0 || ss.slab[*slot-1].seq != s {
+		return 0
+	}
+	if pe := &ss.slab[*slot-1]; !pe.retx {
+		*sample = max(*sample, now-pe.sent)
+	}
+	ss.free = append(ss.free, *slot-1)
+	*slot = 0
+	return 1
+}
+
+// observe feeds one acknowledgement delay into the retransmission timeout,
+// as TCP does (RFC 6298): SRTT + 4 RTTVAR, at least
+// Config.RetransmitTimeout and at most 64 times it.
+func (p *peer) observe(sample int64) {
+	if p.srtt == 0 {
+		p.srtt, p.rttvar = sample, sample/2
+	} else {
+		d := p.srtt - sample
+		if d < 0 {
+			d = -d
+		}
+		p.rttvar = (3*p.rttvar + d) / 4
+		p.srtt = (7*p.srtt + sample) / 8
+	}
+	lo := int64(p.e.cfg.RetransmitTimeout)
+	p.rto.Store(min(max(p.srtt+4*p.rttvar, lo), 64*lo))
+}
+
+// pending returns the unacknowledged message an entry names, or nil.
+func (ss *sendState) pending(ent retxEntry) *pend {
+	slot := ss.flows[ent.flow].ring[ent.seq%ss.win]
+	if slot == 0 || ss.slab[slot-1].seq != ent.seq {
+		return nil
+	}
+	return &ss.slab[slot-1]
+}
+
+// sendOn sends msg on flow f; the caller holds ss.mu and checked the flow
+// has a credit.
+func (e *Endpoint) sendOn(p *peer, ss *sendState, w, f int, msg []byte) error {
+	fl := &ss.flows[f]
+	seq := fl.next
+	fl.next++
+	if fl.credits--; fl.credits < 0 {
+		e.st.creditViolations.Add(1)
+	}
+	var idx int32
+	if n := len(ss.free); n > 0 {
+		idx = ss.free[n-1]
+		ss.free = ss.free[:n-1]
+	} else {
+		ss.slab = append(ss.slab, pend{buf: make([]byte, 0, p.maxPayload)})
+		idx = int32(len(ss.slab) - 1)
+	}
+	now := e.now()
+	pe := &ss.slab[idx]
+	pe.buf = append(pe.buf[:0], msg...)
+	pe.seq, pe.sent, pe.retx = seq, now, false
+	fl.ring[seq%ss.win] = idx + 1
+	if ss.fhead == len(ss.fifo) {
+		ss.fifo, ss.fhead = ss.fifo[:0], 0
+	}
+	ss.fifo = append(ss.fifo, retxEntry{deadline: now + p.rto.Load(), seq: seq, flow: uint16(f)})
+	dg := ss.scratch[:HeaderLen+len(msg)]
+	putHeader(dg, &dgHeader{node: uint32(e.cfg.NodeID), session: e.session, worker: uint16(w), flow: uint16(f), seq: seq, length: uint16(len(msg))})
+	copy(dg[HeaderLen:], msg)
+	e.st.sent.Add(1)
+	if p.unacked.Add(1) == 1 {
+		signal(p.retxKick)
+	}
+	if err := e.fp.Send(p.id, w, f, dg); err != nil {
+		e.st.sendErrors.Add(1) // the retransmission over TCP recovers it
+	}
+	return nil
+}
+
+// retransmit resends over TCP every message whose deadline passed and
+// returns the next deadline.
+func (p *peer) retransmit(now int64) int64 {
+	e := p.e
+	rto := p.rto.Load()
+	b, start := appendFrameHdr(p.retxBuf[:0], msgRetx)
+	n := 0
+	next := int64(math.MaxInt64)
+	for w, ss := range p.send {
+		ss.mu.Lock()
+		for ss.fhead < len(ss.fifo) && ss.fifo[ss.fhead].deadline <= now && len(b) < retxFrameLimit {
+			ent := ss.fifo[ss.fhead]
+			ss.fhead++
+			if pe := ss.pending(ent); pe != nil {
+				pe.retx = true
+				b = appendRetxRecord(b, w, int(ent.flow), ent.seq, pe.buf)
+				n++
+				ent.tries, ent.deadline = 1, now+rto<<1
+				ss.rearm = append(ss.rearm, ent)
+			}
+		}
+		if ss.fhead == len(ss.fifo) {
+			ss.fifo, ss.fhead = ss.fifo[:0], 0
+		} else if ss.fhead > 4096 && 2*ss.fhead > len(ss.fifo) {
+			k := copy(ss.fifo, ss.fifo[ss.fhead:])
+			ss.fifo, ss.fhead = ss.fifo[:k], 0
+		}
+		k := 0
+		for _, ent := range ss.rearm {
+			pe := ss.pending(ent)
+			if pe == nil {
+				continue // acknowledged
+			}
+			if ent.deadline <= now && len(b) < retxFrameLimit {
+				b = appendRetxRecord(b, w, int(ent.flow), ent.seq, pe.buf)
+				n++
+				ent.tries = min(ent.tries+1, 6)
+				ent.deadline = now + rto<<ent.tries
+			}
+			ss.rearm[k] = ent
+			k++
+			next = min(next, ent.deadline)
+		}
+		clear(ss.rearm[k:])
+		ss.rearm = ss.rearm[:k]
+		if ss.fhead < len(ss.fifo) {
+			next = min(next, ss.fifo[ss.fhead].deadline)
+		}
+		ss.mu.Unlock()
+	}
+	p.retxBuf = b[:0]
+	if n > 0 {
+		p.retxBuf = endFrame(b, start)
+		if p.write(p.retxBuf) == nil {
+			e.st.retransmitted.Add(uint64(n))
+		}
+	}
+	return next
+}
+
+// retxLoop runs retransmit whenever a deadline passes. It parks when
+// nothing was unacknowledged for a while (Send wakes it), so steady
+// traffic costs no wake-up per message and an idle peer none at all.
+func (p *peer) retxLoop() {
+	e := p.e
+	defer e.wg.Done()
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	idleSince := int64(-1)
+	for {
+		now := e.now()
+		if p.unacked.Load() == 0 {
+			if idleSince < 0 {
+				idleSince = now
+			}
+			if time.Duration(now-idleSince) > retxPark {
+				select {
+				case <-p.retxKick:
+				case <-p.dead:
+					return
+				case <-e.closing:
+					return
+				}
+				now = e.now()
+			}
+		} else {
+			idleSince = -1
+		}
+		select {
+		case <-p.retxKick: // drop a stale wake-up
+		default:
+		}
+		rto := time.Duration(p.rto.Load())
+		d := rto / 2
+		if next := p.retransmit(now); next != math.MaxInt64 {
+			d = min(d, time.Duration(next-now))
+		}
+		t.Reset(max(d, 100*time.Microsecond))
+		select {
+		case <-t.C:
+		case <-p.dead:
+			return
+		case <-e.closing:
+			return
+		}
+	}
+}
+
+// heartbeatLoop sends heartbeats and declares the peer dead when nothing
+// came from it for HeartbeatTimeout.
+func (p *peer) heartbeatLoop() {
+	e := p.e
+	defer e.wg.Done()
+	hb, start := appendFrameHdr(nil, msgHeartbeat)
+	hb = endFrame(hb, start)
+	tk := time.NewTicker(e.cfg.HeartbeatInterval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-tk.C:
+			if idle := time.Duration(e.now() - p.lastRecv.Load()); idle > e.cfg.HeartbeatTimeout {
+				p.fail(fmt.Errorf("%w for %v (timeout %v)", errHeartbeatTimeout, idle.Round(time.Millisecond), e.cfg.HeartbeatTimeout))
+				return
+			}
+			if p.write(hb) == nil {
+				e.st.heartbeats.Add(1)
+			}
+		case <-p.dead:
+			return
+		case <-e.closing:
+			return
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package bichannel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// lossyCluster connects n endpoints over one LossyNet.
+func lossyCluster(t *testing.T, n int, cfg Config, lc LossyConfig) ([]*Endpoint, *LossyNet) {
+	t.Helper()
+	ln, err := NewLossyNet(lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := newCluster(t, n, cfg, func(int) FastPath {
+		fp, err := ln.NewFastPath(cfg.Workers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fp
+	})
+	t.Cleanup(ln.Wait)
+	return eps, ln
+}
+
+func TestLossyExactlyOnce(t *testing.T) {
+	for _, tc := range []struct {
+		loss, reorder, dup float64
+	}{
+		{0, 0, 0},
+		{0, 0.2, 0.1},
+		{0.05, 0.1, 0.05},
+		{0.15, 0.1, 0.05},
+		{0.30, 0.1, 0.05},
+	} {
+		t.Run(fmt.Sprintf("loss%.0f%%-reorder%.0f%%-dup%.0f%%", 100*tc.loss, 100*tc.reorder, 100*tc.dup), func(t *testing.T) {
+			cfg := testConfig()
+			lc := LossyConfig{Loss: tc.loss, Reorder: tc.reorder, Duplicate: tc.dup, Seed: 42}
+			if tc.dup == 0 {
+				// The receive queue holds exactly what the credits allow
+				// (buffers x flows x peers): credits must keep it from ever
+				// overflowing.
+				lc.QueueLen = cfg.BuffersPerFlow * cfg.Flows * 2
+			}
+			eps, ln := lossyCluster(t, 3, cfg, lc)
+			runTraffic(t, eps, trafficOpts{perPair: 400})
+			ls := ln.Stats()
+			t.Logf("network: %+v", ls)
+			if ls.Mistargeted != 0 || ls.Unroutable != 0 {
+				t.Errorf("network: %d mistargeted, %d unroutable", ls.Mistargeted, ls.Unroutable)
+			}
+			if tc.loss > 0 || tc.dup > 0 {
+				if ls.QueueFull != 0 {
+					t.Errorf("network dropped %d for full queues of %d", ls.QueueFull, lc.QueueLen)
+				}
+			} else {
+				checkQueueFull(t, eps, ls)
+			}
+			if tc.loss > 0 && ls.Lost == 0 {
+				t.Error("no datagram was lost: the test tested nothing")
+			}
+			if tc.loss == 0 && tc.reorder == 0 {
+				var tcp uint64
+				for _, e := range eps {
+					tcp += e.Stats().DeliveredTCP
+				}
+				if tcp != 0 {
+					t.Logf("%d messages delivered over TCP without loss (a slow scheduler delayed acknowledgements)", tcp)
+				}
+			}
+		})
+	}
+}
+
+// A slow receiver makes credits bind: senders stall, the receive queue
+// (sized to exactly the credits) never overflows.
+func TestCreditsBindSlowReceiver(t *testing.T) {
+	cfg := testConfig()
+	cfg.Workers = 1
+	lc := LossyConfig{Seed: 7, QueueLen: cfg.BuffersPerFlow * cfg.Flows}
+	eps, ln := lossyCluster(t, 2, cfg, lc)
+	runTraffic(t, eps, trafficOpts{perPair: 600, slowEvery: 32, slowFor: 2 * time.Millisecond})
+	if s := eps[0].Stats(); s.Stalls == 0 || s.StallTime == 0 {
+		t.Errorf("the sender never stalled (%d stalls, %v): credits did not bind", s.Stalls, s.StallTime)
+	}
+	checkQueueFull(t, eps, ln.Stats())
+}
+
+// With a receiver that never consumes, a sender gets exactly
+// BuffersPerFlow x Flows messages out, then blocks until the receiver
+// consumes.
+func TestSendBlocksWithoutCredits(t *testing.T) {
+	cfg := testConfig()
+	cfg.Workers = 1
+	eps, _ := lossyCluster(t, 2, cfg, LossyConfig{Seed: 1})
+	a, b := eps[0], eps[1]
+	credits := cfg.BuffersPerFlow * cfg.Flows
+	for i := range credits {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := a.SendContext(ctx, 1, 0, []byte{byte(i)})
+		cancel()
+		if err != nil {
+			t.Fatalf("send %d of %d credits: %v", i, credits, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	err := a.SendContext(ctx, 1, 0, []byte("one too many"))
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("send beyond the credits: %v, want a deadline error", err)
+	}
+	if s := a.Stats(); s.Stalls != 1 || s.StallTime < 90*time.Millisecond {
+		t.Errorf("stalls %d for %v, want 1 for about 100ms", s.Stalls, s.StallTime)
+	}
+	// Consuming returns credits: the blocked send completes.
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- a.SendContext(ctx, 1, 0, []byte("after credits"))
+	}()
+	got := 0
+	var msgs []Message
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for got < credits+1 {
+		msgs, err = b.RecvWait(ctx, 0, msgs[:0])
+		if err != nil {
+			t.Fatalf("recv after %d: %v", got, err)
+		}
+		got += len(msgs)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("send after credits came back: %v", err)
+	}
+	if err := checkInvariants(eps); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSendRejects(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxPayload = 100
+	eps, _ := lossyCluster(t, 2, cfg, LossyConfig{})
+	a := eps[0]
+	if err := a.Send(1, 0, make([]byte, 101)); !errors.Is(err, ErrTooBig) {
+		t.Errorf("101-byte message: %v, want ErrTooBig", err)
+	}
+	if err := a.Send(1, 0, make([]byte, 100)); err != nil {
+		t.Errorf("100-byte message: %v", err)
+	}
+	if err := a.Send(5, 0, nil); !errors.Is(err, ErrNotConnected) {
+		t.Errorf("unknown peer: %v, want ErrNotConnected", err)
+	}
+	if err := a.Send(1, 9, nil); err == nil {
+		t.Error("worker out of range accepted")
+	}
+	if _, err := a.Recv(9, nil); err == nil {
+		t.Error("Recv: worker out of range accepted")
+	}
+	a.Close()
+	if err := a.Send(1, 0, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: %v, want ErrClosed", err)
+	}
+	if _, err := a.Recv(0, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Recv after Close: %v, want ErrClosed", err)
+	}
+}
+
+func TestConnectMismatchedWorkers(t *testing.T) {
+	ln, _ := NewLossyNet(LossyConfig{})
+	c0, c1 := testConfig(), testConfig()
+	c0.NodeID, c1.NodeID = 0, 1
+	c1.Workers = 3
+	f0, _ := ln.NewFastPath(c0.Workers)
+	f1, _ := ln.NewFastPath(c1.Workers)
+	c0.FastPath, c1.FastPath = f0, f1
+	a, err := New(c0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := New(c1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	peers := []Peer{{ID: 0, Addr: a.ControlAddr()}, {ID: 1, Addr: b.ControlAddr()}}
+	go b.Connect(ctx, peers)
+	err = a.Connect(ctx, peers)
+	if err == nil || !strings.Contains(err.Error(), "same number") {
+		t.Fatalf("connect with 2 and 3 workers: %v, want an error saying every node needs the same number", err)
+	}
+}
+
+// checkQueueFull checks a lossless run on receive queues sized to exactly
+// the credits (buffers x flows x peers) dropped nothing for a full queue —
+// or only what spurious retransmissions explain: the fast-path copy of a
+// message whose TCP retransmission arrived (and was consumed, returning
+// its credit) first holds a queue slot no credit pays for. That takes an
+// acknowledgement later than the retransmission timeout (a slow
+// scheduler), and every such drop must be matched by one.
+func checkQueueFull(t *testing.T, eps []*Endpoint, ls LossyStats) {
+	t.Helper()
+	if ls.QueueFull == 0 {
+		return
+	}
+	var spurious uint64
+	for _, e := range eps {
+		spurious += e.Stats().Retransmitted
+	}
+	if ls.QueueFull > spurious {
+		t.Errorf("receive queues sized to the credits dropped %d datagrams, more than the %d spurious retransmissions explain", ls.QueueFull, spurious)
+		return
+	}
+	t.Logf("%d drops for full queues, explained by %d spurious retransmissions", ls.QueueFull, spurious)
+}

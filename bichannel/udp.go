@@ -1,0 +1,194 @@
+package bichannel
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/vnic/vnic/rss"
+)
+
+// UDPFast is the fast path over kernel UDP sockets, for when no vnicd is
+// available: one receiving socket per worker (port BasePort+w), and one
+// sending socket per source port of the flows, shared by every flow that
+// uses it. On Linux, receiving uses recvmmsg and reports socket-buffer
+// overflows (SO_RXQ_OVFL) as FastStats.Drops.
+//
+// It advertises the default RSS configuration (Toeplitz, Microsoft key, 128
+// entries over the workers): the kernel steers by destination port, so
+// queue targeting changes nothing here, but the flows are chosen exactly as
+// for the vNIC.
+type UDPFast struct {
+	cfg     UDPConfig
+	network string
+	info    FastInfo
+	rx      []*udpRx
+
+	mu     sync.Mutex
+	socks  map[uint16]*net.UDPConn // by source port
+	routes atomic.Pointer[map[int][][]udpRoute]
+	closed atomic.Bool
+
+	sent, sendErrors atomic.Uint64
+}
+
+type udpRoute struct {
+	c   *net.UDPConn
+	dst netip.AddrPort
+}
+
+// NewUDPFast opens the workers' receiving sockets.
+func NewUDPFast(workers int, cfg UDPConfig) (*UDPFast, error) {
+	if !cfg.IP.IsValid() {
+		cfg.IP = netip.MustParseAddr("127.0.0.1")
+	}
+	if cfg.ReadBuffer <= 0 {
+		cfg.ReadBuffer = 4 << 20
+	}
+	if cfg.MaxDatagram <= 0 {
+		cfg.MaxDatagram = HeaderLen + DefaultMaxPayload
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 32
+	}
+	if cfg.BasePort != 0 && int(cfg.BasePort)+workers-1 > 0xffff {
+		return nil, fmt.Errorf("bichannel: udp: base port %d leaves no room for %d workers", cfg.BasePort, workers)
+	}
+	rcfg, queues, err := defaultRSS(workers)
+	if err != nil {
+		return nil, err
+	}
+	u := &UDPFast{cfg: cfg, network: "udp4", socks: map[uint16]*net.UDPConn{}}
+	if cfg.IP.Is6() && !cfg.IP.Is4In6() {
+		u.network = "udp6"
+	}
+	m := map[int][][]udpRoute{}
+	u.routes.Store(&m)
+	u.info = FastInfo{Addr: cfg.IP.Unmap(), Ports: make([]uint16, workers), Queues: queues, RSS: rcfg}
+	for w := range workers {
+		port := uint16(0)
+		if cfg.BasePort != 0 {
+			port = cfg.BasePort + uint16(w)
+		}
+		c, err := net.ListenUDP(u.network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(cfg.IP, port)))
+		if err != nil {
+			u.Close()
+			return nil, fmt.Errorf("bichannel: udp: worker %d: %w", w, err)
+		}
+		c.SetReadBuffer(cfg.ReadBuffer) // best effort: capped by net.core.rmem_max
+		rx, err := newUDPRx(c, cfg.Batch, cfg.MaxDatagram)
+		if err != nil {
+			c.Close()
+			u.Close()
+			return nil, fmt.Errorf("bichannel: udp: worker %d: %w", w, err)
+		}
+		u.rx = append(u.rx, rx)
+		u.info.Ports[w] = c.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+	}
+	return u, nil
+}
+
+// Info implements FastPath.
+func (u *UDPFast) Info() FastInfo { return u.info }
+
+// Connect implements FastPath: it opens a socket for every new source
+// port.
+func (u *UDPFast) Connect(peer int, remote FastInfo, flows [][]rss.PortPair) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed.Load() {
+		return ErrFastClosed
+	}
+	var opened []uint16
+	undo := func() {
+		for _, p := range opened {
+			u.socks[p].Close()
+			delete(u.socks, p)
+		}
+	}
+	rt := make([][]udpRoute, len(flows))
+	for w, fl := range flows {
+		rt[w] = make([]udpRoute, len(fl))
+		for f, pp := range fl {
+			c := u.socks[pp.SrcPort]
+			if c == nil {
+				var err error
+				c, err = net.ListenUDP(u.network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(u.cfg.IP, pp.SrcPort)))
+				if err != nil {
+					undo()
+					if errors.Is(err, syscall.EADDRINUSE) {
+						return fmt.Errorf("%w: %d: %v", ErrPortBusy, pp.SrcPort, err)
+					}
+					return fmt.Errorf("bichannel: udp: source port %d: %w", pp.SrcPort, err)
+				}
+				u.socks[pp.SrcPort] = c
+				opened = append(opened, pp.SrcPort)
+			}
+			rt[w][f] = udpRoute{c: c, dst: netip.AddrPortFrom(remote.Addr, pp.DstPort)}
+		}
+	}
+	old := *u.routes.Load()
+	m := make(map[int][][]udpRoute, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[peer] = rt
+	u.routes.Store(&m)
+	return nil
+}
+
+// Send implements FastPath.
+func (u *UDPFast) Send(peer, worker, flow int, b []byte) error {
+	rt := (*u.routes.Load())[peer]
+	if rt == nil || worker >= len(rt) || flow >= len(rt[worker]) {
+		return fmt.Errorf("bichannel: udp: no flow %d of worker %d to peer %d", flow, worker, peer)
+	}
+	r := rt[worker][flow]
+	if _, err := r.c.WriteToUDPAddrPort(b, r.dst); err != nil {
+		u.sendErrors.Add(1)
+		if u.closed.Load() {
+			return ErrFastClosed
+		}
+		return err
+	}
+	u.sent.Add(1)
+	return nil
+}
+
+// Recv implements FastPath.
+func (u *UDPFast) Recv(worker int, dst [][]byte) ([][]byte, error) {
+	dst, err := u.rx[worker].recv(dst)
+	if err != nil && u.closed.Load() {
+		return dst, fmt.Errorf("%w: %v", ErrFastClosed, err)
+	}
+	return dst, err
+}
+
+// Close implements FastPath.
+func (u *UDPFast) Close() error {
+	u.closed.Store(true)
+	for _, r := range u.rx {
+		r.c.Close()
+	}
+	u.mu.Lock()
+	for p, c := range u.socks {
+		c.Close()
+		delete(u.socks, p)
+	}
+	u.mu.Unlock()
+	return nil
+}
+
+// FastStats implements FastCounter.
+func (u *UDPFast) FastStats() FastStats {
+	s := FastStats{Sent: u.sent.Load(), SendErrors: u.sendErrors.Load()}
+	for _, r := range u.rx {
+		s.Received += r.received.Load()
+		s.Drops += r.drops.Load()
+	}
+	return s
+}

@@ -1,0 +1,36 @@
+//go:build !linux
+
+package bichannel
+
+import (
+	"net"
+	"sync/atomic"
+)
+
+// udpRx receives one worker's datagrams one at a time (recvmmsg is
+// Linux-only).
+type udpRx struct {
+	c               *net.UDPConn
+	buf             []byte
+	size            int
+	received, drops atomic.Uint64
+}
+
+func newUDPRx(c *net.UDPConn, batch, size int) (*udpRx, error) {
+	return &udpRx{c: c, buf: make([]byte, size+1), size: size}, nil
+}
+
+func (r *udpRx) recv(dst [][]byte) ([][]byte, error) {
+	for {
+		n, _, err := r.c.ReadFromUDPAddrPort(r.buf)
+		if err != nil {
+			return dst, err
+		}
+		r.received.Add(1)
+		if n > r.size {
+			r.drops.Add(1)
+			continue
+		}
+		return append(dst, r.buf[:n]), nil
+	}
+}

@@ -1,0 +1,397 @@
+package bichannel
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vnic/vnic/client"
+	"github.com/vnic/vnic/rss"
+)
+
+// fakeWire stands in for vnicd and the wire between tenants: a frame sent
+// on any queue goes to the tenant owning its destination IP and claiming
+// its destination port, and that tenant's RSS configuration picks the
+// queue, as vnicd's engine does. It checks every frame's IPv4 and UDP
+// checksums.
+type fakeWire struct {
+	mu      sync.Mutex
+	tenants map[netip.Addr]*fakeTenant
+	rng     *rand.Rand
+	loss    float64
+
+	frames, badChecksum, dropped, unclaimed atomic.Int64
+}
+
+func newFakeWire(loss float64, seed uint64) *fakeWire {
+	return &fakeWire{tenants: map[netip.Addr]*fakeTenant{}, rng: rand.New(rand.NewPCG(seed, 5)), loss: loss}
+}
+
+type fakeTenant struct {
+	w          *fakeWire
+	ip         netip.Addr
+	lo, hi     uint16
+	info       client.RSSInfo
+	cfg        rss.Config
+	queues     []*fakeQueue
+	closed     atomic.Bool
+	held       atomic.Int64 // packets handed out by Recv, not released
+	received   atomic.Int64
+	wrongQueue atomic.Int64
+}
+
+type fakeQueue struct {
+	t     *fakeTenant
+	id    int
+	mu    sync.Mutex
+	rx    [][]byte
+	ready chan struct{}
+	busy  atomic.Int32 // detects concurrent use of a single-owner queue
+	races atomic.Int64
+}
+
+// attach makes a tenant with a scrambled RSS table.
+func (w *fakeWire) attach(t *testing.T, ip netip.Addr, queues int, lo, hi uint16, seed uint64) *fakeTenant {
+	r := rand.New(rand.NewPCG(seed, 2))
+	key := make([]byte, rss.KeyLen)
+	for i := range key {
+		key[i] = byte(r.Uint32())
+	}
+	reta := make([]uint16, rss.DefaultRETASize)
+	for i := range reta {
+		reta[i] = uint16((i*5 + 3) % queues)
+	}
+	ft := &fakeTenant{w: w, ip: ip, lo: lo, hi: hi, info: client.RSSInfo{Profile: "toeplitz", Key: key, RETA: reta}}
+	cfg, err := rssFromTenant(ft.info, queues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft.cfg = cfg
+	for q := range queues {
+		ft.queues = append(ft.queues, &fakeQueue{t: ft, id: q, ready: make(chan struct{}, 1)})
+	}
+	w.mu.Lock()
+	w.tenants[ip] = ft
+	w.mu.Unlock()
+	return ft
+}
+
+func (ft *fakeTenant) Queues() int             { return len(ft.queues) }
+func (ft *fakeTenant) Queue(i int) vnicQueue   { return ft.queues[i] }
+func (ft *fakeTenant) RSSInfo() client.RSSInfo { return ft.info }
+func (ft *fakeTenant) Err() error {
+	if ft.closed.Load() {
+		return client.ErrDaemonGone
+	}
+	return nil
+}
+func (ft *fakeTenant) Close() error {
+	ft.closed.Store(true)
+	ft.w.mu.Lock()
+	delete(ft.w.tenants, ft.ip)
+	ft.w.mu.Unlock()
+	return nil
+}
+
+func (q *fakeQueue) enter() {
+	if q.busy.Add(1) != 1 {
+		q.races.Add(1)
+	}
+}
+func (q *fakeQueue) leave() { q.busy.Add(-1) }
+
+func (q *fakeQueue) Recv(dst []client.Packet) []client.Packet {
+	q.enter()
+	defer q.leave()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := min(len(q.rx), 32)
+	for _, b := range q.rx[:n] {
+		dst = append(dst, client.Packet{Data: b, Queue: uint16(q.id)})
+	}
+	q.t.held.Add(int64(n))
+	k := copy(q.rx, q.rx[n:])
+	clear(q.rx[k:])
+	q.rx = q.rx[:k]
+	return dst
+}
+
+func (q *fakeQueue) Release(pkts []client.Packet) {
+	q.enter()
+	defer q.leave()
+	q.t.held.Add(-int64(len(pkts)))
+}
+
+func (q *fakeQueue) Send(frames [][]byte) (int, error) {
+	q.enter()
+	defer q.leave()
+	for _, f := range frames {
+		q.t.w.carry(bytes.Clone(f))
+	}
+	return len(frames), nil
+}
+
+func (q *fakeQueue) Wait(ctx context.Context) error {
+	for {
+		q.mu.Lock()
+		n := len(q.rx)
+		q.mu.Unlock()
+		if n > 0 {
+			return nil
+		}
+		if q.t.closed.Load() {
+			return client.ErrDaemonGone
+		}
+		select {
+		case <-q.ready:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// carry delivers one frame, as vnicd's engine would.
+func (w *fakeWire) carry(f []byte) {
+	w.frames.Add(1)
+	if !checksumsOK(f) {
+		w.badChecksum.Add(1)
+		return
+	}
+	var tu rss.Tuple
+	if err := rss.Parse(f, &tu); err != nil || !tu.HasPorts {
+		w.unclaimed.Add(1)
+		return
+	}
+	w.mu.Lock()
+	ft := w.tenants[tu.DstAddr()]
+	lost := w.rng.Float64() < w.loss
+	w.mu.Unlock()
+	if ft == nil || tu.Proto != rss.ProtoUDP || tu.DstPort < ft.lo || tu.DstPort > ft.hi {
+		w.unclaimed.Add(1)
+		return
+	}
+	if lost {
+		w.dropped.Add(1)
+		return
+	}
+	q := ft.queues[ft.cfg.RETA.Queue(ft.cfg.Profile.Hash(&tu))]
+	if want := int(tu.DstPort - ft.lo); q.id != want {
+		ft.wrongQueue.Add(1) // worker w listens on lo+w and polls queue w
+	}
+	q.mu.Lock()
+	q.rx = append(q.rx, f)
+	q.mu.Unlock()
+	ft.received.Add(1)
+	signal(q.ready)
+}
+
+// checksumsOK verifies the IPv4 header and UDP checksums of an untagged
+// frame.
+func checksumsOK(f []byte) bool {
+	if len(f) < 14+20+8 || binary.BigEndian.Uint16(f[12:]) != 0x0800 {
+		return false
+	}
+	ip := f[14:]
+	ihl := int(ip[0]&0x0f) * 4
+	if fold(csum(0, ip[:ihl])) != 0xffff {
+		return false
+	}
+	u := ip[ihl:]
+	ulen := int(binary.BigEndian.Uint16(u[4:]))
+	sum := csum(0, ip[12:20]) + uint32(rss.ProtoUDP) + uint32(ulen)
+	return fold(csum(sum, u[:ulen])) == 0xffff
+}
+
+func fold(s uint32) uint16 {
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	return uint16(s)
+}
+
+func vnicConfig(i int) VNICConfig {
+	return VNICConfig{
+		IP:       netip.AddrFrom4([4]byte{198, 18, 1, byte(i + 1)}),
+		MAC:      [6]byte{0x02, 0, 0, 0, 1, byte(i + 1)},
+		BasePort: 7000,
+	}
+}
+
+// Two and three endpoints over the vNIC fast path (fake vnicd): frames are
+// built, steered by each receiver's RSS and parsed back; with and without
+// loss, every message arrives exactly once.
+func TestVNICFakeExactlyOnce(t *testing.T) {
+	for _, loss := range []float64{0, 0.15} {
+		t.Run(fmt.Sprintf("loss%.0f%%", 100*loss), func(t *testing.T) {
+			cfg := testConfig()
+			wire := newFakeWire(loss, 11)
+			tenants := make([]*fakeTenant, 3)
+			eps := newCluster(t, 3, cfg, func(i int) FastPath {
+				vc := vnicConfig(i)
+				tenants[i] = wire.attach(t, vc.IP, cfg.Workers, vc.BasePort, vc.BasePort+uint16(cfg.Workers)-1, uint64(i))
+				fp, err := newVNICFast(tenants[i], cfg.Workers, vc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return fp
+			})
+			runTraffic(t, eps, trafficOpts{perPair: 300})
+			for i, ft := range tenants {
+				var races int64
+				for _, q := range ft.queues {
+					races += q.races.Load()
+				}
+				if ft.wrongQueue.Load() != 0 || races != 0 {
+					t.Errorf("tenant %d: %d frames steered to another worker's queue, %d concurrent uses of a queue", i, ft.wrongQueue.Load(), races)
+				}
+			}
+			if wire.badChecksum.Load() != 0 || wire.unclaimed.Load() != 0 {
+				t.Errorf("%d frames with bad checksums, %d unclaimed", wire.badChecksum.Load(), wire.unclaimed.Load())
+			}
+			if loss > 0 && wire.dropped.Load() == 0 {
+				t.Error("the wire dropped nothing")
+			}
+			t.Logf("wire: %d frames, %d dropped", wire.frames.Load(), wire.dropped.Load())
+			for _, e := range eps {
+				e.Close()
+			}
+			for i, ft := range tenants {
+				if !ft.closed.Load() {
+					t.Errorf("tenant %d not closed by Endpoint.Close", i)
+				}
+			}
+		})
+	}
+}
+
+// VNICFast alone: the frame it sends is a correct Ethernet/IPv4/UDP frame
+// with the flow's ports and the payload; received frames that are not UDP
+// are dropped and released; payloads are released by the next Recv.
+func TestVNICFastFrames(t *testing.T) {
+	wire := newFakeWire(0, 1)
+	a := wire.attach(t, netip.MustParseAddr("198.18.1.1"), 2, 7000, 7001, 1)
+	b := wire.attach(t, netip.MustParseAddr("198.18.1.2"), 2, 7000, 7001, 2)
+	ca, cb := vnicConfig(0), vnicConfig(1)
+	fa, err := newVNICFast(a, 2, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fa.Close()
+	fb, err := newVNICFast(b, 2, cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	if fb.Info().Ports[1] != 7001 || fb.Info().Queues[1] != 1 || fb.Info().RSS.RETA.Entry(0) != 3%2 {
+		t.Fatalf("info %+v", fb.Info())
+	}
+	// Aim worker 1's flow at b's queue 1 with the picker, as Connect does.
+	pp, err := rss.NewPortPicker(fb.Info().RSS, ca.IP, cb.IP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs, err := pp.Pick(1, 1, rss.PickOptions{FixedDstPort: 7001, MinPort: 10000, MaxPort: 20000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flows := [][]rss.PortPair{pairs, pairs}
+	if err := fa.Connect(1, FastInfo{Addr: cb.IP, MAC: cb.MAC}, flows); err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte("bi-channel payload, odd length!")
+	if err := fa.Send(1, 1, 0, payload); err != nil {
+		t.Fatal(err)
+	}
+	q := b.queues[1]
+	q.mu.Lock()
+	if len(q.rx) != 1 {
+		q.mu.Unlock()
+		t.Fatalf("queue 1 of b holds %d frames, want 1 (queue 0: %d)", len(q.rx), len(b.queues[0].rx))
+	}
+	frame := q.rx[0]
+	q.mu.Unlock()
+	var tu rss.Tuple
+	if err := rss.Parse(frame, &tu); err != nil || tu.SrcPort != pairs[0].SrcPort || tu.DstPort != 7001 ||
+		tu.SrcAddr() != ca.IP || tu.DstAddr() != cb.IP || !bytes.Equal(frame[0:6], cb.MAC[:]) || !bytes.Equal(frame[6:12], ca.MAC[:]) {
+		t.Fatalf("frame: %v %v", tu.String(), err)
+	}
+	// A stray ARP frame on the same queue is dropped and released.
+	arp := make([]byte, 60)
+	binary.BigEndian.PutUint16(arp[12:], 0x0806)
+	q.mu.Lock()
+	q.rx = append(q.rx, arp)
+	q.mu.Unlock()
+
+	got, err := fb.Recv(1, nil)
+	if err != nil || len(got) != 1 || !bytes.Equal(got[0], payload) {
+		t.Fatalf("Recv: %q, %v", got, err)
+	}
+	if h := b.held.Load(); h != 1 {
+		t.Errorf("%d packets held after Recv, want 1 (the payload returned)", h)
+	}
+	if s := fb.FastStats(); s.Drops != 1 || s.Received != 2 {
+		t.Errorf("stats %+v, want 1 drop of 2 received", s)
+	}
+	// The next Recv releases it; Close unblocks a waiting Recv.
+	done := make(chan error, 1)
+	go func() {
+		_, err := fb.Recv(1, nil)
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if h := b.held.Load(); h != 0 {
+		t.Errorf("%d packets held after the next Recv, want 0", h)
+	}
+	fb.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("Recv after Close returned no error")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close did not unblock Recv")
+	}
+	if err := fb.Send(0, 0, 0, payload); !errors.Is(err, ErrFastClosed) {
+		t.Errorf("Send after Close: %v, want ErrFastClosed", err)
+	}
+}
+
+func TestUDPPayload(t *testing.T) {
+	src, dst := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
+	f := rss.BuildUDP4(nil, [6]byte{1}, [6]byte{2}, src, dst, 1234, 5678, 5)
+	copy(f[len(f)-5:], "hello")
+	setUDPChecksum(f)
+	if !checksumsOK(f) {
+		t.Fatal("checksum wrong after setUDPChecksum")
+	}
+	if p, ok := udpPayload(append(f, 0, 0, 0)); !ok || string(p) != "hello" { // Ethernet padding ignored
+		t.Fatalf("payload %q %v", p, ok)
+	}
+	// VLAN-tagged.
+	tagged := append(append(bytes.Clone(f[:12]), 0x81, 0, 0, 7), f[12:]...)
+	if p, ok := udpPayload(tagged); !ok || string(p) != "hello" {
+		t.Fatalf("tagged payload %q %v", p, ok)
+	}
+	// IPv6.
+	s6, d6 := netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2")
+	f6 := rss.BuildUDP6(nil, [6]byte{1}, [6]byte{2}, s6, d6, 1, 2, 3)
+	copy(f6[len(f6)-3:], "abc")
+	setUDPChecksum(f6)
+	if p, ok := udpPayload(f6); !ok || string(p) != "abc" {
+		t.Fatalf("IPv6 payload %q %v", p, ok)
+	}
+	for n := range len(f) {
+		udpPayload(f[:n]) // truncated: no panic
+	}
+	if _, ok := udpPayload(f[:len(f)-1]); ok {
+		t.Error("truncated frame accepted")
+	}
+}

@@ -1,0 +1,272 @@
+package bichannel
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+)
+
+// Control frames on the TCP connection: a 4-byte big-endian length (of the
+// type byte and the body), a type byte and the body.
+const (
+	msgHello     = 1 // hello: who I am, how to reach my workers
+	msgReady     = 2 // my state for you is set up: you may send
+	msgHeartbeat = 3 // liveness
+	msgAck       = 4 // acknowledgements and credits, one record per flow
+	msgRetx      = 5 // messages retransmitted over TCP
+	msgBye       = 6 // orderly close
+	msgReject    = 7 // handshake refused: the reason, as text
+
+	frameHdrLen  = 5
+	maxFrameLen  = 16 << 20
+	helloMagic   = "BICH"
+	helloVersion = 1
+)
+
+// hello is the first frame each side sends.
+type hello struct {
+	node       uint32
+	session    uint32
+	workers    int
+	flows      int // flows per worker this node sends on
+	buffers    int // buffers per incoming flow: the sender's initial credits
+	window     int // duplicate-suppression window per flow
+	maxPayload int
+	info       FastInfo
+}
+
+func appendFrameHdr(b []byte, typ byte) ([]byte, int) {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, typ)
+	return b, start
+}
+
+// endFrame fills in the length of the frame that starts at start.
+func endFrame(b []byte, start int) []byte {
+	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
+	return b
+}
+
+func appendHello(b []byte, h *hello) ([]byte, error) {
+	rssb, err := h.info.RSS.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("hello: %w", err)
+	}
+	b, start := appendFrameHdr(b, msgHello)
+	b = append(b, helloMagic...)
+	b = binary.BigEndian.AppendUint16(b, helloVersion)
+	b = binary.BigEndian.AppendUint32(b, h.node)
+	b = binary.BigEndian.AppendUint32(b, h.session)
+	b = binary.BigEndian.AppendUint16(b, uint16(h.workers))
+	b = binary.BigEndian.AppendUint16(b, uint16(h.flows))
+	b = binary.BigEndian.AppendUint32(b, uint32(h.buffers))
+	b = binary.BigEndian.AppendUint32(b, uint32(h.window))
+	b = binary.BigEndian.AppendUint32(b, uint32(h.maxPayload))
+	a := h.info.Addr.AsSlice()
+	b = append(b, byte(len(a)))
+	b = append(b, a...)
+	b = append(b, h.info.MAC[:]...)
+	for w := range h.workers {
+		b = binary.BigEndian.AppendUint16(b, h.info.Ports[w])
+		b = binary.BigEndian.AppendUint16(b, uint16(h.info.Queues[w]))
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(rssb)))
+	b = append(b, rssb...)
+	return endFrame(b, start), nil
+}
+
+// wireReader decodes a frame body front to back; the first short read
+// sticks.
+type wireReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *wireReader) take(n int) []byte {
+	if r.bad || n < 0 || len(r.b) < n {
+		r.bad = true
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *wireReader) u8() byte {
+	if v := r.take(1); v != nil {
+		return v[0]
+	}
+	return 0
+}
+
+func (r *wireReader) u16() uint16 {
+	if v := r.take(2); v != nil {
+		return binary.BigEndian.Uint16(v)
+	}
+	return 0
+}
+
+func (r *wireReader) u32() uint32 {
+	if v := r.take(4); v != nil {
+		return binary.BigEndian.Uint32(v)
+	}
+	return 0
+}
+
+func (r *wireReader) u64() uint64 {
+	if v := r.take(8); v != nil {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+var errShortFrame = errors.New("truncated control frame")
+
+func parseHello(body []byte) (*hello, error) {
+	r := wireReader{b: body}
+	if string(r.take(4)) != helloMagic {
+		return nil, errors.New("hello: not a bichannel peer (bad magic)")
+	}
+	if v := r.u16(); v != helloVersion {
+		return nil, fmt.Errorf("hello: protocol version %d, this node speaks %d: run the same version on every node", v, helloVersion)
+	}
+	h := &hello{
+		node:       r.u32(),
+		session:    r.u32(),
+		workers:    int(r.u16()),
+		flows:      int(r.u16()),
+		buffers:    int(r.u32()),
+		window:     int(r.u32()),
+		maxPayload: int(r.u32()),
+	}
+	alen := int(r.u8())
+	if alen != 4 && alen != 16 {
+		return nil, fmt.Errorf("hello: fast-path address of %d bytes", alen)
+	}
+	addr, _ := netip.AddrFromSlice(r.take(alen))
+	h.info.Addr = addr
+	copy(h.info.MAC[:], r.take(6))
+	if h.workers < 1 || h.workers > MaxWorkers || h.flows < 1 || h.flows > 1024 ||
+		h.buffers < 1 || h.window < h.buffers || h.window > MaxWindow || h.window%64 != 0 ||
+		h.maxPayload < 1 || h.maxPayload > 0xffff-HeaderLen {
+		return nil, fmt.Errorf("hello: invalid parameters (workers %d, flows %d, buffers %d, window %d, max payload %d)",
+			h.workers, h.flows, h.buffers, h.window, h.maxPayload)
+	}
+	h.info.Ports = make([]uint16, h.workers)
+	h.info.Queues = make([]int, h.workers)
+	for w := range h.workers {
+		h.info.Ports[w] = r.u16()
+		h.info.Queues[w] = int(r.u16())
+	}
+	n := int(r.u32())
+	rssb := r.take(n)
+	if r.bad {
+		return nil, fmt.Errorf("hello: %w", errShortFrame)
+	}
+	if len(r.b) != 0 {
+		return nil, fmt.Errorf("hello: %d trailing bytes", len(r.b))
+	}
+	if err := h.info.RSS.UnmarshalBinary(rssb); err != nil {
+		return nil, fmt.Errorf("hello: RSS configuration: %w", err)
+	}
+	for w, q := range h.info.Queues {
+		if q >= h.info.RSS.RETA.Queues() {
+			return nil, fmt.Errorf("hello: worker %d polls queue %d, but the RSS table has %d queues", w, q, h.info.RSS.RETA.Queues())
+		}
+	}
+	return h, nil
+}
+
+// ackRecord acknowledges one flow and returns credits: every sequence
+// number below cum has arrived, and so have cum+sel[i].
+type ackRecord struct {
+	worker, flow uint16
+	cum          uint64
+	credits      uint32
+	sel          []uint32
+}
+
+func appendAckRecord(b []byte, worker, flow int, cum uint64, credits uint32, sel []uint64) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(worker))
+	b = binary.BigEndian.AppendUint16(b, uint16(flow))
+	b = binary.BigEndian.AppendUint64(b, cum)
+	b = binary.BigEndian.AppendUint32(b, credits)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(sel)))
+	for _, s := range sel {
+		b = binary.BigEndian.AppendUint32(b, uint32(s-cum))
+	}
+	return b
+}
+
+// nextAck decodes one ack record; sel aliases the frame.
+func (r *wireReader) nextAck(a *ackRecord, sel []uint32) []uint32 {
+	a.worker = r.u16()
+	a.flow = r.u16()
+	a.cum = r.u64()
+	a.credits = r.u32()
+	n := int(r.u16())
+	raw := r.take(4 * n)
+	sel = sel[:0]
+	for i := range n {
+		if raw == nil {
+			break
+		}
+		sel = append(sel, binary.BigEndian.Uint32(raw[4*i:]))
+	}
+	a.sel = sel
+	return sel
+}
+
+func appendRetxRecord(b []byte, worker, flow int, seq uint64, payload []byte) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(worker))
+	b = binary.BigEndian.AppendUint16(b, uint16(flow))
+	b = binary.BigEndian.AppendUint64(b, seq)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(payload)))
+	return append(b, payload...)
+}
+
+// readFrame reads one frame into buf (grown as needed) and returns its
+// type and body.
+func readFrame(r *bufio.Reader, buf []byte) (byte, []byte, []byte, error) {
+	hdr, err := r.Peek(frameHdrLen)
+	if err != nil {
+		if errors.Is(err, io.EOF) && len(hdr) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, nil, buf, err
+	}
+	n, typ := int(binary.BigEndian.Uint32(hdr)), hdr[4]
+	r.Discard(frameHdrLen)
+	if n < 1 || n > maxFrameLen {
+		return 0, nil, buf, fmt.Errorf("control frame of %d bytes: the peer is not speaking this protocol", n)
+	}
+	n--
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, nil, buf, err
+	}
+	return typ, buf, buf, nil
+}
+
+// helloFor builds this node's hello.
+func helloFor(e *Endpoint) *hello {
+	return &hello{
+		node:       uint32(e.cfg.NodeID),
+		session:    e.session,
+		workers:    e.cfg.Workers,
+		flows:      e.cfg.Flows,
+		buffers:    e.cfg.BuffersPerFlow,
+		window:     e.cfg.Window,
+		maxPayload: e.cfg.MaxPayload,
+		info:       e.info,
+	}
+}
