@@ -29,7 +29,7 @@ for f in ring engine rss alloc boundary; do
 	go run golang.org/x/perf/cmd/benchstat "$out/$f.txt" | grep -vE '^(goos|goarch|pkg|cpu):'
 done
 cat "$out/machine.txt"
-if [ "${SMOKE:-0}" != 1 ] && [ "$(id -u)" -eq 0 ]; then
+if [ "${SMOKE:-0}" != 1 ] && [ "${RECEIVERS:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
 	echo "== receivers (real traffic through the veth testbed; root only)"
 	go test -run '^$' -bench Receivers -benchtime 1x -timeout 20m ./tests/ | tee "$out/receivers.txt"
 fi
