@@ -52,9 +52,13 @@ func (g *ShGroup) repost(q *Queue) {
 			q.local[counters.AllocFailures]++
 			break
 		}
-		q.check.Move(buf, conserve.Allocator, conserve.Ax)
+		if q.check != nil { // a call only in debug mode
+			q.check.Move(buf, conserve.Allocator, conserve.Ax)
+		}
 		if err := g.ax.Refill(uint32(g.ax.Oldest()), buf); err != nil {
-			q.check.Move(buf, conserve.Ax, conserve.Allocator)
+			if q.check != nil { // a call only in debug mode
+				q.check.Move(buf, conserve.Ax, conserve.Allocator)
+			}
 			q.cache.Free(buf)
 			q.local[counters.OrderErrors]++
 			break
