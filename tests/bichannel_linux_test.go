@@ -1,0 +1,1025 @@
+//go:build linux
+
+package tests
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testbed"
+	"github.com/vnic/vnic/internal/testutil"
+	"github.com/vnic/vnic/rss"
+)
+
+// The bi-channel testbed: node 0 in the peer namespace on the kernel UDP
+// fast path, node 1 in the DUT namespace on the vNIC fast path through the
+// real vnicd (AF_XDP on the DUT's veth end, claiming only the bi-channel's
+// UDP ports, so the TCP control connection goes to the kernel).
+const (
+	biDUTPort  = 9100 // node 1 (vNIC): worker w receives on biDUTPort+w
+	biPeerPort = 9200 // node 0 (kernel UDP): worker w receives on biPeerPort+w
+)
+
+// biBed is a one-peer testbed with vnicd, usable from tests and benchmarks.
+type biBed struct {
+	tb        testing.TB
+	cfg       testbed.Config
+	bed       *testbed.Testbed
+	link      testbed.Link
+	dut, peer netns.NsHandle
+	socket    string
+	vnicd     *exec.Cmd
+	log       string
+}
+
+func newBiBed(tb testing.TB, queues, workers int) *biBed {
+	tb.Helper()
+	if buildErr != nil {
+		tb.Fatal(buildErr)
+	}
+	testutil.RequireNetAdmin(tb)
+	testutil.RequireBPF(tb)
+	testutil.RequireAFXDP(tb)
+	if _, err := exec.LookPath("tc"); err != nil {
+		tb.Skip("skipping: tc (iproute2) is not installed")
+	}
+	cfg := testbed.Config{Prefix: fmt.Sprintf("bc%d%d", os.Getpid()%1000, seq.Add(1)), Peers: 1, Queues: queues}
+	testbed.Down(cfg)
+	tbd, err := testbed.Up(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b := &biBed{tb: tb, cfg: cfg, bed: tbd, link: tbd.Links[0], socket: filepath.Join(tb.TempDir(), "vnicd.sock")}
+	tb.Cleanup(func() {
+		b.stopVnicd()
+		if b.dut.IsOpen() {
+			b.dut.Close()
+		}
+		if b.peer.IsOpen() {
+			b.peer.Close()
+		}
+		if err := testbed.Down(cfg); err != nil {
+			tb.Errorf("testbed down: %v", err)
+		}
+	})
+	if b.dut, err = netns.GetFromName(tbd.DUT); err != nil {
+		tb.Fatal(err)
+	}
+	if b.peer, err = netns.GetFromName(b.link.PeerNS); err != nil {
+		tb.Fatal(err)
+	}
+	ports := fmt.Sprintf("%d-%d", biDUTPort, biDUTPort+workers-1)
+	args := []string{"netns", "exec", tbd.DUT, filepath.Join(binDir, "vnicd"), "run", "--source", "xsk",
+		"--iface", b.link.DUTIf, "--socket", b.socket, "--metrics-addr", "", "--log-format", "json", "--emulator-cpu", "0",
+		"--ax-size", "512", "--bx-size", "2048", "--claim-ports", ports, "--claim-udp-only"}
+	f, err := os.CreateTemp(tb.TempDir(), "vnicd-*.log")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	b.log = f.Name()
+	b.vnicd = exec.Command("ip", args...)
+	b.vnicd.Stdout, b.vnicd.Stderr = f, f
+	if err := b.vnicd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	for i := 0; i < 500; i++ {
+		if c, err := proto.Dial(b.socket); err == nil {
+			c.Close()
+			return b
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.stopVnicd()
+	out, _ := os.ReadFile(b.log)
+	tb.Fatalf("vnicd did not come up:\n%s", out)
+	return nil
+}
+
+func (b *biBed) stopVnicd() {
+	if b.vnicd == nil || b.vnicd.Process == nil {
+		return
+	}
+	b.vnicd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { b.vnicd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		b.vnicd.Process.Kill()
+		<-done
+	}
+	b.vnicd = nil
+}
+
+// inPeer runs a command in the peer namespace.
+func (b *biBed) inPeer(name string, arg ...string) (string, error) {
+	out, err := exec.Command("ip", append([]string{"netns", "exec", b.link.PeerNS, name}, arg...)...).CombinedOutput()
+	return string(out), err
+}
+
+// impair puts a netem qdisc with spec on the peer's veth end (its egress:
+// peer to DUT, fast path and control path alike). Kernels built without
+// netem (CONFIG_NET_SCH_NETEM) get a clsact egress BPF program instead that
+// drops lossPct and duplicates dupPct percent of the frames, without
+// reordering or delay. It returns what was installed.
+func (b *biBed) impair(spec string, lossPct, dupPct int) string {
+	b.tb.Helper()
+	args := append([]string{"qdisc", "add", "dev", b.link.PeerIf, "root", "netem"}, strings.Fields(spec)...)
+	out, err := b.inPeer("tc", args...)
+	if err == nil {
+		return "netem " + spec
+	}
+	if !strings.Contains(out, "qdisc kind is unknown") {
+		b.tb.Fatalf("tc %v: %v\n%s", args, err, out)
+	}
+	nl, err := netlink.NewHandleAt(b.peer)
+	if err != nil {
+		b.tb.Fatal(err)
+	}
+	defer nl.Close()
+	link, err := nl.LinkByName(b.link.PeerIf)
+	if err != nil {
+		b.tb.Fatal(err)
+	}
+	ifindex := link.Attrs().Index
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL", Instructions: asm.Instructions{
+		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.FnGetPrandomU32.Call(),
+		asm.Mod.Imm(asm.R0, 100),
+		asm.JLT.Imm(asm.R0, int32(lossPct), "drop"),
+		asm.JLT.Imm(asm.R0, int32(lossPct+dupPct), "dup"),
+		asm.Mov.Imm(asm.R0, 0), // TC_ACT_OK
+		asm.Return(),
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("dup"),
+		asm.Mov.Imm(asm.R2, int32(ifindex)),
+		asm.Mov.Imm(asm.R3, 0), // egress of the same device: a copy goes out too
+		asm.FnCloneRedirect.Call(),
+		asm.Mov.Imm(asm.R0, 0),
+		asm.Return(),
+		asm.Mov.Imm(asm.R0, 2).WithSymbol("drop"), // TC_ACT_SHOT
+		asm.Return(),
+	}})
+	if err != nil {
+		b.tb.Fatalf("no netem in this kernel (%s), and the BPF stand-in does not load: %v", strings.TrimSpace(out), err)
+	}
+	defer prog.Close() // the filter keeps it
+	if err := nl.QdiscAdd(&netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{
+		LinkIndex: ifindex, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT}}); err != nil {
+		b.tb.Fatalf("clsact: %v", err)
+	}
+	if err := nl.FilterAdd(&netlink.BpfFilter{FilterAttrs: netlink.FilterAttrs{LinkIndex: ifindex, Parent: netlink.HANDLE_MIN_EGRESS,
+		Handle: 1, Protocol: unix.ETH_P_ALL, Priority: 1}, Fd: prog.FD(), Name: "bichannel-lossy", DirectAction: true}); err != nil {
+		b.tb.Fatalf("bpf egress filter: %v", err)
+	}
+	return fmt.Sprintf("BPF egress stand-in for netem (this kernel has no netem): loss %d%% duplicate %d%%, no reordering, no delay", lossPct, dupPct)
+}
+
+// peerTx is the frames the peer's veth end sent (after the impairment).
+func (b *biBed) peerTx() uint64 {
+	b.tb.Helper()
+	nl, err := netlink.NewHandleAt(b.peer)
+	if err != nil {
+		b.tb.Fatal(err)
+	}
+	defer nl.Close()
+	link, err := nl.LinkByName(b.link.PeerIf)
+	if err != nil {
+		b.tb.Fatal(err)
+	}
+	return link.Attrs().Statistics.TxPackets
+}
+
+// biLedger is vnicd's accounting for the bi-channel tenant.
+type biLedger struct {
+	XDP, XDPPass   uint64 // redirected to AF_XDP; passed to the kernel (TCP, ARP, unclaimed)
+	XskRx, XskDrop uint64 // taken from the AF_XDP ring; dropped there
+	Engine         uint64 // every engine outcome (all tenants, plus global drops)
+	Global         uint64 // engine drops before any tenant (no tenant, malformed)
+	Delivered      uint64 // frames put on the tenant's queues
+	Drops          uint64 // the tenant's counted drops (buffers full, starved, faulty)
+	Received       uint64 // frames the tenant's client took
+}
+
+func (b *biBed) ledger(tenant string) biLedger {
+	b.tb.Helper()
+	c, err := proto.Dial(b.socket)
+	if err != nil {
+		b.tb.Fatal(err)
+	}
+	defer c.Close()
+	var st proto.Stats
+	if _, err := c.Call(proto.TStats, nil, &st); err != nil {
+		b.tb.Fatal(err)
+	}
+	var l biLedger
+	l.XDP = st.Source["xdp_redirected"]
+	l.XDPPass = st.Source["xdp_pass_arp"] + st.Source["xdp_pass_no_socket"] + st.Source["xdp_pass_short"] + st.Source["xdp_pass_unclaimed"]
+	l.XskRx = st.Source["xsk_rx_frames"]
+	l.XskDrop = st.Source["xsk_rx_dropped"] + st.Source["xsk_rx_ring_full"]
+	l.Global = st.Global["drops_no_tenant"] + st.Global["drops_malformed"]
+	l.Engine = l.Global
+	for _, t := range append(st.Tenants, st.History...) {
+		for _, r := range t.Rings {
+			l.Engine += r.NIC["packets"] + r.NIC["drops_bx_full"] + r.NIC["drops_ax_starved"] + r.NIC["drops_faulty"]
+			if t.Name == tenant {
+				l.Delivered += r.NIC["packets"]
+				l.Drops += r.NIC["drops_bx_full"] + r.NIC["drops_ax_starved"] + r.NIC["drops_faulty"]
+				l.Received += r.Client["received"]
+			}
+		}
+	}
+	return l
+}
+
+// balanced: every frame XDP claimed went through AF_XDP and the engine and
+// was delivered to the tenant or counted as dropped, and the client took
+// every delivered frame.
+func (l biLedger) balanced() bool {
+	return l.XDP == l.XskRx+l.XskDrop && l.XskRx == l.Engine && l.Engine == l.Global+l.Delivered+l.Drops && l.Received == l.Delivered
+}
+
+// biNSUDP is the kernel UDP fast path whose sockets all live in one
+// namespace: Endpoint.Connect calls FastPath.Connect (which opens the
+// flows' source-port sockets) from its own goroutines, on threads of the
+// root namespace.
+type biNSUDP struct {
+	*bichannel.UDPFast
+	ns netns.NsHandle
+}
+
+func (n biNSUDP) Connect(peer int, remote bichannel.FastInfo, flows [][]rss.PortPair) error {
+	return testbed.InNetns(n.ns, func() error { return n.UDPFast.Connect(peer, remote, flows) })
+}
+
+// biNSProxy listens on loopback in the root namespace and connects every
+// connection it accepts to target from inside ns, splicing the two.
+// Endpoint.Connect dials from a goroutine of its own (a plain net.Dialer
+// on a thread of the root namespace), so the peer node's control
+// connection is made here, inside the peer namespace, and crosses the veth
+// to the DUT like any other.
+func biNSProxy(tb testing.TB, ns netns.NsHandle, target string) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			track(c)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				var s net.Conn
+				if err := testbed.InNetns(ns, func() (err error) {
+					s, err = net.DialTimeout("tcp", target, 5*time.Second)
+					return err
+				}); err != nil {
+					return
+				}
+				track(s)
+				defer s.Close()
+				done := make(chan struct{})
+				go func() {
+					io.Copy(s, c)
+					s.(*net.TCPConn).CloseWrite()
+					close(done)
+				}()
+				io.Copy(c, s)
+				c.(*net.TCPConn).CloseWrite()
+				<-done
+			}()
+		}
+	}()
+	tb.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// biPair is node 0 (peer namespace, kernel UDP) and node 1 (DUT namespace,
+// vNIC) connected to each other.
+type biPair struct {
+	n0, n1 *bichannel.Endpoint
+	u0     *bichannel.UDPFast
+	v1     *bichannel.VNICFast
+	tenant string
+}
+
+// pair connects node 0 (peer namespace, kernel UDP) to node 1 (DUT
+// namespace): on the vNIC fast path through vnicd if vnic, else on kernel
+// UDP too (ports vnicd does not claim, so XDP passes them to the kernel).
+func (b *biBed) pair(workers int, name string, vnic bool) *biPair {
+	b.tb.Helper()
+	l := b.link
+	var dutMAC, peerMAC [6]byte
+	copy(dutMAC[:], l.DUTMAC)
+	copy(peerMAC[:], l.PeerMAC)
+	p := &biPair{tenant: name}
+	peerPort := uint16(biPeerPort)
+	if err := testbed.InNetns(b.dut, func() (err error) {
+		cfg := bichannel.Config{NodeID: 1, Workers: workers, Listen: netip.AddrPortFrom(l.DUTIP, 0).String(), Fast: bichannel.FastVNIC,
+			VNIC: bichannel.VNICConfig{Socket: b.socket, Name: name, IP: l.DUTIP, MAC: dutMAC, PeerMAC: peerMAC, BasePort: biDUTPort}}
+		if !vnic {
+			peerPort = biPeerPort + 200
+			u1, err := bichannel.NewUDPFast(workers, bichannel.UDPConfig{IP: l.DUTIP, BasePort: biDUTPort + 200})
+			if err != nil {
+				return err
+			}
+			cfg.FastPath = biNSUDP{u1, b.dut}
+		}
+		p.n1, err = bichannel.New(cfg)
+		return err
+	}); err != nil {
+		b.tb.Fatal(err)
+	}
+	b.tb.Cleanup(func() { p.n1.Close() })
+	p.v1, _ = p.n1.FastPath().(*bichannel.VNICFast)
+	if err := testbed.InNetns(b.peer, func() (err error) {
+		p.u0, err = bichannel.NewUDPFast(workers, bichannel.UDPConfig{IP: l.PeerIP, BasePort: peerPort})
+		if err != nil {
+			return err
+		}
+		p.n0, err = bichannel.New(bichannel.Config{NodeID: 0, Workers: workers, Listen: "127.0.0.1:0",
+			FastPath: biNSUDP{p.u0, b.peer}})
+		if err != nil {
+			p.u0.Close()
+		}
+		return err
+	}); err != nil {
+		b.tb.Fatal(err)
+	}
+	b.tb.Cleanup(func() { p.n0.Close() })
+	addr := biNSProxy(b.tb, b.peer, p.n1.ControlAddr())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- p.n1.Connect(ctx, []bichannel.Peer{{ID: 0}}) }()
+	if err := p.n0.Connect(ctx, []bichannel.Peer{{ID: 1, Addr: addr}}); err != nil {
+		b.tb.Fatalf("node 0 connect: %v", err)
+	}
+	if err := <-errc; err != nil {
+		b.tb.Fatalf("node 1 connect: %v", err)
+	}
+	return p
+}
+
+// Message content of the integration test: sender node, worker, index,
+// length, then bytes derived from all of them.
+func biMessage(buf []byte, node, w, idx int) []byte {
+	n := 16 + idx%200
+	buf = buf[:n]
+	buf[0], buf[1] = byte(node), byte(w)
+	binary.BigEndian.PutUint32(buf[2:], uint32(idx))
+	binary.BigEndian.PutUint16(buf[6:], uint16(n))
+	for i := 8; i < n; i++ {
+		buf[i] = byte(idx*31 + i*7 + node*13 + w)
+	}
+	return buf
+}
+
+func biCheck(m bichannel.Message, from, w, n int) (int, error) {
+	d := m.Data
+	if m.Peer != from || m.Worker != w || len(d) < 16 || int(d[0]) != from || int(d[1]) != w {
+		return 0, fmt.Errorf("message from node %d to worker %d (%d bytes) on worker %d, want node %d", m.Peer, m.Worker, len(d), w, from)
+	}
+	idx := int(binary.BigEndian.Uint32(d[2:]))
+	if idx >= n || int(binary.BigEndian.Uint16(d[6:])) != len(d) || len(d) != 16+idx%200 {
+		return 0, fmt.Errorf("message %d of %d bytes from node %d worker %d: bad header", idx, len(d), from, w)
+	}
+	for i := 8; i < len(d); i++ {
+		if d[i] != byte(idx*31+i*7+from*13+w) {
+			return 0, fmt.Errorf("message %d from node %d worker %d: byte %d corrupt", idx, from, w, i)
+		}
+	}
+	return idx, nil
+}
+
+// TestIntegrationBichannelNetem runs the bi-channel between the peer
+// namespace (node 0, kernel UDP fast path) and the DUT namespace (node 1,
+// vNIC fast path through vnicd) with netem loss, reordering, duplication
+// and delay on the peer's egress: every message arrives exactly once with
+// its content in both directions, no credit is ever out of bounds, and
+// vnicd accounts for every frame its XDP program claimed.
+func TestIntegrationBichannelNetem(t *testing.T) {
+	for _, loss := range []int{10, 0} {
+		t.Run(fmt.Sprintf("loss%d", loss), func(t *testing.T) {
+			biNetemRun(t, fmt.Sprintf("loss %d%% reorder 25%% 50%% duplicate 5%% delay 1ms", loss), loss, 5)
+		})
+	}
+}
+
+func biNetemRun(t *testing.T, spec string, lossPct, dupPct int) {
+	const workers, n = 2, 3000 // messages per worker and direction
+	start := time.Now()
+	b := newBiBed(t, 2, workers)
+	impairment := b.impair(spec, lossPct, dupPct)
+	t.Logf("peer egress: %s", impairment)
+	before, txBefore := b.ledger(""), b.peerTx()
+	p := b.pair(workers, "bichannel-netem", true)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+
+	// Sample both endpoints' counters while traffic runs: credit updates
+	// out of bounds and drops for lack of buffers must stay 0.
+	stopSample := make(chan struct{})
+	sampled := make(chan error, 1)
+	go func() {
+		samples := 0
+		for {
+			for i, e := range []*bichannel.Endpoint{p.n0, p.n1} {
+				if s := e.Stats(); s.CreditViolations != 0 || s.DropsNoBuffer != 0 {
+					sampled <- fmt.Errorf("node %d after %d samples: %d credit violations, %d drops for lack of buffers", i, samples, s.CreditViolations, s.DropsNoBuffer)
+					return
+				}
+			}
+			samples++
+			select {
+			case <-stopSample:
+				sampled <- nil
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 4*workers)
+	nodes := []*bichannel.Endpoint{p.n0, p.n1}
+	for node, e := range nodes {
+		other := 1 - node
+		for w := range workers {
+			wg.Add(2)
+			go func() { // sender
+				defer wg.Done()
+				buf := make([]byte, 256)
+				for i := range n {
+					if err := e.SendContext(ctx, other, w, biMessage(buf, node, w, i)); err != nil {
+						errc <- fmt.Errorf("node %d worker %d send %d: %w", node, w, i, err)
+						return
+					}
+				}
+			}()
+			go func() { // receiver
+				defer wg.Done()
+				seen := make([]bool, n)
+				got := 0
+				var msgs []bichannel.Message
+				for got < n {
+					var err error
+					msgs, err = e.RecvWait(ctx, w, msgs[:0])
+					if err != nil {
+						errc <- fmt.Errorf("node %d worker %d after %d of %d: %w", node, w, got, n, err)
+						return
+					}
+					for _, m := range msgs {
+						idx, err := biCheck(m, other, w, n)
+						if err == nil && seen[idx] {
+							err = fmt.Errorf("message %d from node %d worker %d delivered twice", idx, other, w)
+						}
+						if err != nil {
+							errc <- err
+							cancel()
+							return
+						}
+						seen[idx] = true
+						got++
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+	if t.Failed() {
+		close(stopSample)
+		<-sampled
+		t.FailNow()
+	}
+	for i, e := range nodes {
+		if err := e.FlushContext(ctx); err != nil {
+			t.Fatalf("node %d flush: %v", i, err)
+		}
+	}
+	close(stopSample)
+	if err := <-sampled; err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+
+	// Every credit comes home: each message consumed returned its credit.
+	var st [2]bichannel.Stats
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		st[0], st[1] = p.n0.Stats(), p.n1.Stats()
+		if st[0].CreditsReturned == st[0].Received && st[1].CreditsReturned == st[1].Received || time.Now().After(end) {
+			break
+		}
+	}
+	const total = workers * n
+	for i, s := range st {
+		o := st[1-i]
+		if s.Sent != total || s.Received != total || s.DeliveredFast+s.DeliveredTCP != o.Sent {
+			t.Errorf("node %d: sent %d, received %d, delivered %d fast + %d over TCP; the other node sent %d; want %d each",
+				i, s.Sent, s.Received, s.DeliveredFast, s.DeliveredTCP, o.Sent, total)
+		}
+		if s.CreditViolations != 0 || s.DropsNoBuffer != 0 || s.CreditsReturned != s.Received {
+			t.Errorf("node %d: %d credit violations, %d drops for lack of buffers, %d credits returned for %d messages consumed",
+				i, s.CreditViolations, s.DropsNoBuffer, s.CreditsReturned, s.Received)
+		}
+		t.Logf("node %d: %+v", i, s)
+	}
+
+	// vnicd: every frame XDP claimed went to AF_XDP and the engine and was
+	// delivered to the tenant (whose client took it) or counted as dropped;
+	// every frame the peer's veth end sent (after the impairment) reached XDP. VNICFast saw exactly
+	// what the client took.
+	var l biLedger
+	var tx uint64
+	settled := false
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		l = b.ledger(p.tenant)
+		tx = b.peerTx() - txBefore
+		if l.balanced() && l.XDP+l.XDPPass-before.XDP-before.XDPPass == tx && p.v1.FastStats().Received == l.Received {
+			settled = true
+			break
+		}
+	}
+	fs0, fs1 := p.u0.FastStats(), p.v1.FastStats()
+	t.Logf("node 0 (kernel UDP) sent %d datagrams; the peer's veth sent %d frames after the impairment (UDP, TCP, ARP)", fs0.Sent, tx)
+	t.Logf("vnicd: XDP claimed %d (+%d passed: TCP, ARP), AF_XDP %d (+%d dropped), engine %d (%d before any tenant), tenant delivered %d + %d dropped, client took %d, VNICFast saw %d (%d not UDP); node 1 sent %d frames",
+		l.XDP-before.XDP, l.XDPPass-before.XDPPass, l.XskRx, l.XskDrop, l.Engine, l.Global, l.Delivered, l.Drops, l.Received, fs1.Received, fs1.Drops, fs1.Sent)
+	if !settled {
+		t.Fatalf("vnicd's ledger does not balance: %+v (before %+v), peer veth sent %d, VNICFast received %d", l, before, tx, fs1.Received)
+	}
+	if lossPct > 0 && st[0].Retransmitted == 0 || dupPct > 0 && st[1].Duplicates == 0 {
+		t.Errorf("the impairment did not bite: node 0 retransmitted %d, node 1 suppressed %d duplicates", st[0].Retransmitted, st[1].Duplicates)
+	}
+	if fs1.SendErrors != 0 {
+		t.Logf("note: %d of node 1's vNIC fast-path sends failed locally (TX ring full) and were recovered by retransmission over TCP", fs1.SendErrors)
+	}
+	if fs1.Sent == 0 || fs0.Sent == 0 {
+		t.Fatal("a fast path sent nothing: the messages all went over TCP")
+	}
+	t.Logf("%d messages each way in %v: node 0 retransmitted %d over TCP, node 1 suppressed %d duplicates", total, elapsed.Round(time.Millisecond),
+		st[0].Retransmitted, st[1].Duplicates)
+}
+
+// ---- Benchmark ----
+
+// Operations of the benchmark's echo server (first payload byte), the
+// same over the bi-channel and over kernel TCP.
+const (
+	biOpPing   = 'P' // echo the message
+	biOpSink   = 'T' // count it
+	biOpFinish = 'F' // u32 messages to expect in the sink: answer biOpDone once they arrived
+	biOpGen    = 'G' // u32 batches, u32 batch bytes: send that many back (type biOpData)
+	biOpDone   = 'D'
+	biOpData   = 'X'
+)
+
+// biFrags splits a batch of size bytes into messages of at most lim bytes.
+func biFrags(size, lim int) []int {
+	var fr []int
+	for size > 0 {
+		k := min(size, lim)
+		fr = append(fr, k)
+		size -= k
+	}
+	return fr
+}
+
+// biServer serves worker 0 of node e (the peer node) until ctx ends.
+func biServer(ctx context.Context, e *bichannel.Endpoint, peer int) error {
+	var msgs []bichannel.Message
+	var sink, want uint64
+	buf := make([]byte, bichannel.DefaultMaxPayload)
+	for i := range buf {
+		buf[i] = biOpData
+	}
+	for {
+		var err error
+		msgs, err = e.RecvWait(ctx, 0, msgs[:0])
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			d := m.Data
+			switch d[0] {
+			case biOpPing:
+				if err := e.SendContext(ctx, peer, 0, d); err != nil {
+					return err
+				}
+			case biOpSink:
+				sink++
+			case biOpFinish:
+				want = uint64(binary.BigEndian.Uint32(d[1:]))
+			case biOpGen:
+				nb, size := int(binary.BigEndian.Uint32(d[1:])), int(binary.BigEndian.Uint32(d[5:]))
+				fr := biFrags(size, bichannel.DefaultMaxPayload)
+				for range nb {
+					for _, k := range fr {
+						if err := e.SendContext(ctx, peer, 0, buf[:k]); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if want != 0 && sink >= want {
+				if err := e.SendContext(ctx, peer, 0, []byte{biOpDone}); err != nil {
+					return err
+				}
+				sink -= want
+				want = 0
+			}
+		}
+	}
+}
+
+// biTCPServe serves one connection of the kernel TCP variant: frames are a
+// u32 length and the payload.
+func biTCPServe(c net.Conn) error {
+	defer c.Close()
+	hdr := make([]byte, 4)
+	buf := make([]byte, 64<<10)
+	var sink uint64
+	for {
+		if _, err := io.ReadFull(c, hdr); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		n := int(binary.BigEndian.Uint32(hdr))
+		d := buf[:4+n]
+		if _, err := io.ReadFull(c, d[4:]); err != nil {
+			return err
+		}
+		switch d[4] {
+		case biOpPing:
+			copy(d, hdr)
+			if _, err := c.Write(d); err != nil {
+				return err
+			}
+		case biOpSink:
+			sink++
+		case biOpFinish:
+			if want := uint64(binary.BigEndian.Uint32(d[5:])); sink != want {
+				return fmt.Errorf("tcp sink: %d messages, want %d", sink, want)
+			}
+			sink = 0
+			if _, err := c.Write([]byte{0, 0, 0, 1, biOpDone}); err != nil {
+				return err
+			}
+		case biOpGen:
+			nb, size := int(binary.BigEndian.Uint32(d[5:])), int(binary.BigEndian.Uint32(d[9:]))
+			out := make([]byte, 4+size)
+			binary.BigEndian.PutUint32(out, uint32(size))
+			out[4] = biOpData
+			for range nb {
+				if _, err := c.Write(out); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// biConn is one variant: a request/response and streaming client.
+type biConn interface {
+	send(msg []byte) error
+	recv() ([]byte, error) // the next message
+	maxMsg() int
+}
+
+type biClient struct {
+	ctx  context.Context
+	e    *bichannel.Endpoint
+	msgs []bichannel.Message
+	next int
+}
+
+func (c *biClient) send(m []byte) error { return c.e.SendContext(c.ctx, 0, 0, m) }
+func (c *biClient) maxMsg() int         { return bichannel.DefaultMaxPayload }
+func (c *biClient) recv() ([]byte, error) {
+	for c.next == len(c.msgs) {
+		var err error
+		if c.msgs, err = c.e.RecvWait(c.ctx, 0, c.msgs[:0]); err != nil {
+			return nil, err
+		}
+		c.next = 0
+	}
+	c.next++
+	return c.msgs[c.next-1].Data, nil
+}
+
+type biTCPClient struct {
+	c   net.Conn
+	out []byte
+	in  []byte
+}
+
+func (c *biTCPClient) maxMsg() int { return 1 << 20 }
+func (c *biTCPClient) send(m []byte) error {
+	c.out = binary.BigEndian.AppendUint32(c.out[:0], uint32(len(m)))
+	c.out = append(c.out, m...)
+	_, err := c.c.Write(c.out)
+	return err
+}
+func (c *biTCPClient) recv() ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(c.c, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr[:]))
+	if cap(c.in) < n {
+		c.in = make([]byte, n)
+	}
+	c.in = c.in[:n]
+	_, err := io.ReadFull(c.c, c.in)
+	return c.in, err
+}
+
+type biPingResult struct {
+	rate          float64 // round trips per second
+	p50, p95, p99 time.Duration
+}
+
+func biPingPong(l biConn, d time.Duration) (biPingResult, error) {
+	msg := make([]byte, 64)
+	msg[0] = biOpPing
+	var rtts []time.Duration
+	warm := time.Now().Add(100 * time.Millisecond)
+	var start time.Time
+	for {
+		t0 := time.Now()
+		if start.IsZero() && t0.After(warm) {
+			start = t0
+		}
+		if !start.IsZero() && t0.Sub(start) >= d {
+			break
+		}
+		binary.BigEndian.PutUint64(msg[8:], uint64(t0.UnixNano()))
+		if err := l.send(msg); err != nil {
+			return biPingResult{}, err
+		}
+		r, err := l.recv()
+		if err != nil {
+			return biPingResult{}, err
+		}
+		if len(r) != 64 || r[0] != biOpPing || binary.BigEndian.Uint64(r[8:]) != uint64(t0.UnixNano()) {
+			return biPingResult{}, fmt.Errorf("echo of %d bytes does not match the request", len(r))
+		}
+		if !start.IsZero() {
+			rtts = append(rtts, time.Since(t0))
+		}
+	}
+	slices.Sort(rtts)
+	q := func(f float64) time.Duration { return rtts[int(f*float64(len(rtts)-1))] }
+	return biPingResult{rate: float64(len(rtts)) / d.Seconds(), p50: q(.5), p95: q(.95), p99: q(.99)}, nil
+}
+
+// biStreamTo sends batches of size bytes to the server (messages of at most
+// maxMsg bytes) and waits until they all arrived: payload bytes per second.
+func biStreamTo(l biConn, batches, size int) (float64, error) {
+	fr := biFrags(size, l.maxMsg())
+	buf := make([]byte, l.maxMsg())
+	if len(fr) == 1 {
+		buf = make([]byte, size)
+	}
+	buf[0] = biOpSink
+	t0 := time.Now()
+	for range batches {
+		for _, k := range fr {
+			if err := l.send(buf[:k]); err != nil {
+				return 0, err
+			}
+		}
+	}
+	fin := []byte{biOpFinish, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(fin[1:], uint32(batches*len(fr)))
+	if err := l.send(fin); err != nil {
+		return 0, err
+	}
+	r, err := l.recv()
+	if err != nil {
+		return 0, err
+	}
+	if len(r) != 1 || r[0] != biOpDone {
+		return 0, fmt.Errorf("sink answered %q", r)
+	}
+	return float64(batches*size) / time.Since(t0).Seconds(), nil
+}
+
+// biStreamFrom asks the server for batches of size bytes and receives them.
+func biStreamFrom(l biConn, batches, size int) (float64, error) {
+	nmsg := batches * len(biFrags(size, l.maxMsg()))
+	req := []byte{biOpGen, 0, 0, 0, 0, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(req[1:], uint32(batches))
+	binary.BigEndian.PutUint32(req[5:], uint32(size))
+	t0 := time.Now()
+	if err := l.send(req); err != nil {
+		return 0, err
+	}
+	var got int
+	for range nmsg {
+		r, err := l.recv()
+		if err != nil {
+			return 0, err
+		}
+		if r[0] != biOpData {
+			return 0, fmt.Errorf("stream: message of type %q", r[0])
+		}
+		got += len(r)
+	}
+	if got != batches*size {
+		return 0, fmt.Errorf("stream: %d bytes, want %d", got, batches*size)
+	}
+	return float64(got) / time.Since(t0).Seconds(), nil
+}
+
+func biEnv(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func biMedian(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// BenchmarkBichannelTestbed compares, in one testbed and one run, the
+// bi-channel (node 1 in the DUT namespace on the vNIC fast path, node 0 in
+// the peer namespace on kernel UDP) with plain kernel TCP between the same
+// two namespaces: 64-byte ping-pong (rate, p50/p95/p99 round trip) and
+// 8 KiB streaming in both directions. A bi-channel message carries at most
+// one MTU (1400 bytes), so an 8 KiB message is a batch of six (5 x 1400 +
+// 1192); TCP sends it as one length-prefixed message. Variants are
+// interleaved, BICH_REPS (default 3) repetitions; the metrics are the
+// medians over the repetitions. BICH_PING_MS (default 1000) is the
+// ping-pong time per variant and repetition, BICH_BATCHES (default 2000)
+// the 8 KiB batches per stream.
+func BenchmarkBichannelTestbed(b *testing.B) {
+	reps, pingD, batches := biEnv("BICH_REPS", 3), time.Duration(biEnv("BICH_PING_MS", 1000))*time.Millisecond, biEnv("BICH_BATCHES", 2000)
+	const size = 8 << 10
+	bed := newBiBed(b, 2, 1)
+	p := bed.pair(1, "bichannel-bench", true)
+	pu := bed.pair(1, "", false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srvErr := make(chan error, 2)
+	go func() { srvErr <- biServer(ctx, p.n0, 1) }()
+	go func() { srvErr <- biServer(ctx, pu.n0, 1) }()
+
+	var ln net.Listener
+	if err := testbed.InNetns(bed.peer, func() (err error) {
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(bed.link.PeerIP, 0).String())
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	var swg sync.WaitGroup
+	swg.Add(1)
+	go func() {
+		defer swg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			swg.Add(1)
+			go func() {
+				defer swg.Done()
+				if err := biTCPServe(c); err != nil {
+					b.Error(err)
+				}
+			}()
+		}
+	}()
+	var tc net.Conn
+	if err := testbed.InNetns(bed.dut, func() (err error) {
+		tc, err = net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	variants := []struct {
+		name string
+		l    biConn
+	}{
+		{"bichannel", &biClient{ctx: ctx, e: p.n1}},
+		{"tcp", &biTCPClient{c: tc}},
+		{"bichannel_kudp", &biClient{ctx: ctx, e: pu.n1}},
+	}
+	type series struct{ rate, p50, p95, p99, up, down []float64 }
+	res := map[string]*series{}
+	for _, v := range variants {
+		res[v.name] = &series{}
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	b.ResetTimer()
+	for rep := range reps {
+		for i := range variants {
+			v := variants[(i+rep)%len(variants)] // alternate which goes first
+			s := res[v.name]
+			pr, err := biPingPong(v.l, pingD)
+			if err != nil {
+				b.Fatalf("%s ping-pong: %v", v.name, err)
+			}
+			up, err := biStreamTo(v.l, batches, size)
+			if err != nil {
+				b.Fatalf("%s stream to the peer: %v", v.name, err)
+			}
+			down, err := biStreamFrom(v.l, batches, size)
+			if err != nil {
+				b.Fatalf("%s stream from the peer: %v", v.name, err)
+			}
+			s.rate = append(s.rate, pr.rate)
+			s.p50, s.p95, s.p99 = append(s.p50, us(pr.p50)), append(s.p95, us(pr.p95)), append(s.p99, us(pr.p99))
+			s.up, s.down = append(s.up, up/1e6), append(s.down, down/1e6)
+			b.Logf("rep %d %-9s: ping-pong %.0f/s p50 %v p95 %v p99 %v; 8KiB DUT->peer %.1f MB/s, peer->DUT %.1f MB/s",
+				rep, v.name, pr.rate, pr.p50, pr.p95, pr.p99, up/1e6, down/1e6)
+		}
+	}
+	b.StopTimer()
+	for _, v := range variants {
+		s := res[v.name]
+		b.ReportMetric(biMedian(s.rate), v.name+"_pingpong_rt/s")
+		b.ReportMetric(biMedian(s.p50), v.name+"_p50_us")
+		b.ReportMetric(biMedian(s.p95), v.name+"_p95_us")
+		b.ReportMetric(biMedian(s.p99), v.name+"_p99_us")
+		b.ReportMetric(biMedian(s.up), v.name+"_8KiB_to_peer_MB/s")
+		b.ReportMetric(biMedian(s.down), v.name+"_8KiB_from_peer_MB/s")
+	}
+	bs, ts := res["bichannel"], res["tcp"]
+	b.Logf("medians of %d reps: bichannel/tcp ping-pong rate %.2fx, p99 %.2fx (tcp/bichannel: %.2fx lower tail for bichannel if >1); 8KiB to peer %.2fx, from peer %.2fx",
+		reps, biMedian(bs.rate)/biMedian(ts.rate), biMedian(bs.p99)/biMedian(ts.p99), biMedian(ts.p99)/biMedian(bs.p99), biMedian(bs.up)/biMedian(ts.up), biMedian(bs.down)/biMedian(ts.down))
+	ks := res["bichannel_kudp"]
+	b.Logf("bichannel (vNIC) / bichannel_kudp (kernel UDP both ends): ping-pong rate %.2fx, p50 %.2fx, p99 %.2fx; 8KiB to peer %.2fx, from peer %.2fx",
+		biMedian(bs.rate)/biMedian(ks.rate), biMedian(bs.p50)/biMedian(ks.p50), biMedian(bs.p99)/biMedian(ks.p99), biMedian(bs.up)/biMedian(ks.up), biMedian(bs.down)/biMedian(ks.down))
+	st := p.n1.Stats()
+	b.Logf("node 1 (vNIC): %+v; VNICFast %+v", st, p.v1.FastStats())
+	if l := bed.ledger(p.tenant); !l.balanced() {
+		b.Logf("vnicd ledger not (yet) balanced: %+v", l)
+	}
+	tc.Close()
+	ln.Close()
+	cancel()
+	for range 2 {
+		if err := <-srvErr; err != nil && !errors.Is(err, context.Canceled) {
+			b.Errorf("bi-channel server: %v", err)
+		}
+	}
+	swg.Wait()
+}
