@@ -31,7 +31,7 @@ func runCommand() *cli.Command {
 		Flags: withConfig(append(logFlags(),
 			&cli.StringFlag{Name: "source", Value: "synth", Usage: "frame source: synth (synthetic traffic) or xsk (XDP + AF_XDP on --iface)"},
 			&cli.StringFlag{Name: "iface", Usage: "interface to take frames from with --source xsk"},
-			&cli.BoolFlag{Name: "handoff", Usage: "with --source xsk: zero-copy hand-off for a single tenant: the AF_XDP sockets open over the tenant's region at attach, the kernel writes frames into its buffers and vnicd only moves descriptors"},
+			&cli.BoolFlag{Name: "handoff", Usage: "with --source xsk: zero-copy hand-off for a single tenant: the AF_XDP sockets open over the tenant's region at attach, the kernel writes frames into its buffers and vnicd only moves descriptors (experimental: see docs/handoff.md)"},
 			&cli.StringFlag{Name: "xdp-mode", Value: "auto", Usage: "XDP attach mode: auto (native, then generic), native or generic"},
 			&cli.StringFlag{Name: "claim-ports", Usage: "XDP claims only UDP/TCP destination ports in this range (e.g. 9000-9099); the rest goes to the kernel"},
 			&cli.IntFlag{Name: "claim-min-ip-len", Usage: "with --claim-ports, IP packets shorter than this pass to the kernel (UDP handshakes such as iperf3's)"},
