@@ -5,7 +5,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"sync"
 
@@ -99,39 +98,13 @@ func (w *handoffWire) Close() {
 // openHandoff loads and attaches the XDP program as openWire does; the
 // sockets open when the tenant attaches.
 func openHandoff(c *cli.Context, log zerolog.Logger) (*handoffWire, error) {
-	name := c.String("iface")
-	if name == "" {
-		return nil, fmt.Errorf("--handoff needs --source xsk and --iface")
-	}
-	ifc, err := net.InterfaceByName(name)
+	x, err := attachXDP(c, "--handoff (with --source xsk)")
 	if err != nil {
-		return nil, fmt.Errorf("--iface %s: %w; list interfaces with ip link (inside the right network namespace)", name, err)
-	}
-	info, err := bpf.Inspect(ifc.Index)
-	if err != nil {
-		return nil, fmt.Errorf("--iface %s: %w", name, err)
-	}
-	mode, err := bpf.ParseMode(c.String("xdp-mode"))
-	if err != nil {
-		return nil, fmt.Errorf("--xdp-mode: %w", err)
-	}
-	cfg := bpf.Config{RedirectARP: c.Bool("redirect-arp"), UDPOnly: c.Bool("claim-udp-only"), MinIPLen: uint16(c.Int("claim-min-ip-len"))}
-	if p := c.String("claim-ports"); p != "" {
-		if _, err := fmt.Sscanf(p, "%d-%d", &cfg.PortLo, &cfg.PortHi); err != nil || cfg.PortLo > cfg.PortHi {
-			return nil, fmt.Errorf("--claim-ports %q: give a range like 9000-9099", p)
-		}
-	}
-	w := &handoffWire{log: log, ifindex: ifc.Index}
-	w.objs, err = bpf.Load(bpf.Options{Queues: max(info.RXQueues, 1), Config: cfg})
-	if err != nil {
-		return nil, fmt.Errorf("load the XDP program: %w; vnicd needs CAP_BPF and CAP_NET_ADMIN (run it as root or with the systemd unit)", err)
-	}
-	lnk, got, err := w.objs.Attach(ifc.Index, mode)
-	if err != nil {
-		w.Close()
 		return nil, err
 	}
-	w.link = lnk
+	name, info, got := x.name, x.info, x.mode
+	w := &handoffWire{log: log, ifindex: x.index, objs: x.objs}
+	w.link = x.link
 	w.queues = make([]int, max(info.RXQueues, 1))
 	for i := range w.queues {
 		w.queues[i] = i

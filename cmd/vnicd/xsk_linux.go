@@ -62,46 +62,19 @@ func (w *wire) stats() map[string]uint64 {
 // then generic, unless --xdp-mode says otherwise) and opens one AF_XDP
 // socket per RX queue.
 func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
-	name := c.String("iface")
-	if name == "" {
-		return nil, fmt.Errorf("--source xsk needs --iface; give the interface whose frames vnicd should take")
-	}
-	ifc, err := net.InterfaceByName(name)
+	x, err := attachXDP(c, "--source xsk")
 	if err != nil {
-		return nil, fmt.Errorf("--iface %s: %w; list interfaces with ip link (inside the right network namespace)", name, err)
-	}
-	info, err := bpf.Inspect(ifc.Index)
-	if err != nil {
-		return nil, fmt.Errorf("--iface %s: %w", name, err)
-	}
-	mode, err := bpf.ParseMode(c.String("xdp-mode"))
-	if err != nil {
-		return nil, fmt.Errorf("--xdp-mode: %w", err)
-	}
-	cfg := bpf.Config{RedirectARP: c.Bool("redirect-arp"), UDPOnly: c.Bool("claim-udp-only"), MinIPLen: uint16(c.Int("claim-min-ip-len"))}
-	if p := c.String("claim-ports"); p != "" {
-		if _, err := fmt.Sscanf(p, "%d-%d", &cfg.PortLo, &cfg.PortHi); err != nil || cfg.PortLo > cfg.PortHi {
-			return nil, fmt.Errorf("--claim-ports %q: give a range like 9000-9099", p)
-		}
-	}
-	w := &wire{}
-	w.objs, err = bpf.Load(bpf.Options{Queues: max(info.RXQueues, 1), Config: cfg})
-	if err != nil {
-		return nil, fmt.Errorf("load the XDP program: %w; vnicd needs CAP_BPF and CAP_NET_ADMIN (run it as root or with the systemd unit)", err)
-	}
-	lnk, got, err := w.objs.Attach(ifc.Index, mode)
-	if err != nil {
-		w.Close()
 		return nil, err
 	}
-	w.link = lnk
+	name, info, cfg, got := x.name, x.info, x.cfg, x.mode
+	w := &wire{objs: x.objs, link: x.link}
 	queues := make([]int, max(info.RXQueues, 1))
 	for i := range queues {
 		queues[i] = i
 	}
 	sc := xsk.DefaultConfig()
 	sc.TxSize = 2048
-	w.src, err = xsk.NewSource(xsk.SourceConfig{Ifindex: ifc.Index, Queues: queues, Socket: sc, Map: w.objs})
+	w.src, err = xsk.NewSource(xsk.SourceConfig{Ifindex: x.index, Queues: queues, Socket: sc, Map: w.objs})
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open AF_XDP sockets on %s: %w", name, err)
@@ -121,4 +94,51 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 		log.Warn().Msg("generic XDP on veth reports every frame as RX queue 0: only queue 0's socket receives; the engine's own RSS still spreads frames over the tenants' queues")
 	}
 	return w, nil
+}
+
+// xdp is the XDP program loaded and attached on the --iface interface.
+type xdp struct {
+	name  string
+	index int
+	info  bpf.Interface
+	cfg   bpf.Config
+	objs  *bpf.Objects
+	link  interface{ Close() error }
+	mode  bpf.Mode
+}
+
+// attachXDP checks --iface, builds the claim configuration from the flags,
+// loads vnic_xdp and attaches it (native first, then generic, unless
+// --xdp-mode says otherwise). who names the flag that needed --iface.
+func attachXDP(c *cli.Context, who string) (*xdp, error) {
+	x := &xdp{name: c.String("iface")}
+	if x.name == "" {
+		return nil, fmt.Errorf("%s needs --iface; give the interface whose frames vnicd should take", who)
+	}
+	ifc, err := net.InterfaceByName(x.name)
+	if err != nil {
+		return nil, fmt.Errorf("--iface %s: %w; list interfaces with ip link (inside the right network namespace)", x.name, err)
+	}
+	x.index = ifc.Index
+	if x.info, err = bpf.Inspect(ifc.Index); err != nil {
+		return nil, fmt.Errorf("--iface %s: %w", x.name, err)
+	}
+	mode, err := bpf.ParseMode(c.String("xdp-mode"))
+	if err != nil {
+		return nil, fmt.Errorf("--xdp-mode: %w", err)
+	}
+	x.cfg = bpf.Config{RedirectARP: c.Bool("redirect-arp"), UDPOnly: c.Bool("claim-udp-only"), MinIPLen: uint16(c.Int("claim-min-ip-len"))}
+	if p := c.String("claim-ports"); p != "" {
+		if _, err := fmt.Sscanf(p, "%d-%d", &x.cfg.PortLo, &x.cfg.PortHi); err != nil || x.cfg.PortLo > x.cfg.PortHi {
+			return nil, fmt.Errorf("--claim-ports %q: give a range like 9000-9099", p)
+		}
+	}
+	if x.objs, err = bpf.Load(bpf.Options{Queues: max(x.info.RXQueues, 1), Config: x.cfg}); err != nil {
+		return nil, fmt.Errorf("load the XDP program: %w; vnicd needs CAP_BPF and CAP_NET_ADMIN (run it as root or with the systemd unit)", err)
+	}
+	if x.link, x.mode, err = x.objs.Attach(ifc.Index, mode); err != nil {
+		x.objs.Close()
+		return nil, err
+	}
+	return x, nil
 }
