@@ -215,6 +215,9 @@ func (v *VNICFast) Connect(peer int, remote FastInfo, flows [][]rss.PortPair) er
 
 // Send implements FastPath: it builds the frame and posts it on worker's
 // TX ring, retrying briefly while the ring is full.
+// txWait bounds how long Send waits for room on a full TX ring.
+const txWait = 100 * time.Millisecond
+
 func (v *VNICFast) Send(peer, worker, flow int, b []byte) error {
 	if v.closed.Load() {
 		return ErrFastClosed
@@ -244,6 +247,7 @@ func (v *VNICFast) Send(peer, worker, flow int, b []byte) error {
 		return fmt.Errorf("bichannel: vnic: %w", err)
 	}
 	vq := v.qs[worker]
+	var deadline time.Time
 	for try := 0; ; try++ {
 		vq.mu.Lock()
 		n, err := vq.q.Send(r.one[worker][:])
@@ -256,11 +260,21 @@ func (v *VNICFast) Send(peer, worker, flow int, b []byte) error {
 			v.sent.Add(1)
 			return nil
 		}
-		if try == 64 {
-			v.sendErrors.Add(1)
-			return fmt.Errorf("bichannel: vnic: TX ring of queue %d stays full", worker)
+		// The TX ring (or the buffer pool) is full: vnicd drains it every
+		// loop, so wait for completions — yield first, then nap — for up to
+		// txWait before giving the message to TCP retransmission.
+		if try < 64 {
+			runtime.Gosched()
+			continue
 		}
-		runtime.Gosched()
+		if try == 64 {
+			deadline = time.Now().Add(txWait)
+		}
+		if time.Now().After(deadline) {
+			v.sendErrors.Add(1)
+			return fmt.Errorf("bichannel: vnic: TX ring of queue %d stays full for %v", worker, txWait)
+		}
+		time.Sleep(20 * time.Microsecond)
 	}
 }
 
