@@ -122,15 +122,7 @@ func (b *biBed) stopVnicd() {
 	if b.vnicd == nil || b.vnicd.Process == nil {
 		return
 	}
-	b.vnicd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { b.vnicd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		b.vnicd.Process.Kill()
-		<-done
-	}
+	stopProcess(b.vnicd)
 	b.vnicd = nil
 }
 

@@ -130,16 +130,22 @@ func (b *bed) stopVnicd() {
 	if b.vnicd == nil || b.vnicd.Process == nil {
 		return
 	}
-	b.vnicd.Process.Signal(os.Interrupt)
+	stopProcess(b.vnicd)
+	b.vnicd = nil
+}
+
+// stopProcess stops a process this test started (SIGINT, then SIGKILL after
+// 5 s) and reaps it.
+func stopProcess(cmd *exec.Cmd) {
+	cmd.Process.Signal(os.Interrupt)
 	done := make(chan struct{})
-	go func() { b.vnicd.Wait(); close(done) }()
+	go func() { cmd.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		b.vnicd.Process.Kill()
+		cmd.Process.Kill()
 		<-done
 	}
-	b.vnicd = nil
 }
 
 // killVnicd kills vnicd with SIGKILL. `ip netns exec` execs vnicd, so the
