@@ -108,11 +108,14 @@ func (c *Core) Put(buf uint32) (bool, error) {
 // Refill records that the entry with cursor idx, which a Bx entry reported,
 // was consumed, and writes buf into the next free slot. The NIC consumes in
 // order and reports in order, so idx must be the oldest entry not yet
-// reported (compared on the low 32 bits, as Bx entries carry them).
+// reported (compared on the low 32 bits, as Bx entries carry them). The
+// report itself proves the slot free (Listing 1): the core never has to read
+// the NIC's consumer cursor, so the NIC may publish it lazily.
 func (c *Core) Refill(idx uint32, buf uint32) error {
 	if want := uint32(c.oldest); idx != want {
 		return fmt.Errorf("%w: notice names Ax entry %d, the oldest unreported entry is %d", ErrOrder, idx, want)
 	}
+	c.p.Released(c.oldest + 1)
 	ok, err := c.Put(buf)
 	if err != nil {
 		return err

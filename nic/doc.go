@@ -21,11 +21,12 @@
 //  6. stages a Bx entry naming the Ax ring and entry that supplied the buffer,
 //     and a consumption notice in the lender's linked Bx ring when borrowed.
 //
-// At the end of the batch it publishes the consumer cursor of every Ax ring it
-// took from (one store each), then posts the staged Bx entries (generation
-// bits), then folds its per-batch counter deltas into the region's counter
-// blocks. Ax cursors go first so that a core that sees a notice can refill
-// the reported slot at once.
+// At the end of the batch it posts the staged Bx entries (generation bits,
+// one release store per ring). Every Config.FoldEvery batches it also folds
+// its counter deltas into the region's counter blocks and publishes the
+// consumer cursor of every Ax ring it took from: cores never need that
+// cursor, because a Bx entry naming their Ax slot proves the slot consumed
+// (Listing 1), so it only serves observers.
 //
 // # Models
 //

@@ -369,16 +369,12 @@ func (e *Engine) fault(ten *Tenant, err error) takeResult {
 	return faulty
 }
 
-// finish publishes the batch: Ax consumer cursors first, then Bx entries.
-// Every FoldEvery batches (and on an empty Step) it folds counters too.
+// finish publishes the batch's Bx entries (one release store per ring).
+// Every FoldEvery batches (and on an empty Step) it folds counters and
+// publishes the Ax consumer cursors too.
 func (e *Engine) finish() {
 	e.batch++
 	for _, ten := range e.dirty {
-		for _, j := range ten.used {
-			ten.ax[j].Publish()
-			ten.axUsed[j] = false
-		}
-		ten.used = ten.used[:0]
 		for _, q := range ten.bxList {
 			ten.bx[q].Flush()
 			ten.bxUsed[q] = false
@@ -397,6 +393,14 @@ func (e *Engine) finish() {
 // into the counter blocks. Step calls it every Config.FoldEvery batches.
 func (e *Engine) Fold() {
 	for _, ten := range e.dirty {
+		// Ax consumer cursors: the cores learn of consumed entries from
+		// the Bx entries (Listing 1), so these stores only serve observers
+		// (vnicctl's Ax fill) and the initial fill: once per fold is enough.
+		for _, j := range ten.used {
+			ten.ax[j].Publish()
+			ten.axUsed[j] = false
+		}
+		ten.used = ten.used[:0]
 		for q := range ten.delta {
 			d := &ten.delta[q]
 			for id, v := range d {

@@ -116,6 +116,17 @@ func (p *Producer[T]) Commit(n int) {
 // Cursor returns the local producer cursor (the next entry to fill).
 func (p *Producer[T]) Cursor() uint64 { return p.local }
 
+// Released tells the producer that the consumer has provably finished with
+// every entry before cursor c (for example because it said so in a message
+// of its own), so Reserve need not load the shared consumer cursor to learn
+// it. A c behind what is already known, or past what was published, is
+// ignored.
+func (p *Producer[T]) Released(c uint64) {
+	if d := c - p.cachedCons; d != 0 && d <= p.pub-p.cachedCons {
+		p.cachedCons = c
+	}
+}
+
 // Pending returns how many published entries the consumer has not released,
 // as last observed.
 func (p *Producer[T]) Pending() int { return int(p.local - p.cachedCons) }
@@ -165,7 +176,10 @@ func (c *Consumer[T]) Peek(max int) (int, error) {
 		// Acquire: entries before the producer cursor are fully written.
 		p := atomic.LoadUint64(c.v.prod)
 		capa := uint64(len(c.v.slots))
-		if int64(p-c.cachedProd) < 0 || p-c.pub > capa {
+		// Entries before local are read: a producer may refill their slots
+		// once told so out of band (Listing 1), even before we publish, so
+		// the bound is local+capacity, not pub+capacity.
+		if int64(p-c.cachedProd) < 0 || p-c.local > capa {
 			c.err = cursorError("producer", c.cachedProd, p, capa)
 			return 0, c.err
 		}
