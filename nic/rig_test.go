@@ -1,7 +1,6 @@
 package nic_test
 
 import (
-	"net/netip"
 	"testing"
 	"unsafe"
 
@@ -162,4 +161,3 @@ func gen(t testing.TB, r *rig, cfg synth.Config) *synth.Generator {
 	return g
 }
 
-var _ = netip.Addr{}
