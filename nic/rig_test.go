@@ -160,4 +160,3 @@ func gen(t testing.TB, r *rig, cfg synth.Config) *synth.Generator {
 	}
 	return g
 }
-
