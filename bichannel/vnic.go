@@ -234,7 +234,7 @@ func (v *VNICFast) Send(peer, worker, flow int, b []byte) error {
 		fr = rss.BuildUDP6(fr, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, len(b))
 	}
 	copy(fr[len(fr)-len(b):], b)
-	setUDPChecksum(fr)
+	rss.SetUDPChecksum(fr)
 	r.frame[worker] = fr
 	r.one[worker][0] = fr
 	v.life.RLock()
@@ -365,46 +365,4 @@ func udpPayload(frame []byte) ([]byte, bool) {
 	}
 	ulen := int(binary.BigEndian.Uint16(frame[off+4:]))
 	return frame[off+8 : off+ulen], true
-}
-
-// setUDPChecksum recomputes the UDP checksum of a frame built by
-// rss.BuildUDP4 or BuildUDP6 whose payload was written afterwards.
-func setUDPChecksum(fr []byte) {
-	const l3 = 14
-	var sum uint32
-	var u int
-	if fr[l3]>>4 == 4 {
-		u = l3 + int(fr[l3]&0x0f)*4
-		sum = csum(sum, fr[l3+12:l3+20])
-	} else {
-		u = l3 + 40
-		sum = csum(sum, fr[l3+8:l3+40])
-	}
-	ulen := int(binary.BigEndian.Uint16(fr[u+4:]))
-	sum += uint32(rss.ProtoUDP) + uint32(ulen)
-	fr[u+6], fr[u+7] = 0, 0
-	sum = csum(sum, fr[u:u+ulen])
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	c := ^uint16(sum)
-	if c == 0 {
-		c = 0xffff
-	}
-	binary.BigEndian.PutUint16(fr[u+6:], c)
-}
-
-// csum adds b, as big-endian 16-bit words, to a one's-complement sum.
-func csum(acc uint32, b []byte) uint32 {
-	for len(b) >= 2 {
-		acc += uint32(b[0])<<8 | uint32(b[1])
-		b = b[2:]
-		if acc >= 1<<31 {
-			acc = acc&0xffff + acc>>16
-		}
-	}
-	if len(b) == 1 {
-		acc += uint32(b[0]) << 8
-	}
-	return acc
 }

@@ -210,6 +210,19 @@ func checksumsOK(f []byte) bool {
 	return fold(csum(sum, u[:ulen])) == 0xffff
 }
 
+// csum adds b, as big-endian 16-bit words, to a one's-complement sum (an
+// independent check of rss.SetUDPChecksum).
+func csum(acc uint32, b []byte) uint32 {
+	for len(b) >= 2 {
+		acc += uint32(b[0])<<8 | uint32(b[1])
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		acc += uint32(b[0]) << 8
+	}
+	return acc
+}
+
 func fold(s uint32) uint16 {
 	for s > 0xffff {
 		s = s&0xffff + s>>16
@@ -368,9 +381,9 @@ func TestUDPPayload(t *testing.T) {
 	src, dst := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
 	f := rss.BuildUDP4(nil, [6]byte{1}, [6]byte{2}, src, dst, 1234, 5678, 5)
 	copy(f[len(f)-5:], "hello")
-	setUDPChecksum(f)
+	rss.SetUDPChecksum(f)
 	if !checksumsOK(f) {
-		t.Fatal("checksum wrong after setUDPChecksum")
+		t.Fatal("checksum wrong after rss.SetUDPChecksum")
 	}
 	if p, ok := udpPayload(append(f, 0, 0, 0)); !ok || string(p) != "hello" { // Ethernet padding ignored
 		t.Fatalf("payload %q %v", p, ok)
@@ -384,7 +397,7 @@ func TestUDPPayload(t *testing.T) {
 	s6, d6 := netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2")
 	f6 := rss.BuildUDP6(nil, [6]byte{1}, [6]byte{2}, s6, d6, 1, 2, 3)
 	copy(f6[len(f6)-3:], "abc")
-	setUDPChecksum(f6)
+	rss.SetUDPChecksum(f6)
 	if p, ok := udpPayload(f6); !ok || string(p) != "abc" {
 		t.Fatalf("IPv6 payload %q %v", p, ok)
 	}

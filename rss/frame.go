@@ -110,6 +110,30 @@ func appendUDP(buf []byte, pseudo uint32, sport, dport uint16, payloadLen int) [
 	return buf
 }
 
+// SetUDPChecksum recomputes the UDP checksum of an Ethernet frame built by
+// BuildUDP4 or BuildUDP6 after its payload was written (the builders
+// checksum a zero payload). The frame must hold the whole UDP datagram.
+func SetUDPChecksum(frame []byte) {
+	const l3 = etherHdrLen
+	var acc uint32
+	var u int
+	if frame[l3]>>4 == 4 {
+		u = l3 + int(frame[l3]&0x0f)*4
+		acc = sum(acc, frame[l3+12:l3+20])
+	} else {
+		u = l3 + 40
+		acc = sum(acc, frame[l3+8:l3+40])
+	}
+	ulen := int(binary.BigEndian.Uint16(frame[u+4:]))
+	acc += uint32(ProtoUDP) + uint32(ulen)
+	frame[u+6], frame[u+7] = 0, 0
+	c := ^fold(sum(acc, frame[u:u+ulen]))
+	if c == 0 {
+		c = 0xffff // 0 means "no checksum" in UDP
+	}
+	binary.BigEndian.PutUint16(frame[u+6:], c)
+}
+
 // sum adds b, as big-endian 16-bit words, to the one's-complement sum acc.
 func sum(acc uint32, b []byte) uint32 {
 	for len(b) >= 2 {

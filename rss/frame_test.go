@@ -128,3 +128,39 @@ func TestBuildUDP4Allocs(t *testing.T) {
 		t.Errorf("BuildUDP4 into a large enough buffer: %v allocs", n)
 	}
 }
+
+func TestSetUDPChecksum(t *testing.T) {
+	src4, dst4 := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.19.0.1")
+	src6, dst6 := netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2")
+	for _, build := range []func(payload int) []byte{
+		func(n int) []byte { return BuildUDP4(nil, [6]byte{2}, [6]byte{4}, src4, dst4, 1234, 9000, n) },
+		func(n int) []byte { return BuildUDP6(nil, [6]byte{2}, [6]byte{4}, src6, dst6, 1234, 9000, n) },
+	} {
+		// On an untouched frame it reproduces the builder's checksum.
+		f := build(33)
+		want := append([]byte(nil), f...)
+		SetUDPChecksum(f)
+		if !bytes.Equal(f, want) {
+			t.Fatal("checksum of an untouched frame changed")
+		}
+		// After the payload changes, the datagram sums to 0xffff with its
+		// pseudo-header again.
+		copy(f[len(f)-33:], "a payload written after building!")
+		SetUDPChecksum(f)
+		var tu Tuple
+		if err := Parse(f, &tu); err != nil {
+			t.Fatal(err)
+		}
+		u := len(f) - 33 - 8
+		var acc uint32
+		if tu.IPv6 {
+			acc = sum(sum(0, tu.Src[:]), tu.Dst[:])
+		} else {
+			acc = sum(sum(0, tu.Src[:4]), tu.Dst[:4])
+		}
+		acc += uint32(ProtoUDP) + uint32(8+33)
+		if fold(sum(acc, f[u:])) != 0xffff {
+			t.Fatalf("IPv6 %v: checksum does not verify", tu.IPv6)
+		}
+	}
+}
