@@ -204,18 +204,7 @@ func (b *biBed) peerTx() uint64 {
 	return link.Attrs().Statistics.TxPackets
 }
 
-// biLedger is vnicd's accounting for the bi-channel tenant.
-type biLedger struct {
-	XDP, XDPPass   uint64 // redirected to AF_XDP; passed to the kernel (TCP, ARP, unclaimed)
-	XskRx, XskDrop uint64 // taken from the AF_XDP ring; dropped there
-	Engine         uint64 // every engine outcome (all tenants, plus global drops)
-	Global         uint64 // engine drops before any tenant (no tenant, malformed)
-	Delivered      uint64 // frames put on the tenant's queues
-	Drops          uint64 // the tenant's counted drops (buffers full, starved, faulty)
-	Received       uint64 // frames the tenant's client took
-}
-
-func (b *biBed) ledger(tenant string) biLedger {
+func (b *biBed) ledger(tenant string) ledger {
 	b.tb.Helper()
 	c, err := proto.Dial(b.socket)
 	if err != nil {
@@ -226,30 +215,13 @@ func (b *biBed) ledger(tenant string) biLedger {
 	if _, err := c.Call(proto.TStats, nil, &st); err != nil {
 		b.tb.Fatal(err)
 	}
-	var l biLedger
-	l.XDP = st.Source["xdp_redirected"]
-	l.XDPPass = st.Source["xdp_pass_arp"] + st.Source["xdp_pass_no_socket"] + st.Source["xdp_pass_short"] + st.Source["xdp_pass_unclaimed"]
-	l.XskRx = st.Source["xsk_rx_frames"]
-	l.XskDrop = st.Source["xsk_rx_dropped"] + st.Source["xsk_rx_ring_full"]
-	l.Global = st.Global["drops_no_tenant"] + st.Global["drops_malformed"]
-	l.Engine = l.Global
-	for _, t := range append(st.Tenants, st.History...) {
-		for _, r := range t.Rings {
-			l.Engine += r.NIC["packets"] + r.NIC["drops_bx_full"] + r.NIC["drops_ax_starved"] + r.NIC["drops_faulty"]
-			if t.Name == tenant {
-				l.Delivered += r.NIC["packets"]
-				l.Drops += r.NIC["drops_bx_full"] + r.NIC["drops_ax_starved"] + r.NIC["drops_faulty"]
-				l.Received += r.Client["received"]
-			}
-		}
-	}
-	return l
+	return readLedger(st, tenant)
 }
 
 // balanced: every frame XDP claimed went through AF_XDP and the engine and
 // was delivered to the tenant or counted as dropped, and the client took
 // every delivered frame.
-func (l biLedger) balanced() bool {
+func (l ledger) balanced() bool {
 	return l.XDP == l.XskRx+l.XskDrop && l.XskRx == l.Engine && l.Engine == l.Global+l.Delivered+l.Drops && l.Received == l.Delivered
 }
 
@@ -573,7 +545,7 @@ func biNetemRun(t *testing.T, spec string, lossPct, dupPct int) {
 	// delivered to the tenant (whose client took it) or counted as dropped;
 	// every frame the peer's veth end sent (after the impairment) reached XDP. VNICFast saw exactly
 	// what the client took.
-	var l biLedger
+	var l ledger
 	var tx uint64
 	settled := false
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {

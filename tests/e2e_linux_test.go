@@ -243,19 +243,26 @@ func (r *receiver) close() error {
 	return errors.Join(r.errs...)
 }
 
-// ledger checks, at each layer, that everything sent is accounted for.
+// ledger is vnicd's accounting at each layer, for one tenant.
 type ledger struct {
-	XDP, XDPPass, XskRx, XskDrop, Engine, Delivered, Drops, Received uint64
+	XDP, XDPPass   uint64 // redirected to AF_XDP; passed to the kernel (TCP, ARP, unclaimed)
+	XskRx, XskDrop uint64 // taken from the AF_XDP rings; dropped there
+	Engine         uint64 // every engine outcome (all tenants, plus global drops)
+	Global         uint64 // engine drops before any tenant (no tenant, malformed)
+	Delivered      uint64 // frames put on the tenant's queues
+	Drops          uint64 // the tenant's counted drops (Bx full, starved, faulty)
+	Received       uint64 // frames the tenant's client took
 }
 
-func (b *bed) ledger(tenant string) ledger {
-	st := b.stats()
+// readLedger sums vnicd's statistics into a ledger for tenant.
+func readLedger(st proto.Stats, tenant string) ledger {
 	var l ledger
 	l.XDP = st.Source["xdp_redirected"]
 	l.XDPPass = st.Source["xdp_pass_arp"] + st.Source["xdp_pass_no_socket"] + st.Source["xdp_pass_short"] + st.Source["xdp_pass_unclaimed"]
 	l.XskRx = st.Source["xsk_rx_frames"]
 	l.XskDrop = st.Source["xsk_rx_dropped"] + st.Source["xsk_rx_ring_full"]
-	l.Engine = st.Global["drops_no_tenant"] + st.Global["drops_malformed"]
+	l.Global = st.Global["drops_no_tenant"] + st.Global["drops_malformed"]
+	l.Engine = l.Global
 	for _, t := range append(st.Tenants, st.History...) {
 		for _, r := range t.Rings {
 			l.Engine += r.NIC["packets"] + r.NIC["drops_bx_full"] + r.NIC["drops_ax_starved"] + r.NIC["drops_faulty"]
@@ -268,6 +275,8 @@ func (b *bed) ledger(tenant string) ledger {
 	}
 	return l
 }
+
+func (b *bed) ledger(tenant string) ledger { return readLedger(b.stats(), tenant) }
 
 // settle waits until the ledger balances for sent frames, or fails with it.
 func (b *bed) settle(tenant string, sent uint64, got *atomic.Int64) ledger {
