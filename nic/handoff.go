@@ -144,8 +144,9 @@ func (h *Handoff) Held() int {
 }
 
 // Step flushes waiting notices, takes every frame the sockets received,
-// refills their fill rings (spares first, then Ax entries) and publishes:
-// Ax cursors first, then Bx entries. It returns the frames it took. A step
+// refills their fill rings (spares first, then Ax entries) and publishes the
+// Bx entries (Ax cursors and counters every Config.FoldEvery steps, as
+// Step does). It returns the frames it took. A step
 // that found nothing to do touches no shared cursor beyond the polls.
 func (h *Handoff) Step() int {
 	e, ten := h.e, h.ten
