@@ -42,3 +42,17 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestDebugConservation runs the in-process demo with the conservation
+// checker and expects every buffer move to have been legal.
+func TestDebugConservation(t *testing.T) {
+	var out, errb bytes.Buffer
+	err := newApp(&out, &errb).Run([]string{"vnicd", "run", "--local-consumers", "--debug-conservation", "--duration", "1s",
+		"--report", "0", "--rate", "200000", "--emulator-cpu", "-1", "--consumer-cpu", "-1", "--no-huge-pages", "--log-format", "json"})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	if !strings.Contains(out.String(), "conservation: 0 violations") {
+		t.Fatalf("no conservation report:\n%s", out.String())
+	}
+}

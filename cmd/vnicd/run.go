@@ -18,6 +18,7 @@ import (
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/counters"
+	"github.com/vnic/vnic/internal/conserve"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/rss"
 	"github.com/vnic/vnic/shm"
@@ -58,6 +59,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "socket-group", Value: "", Usage: "group that owns the socket (members may attach)"},
 			&cli.StringFlag{Name: "metrics-addr", Value: "127.0.0.1:9464", Usage: "Prometheus /metrics address ('' disables; loopback by default)"},
 			&cli.BoolFlag{Name: "local-consumers", Usage: "demo mode: no socket; one in-process tenant consumes on --consumer-cpu"},
+			&cli.BoolFlag{Name: "debug-conservation", Usage: "with --local-consumers, check on every buffer move that each buffer is in exactly one place (slow)"},
 			&cli.BoolFlag{Name: "no-huge-pages", Usage: "do not try huge pages for tenant regions"},
 			&cli.IntFlag{Name: "max-tenants", Value: 64, Usage: "most tenants attached at once"},
 		)),
@@ -129,11 +131,15 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ten, err := eng.AddTenant(nic.TenantConfig{ID: 1, Name: "demo", Match: nic.Match{Default: true}}, region)
+	var check *conserve.Checker
+	if c.Bool("debug-conservation") {
+		check = conserve.New(bufs, conserve.Allocator)
+	}
+	ten, err := eng.AddTenant(nic.TenantConfig{ID: 1, Name: "demo", Match: nic.Match{Default: true}, Checker: check}, region)
 	if err != nil {
 		return err
 	}
-	cl, err := client.Local(region, client.Options{})
+	cl, err := client.Local(region, client.Options{Checker: check})
 	if err != nil {
 		return err
 	}
@@ -189,6 +195,13 @@ func run(c *cli.Context) error {
 	eng.Fold()
 	fmt.Fprintf(c.App.Writer, "\nfinal counters (model %s, %d queues, Ax %d, Bx %d, %d buffers):\n", model, q, axSize, bxSize, bufs)
 	printRings(c.App.Writer, region, 0, nil)
+	if check != nil {
+		n, first := check.Violations()
+		fmt.Fprintf(c.App.Writer, "conservation: %d violations; buffers by place %v\n", n, check.Count())
+		if n != 0 {
+			return fmt.Errorf("buffer conservation violated %d times, first: %v", n, first)
+		}
+	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return nil
 	}
