@@ -21,13 +21,17 @@ func testbedCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:  "up",
-				Usage: "create <prefix>-dut and <prefix>-p<i> joined by veth pairs <prefix>d<i>/<prefix>p<i>",
+				Usage: "create <prefix>-dut and <prefix>-p<i> joined by veth pairs <prefix>d<i>/<prefix>p<i>; with --hosts N, N hosts <prefix>-h<i> on one bridge",
 				Flags: append(flags,
-					&cli.IntFlag{Name: "peers", Value: 1, Usage: "peer hosts"},
+					&cli.IntFlag{Name: "peers", Value: 1, Usage: "peer hosts (device-under-test mode)"},
+					&cli.IntFlag{Name: "hosts", Usage: "N >= 2: build N equal hosts <prefix>-h<i> (198.19.0.<i+1>/24) joined by a bridge in namespace <prefix>-br, each to run its own vnicd"},
 					&cli.IntFlag{Name: "queues", Value: 2, Usage: "queues per veth end"},
 					&cli.IntFlag{Name: "mtu", Value: 1500, Usage: "MTU of the veth pairs"}),
 				Action: func(c *cli.Context) error {
-					tb, err := testbed.Up(testbed.Config{Prefix: c.String("prefix"), Peers: c.Int("peers"), Queues: c.Int("queues"), MTU: c.Int("mtu")})
+					if c.IsSet("hosts") && c.Int("hosts") < 2 {
+						return fmt.Errorf("testbed: --hosts %d: give 2 or more (or leave it out for the device-under-test testbed)", c.Int("hosts"))
+					}
+					tb, err := testbed.Up(testbed.Config{Prefix: c.String("prefix"), Peers: c.Int("peers"), Queues: c.Int("queues"), MTU: c.Int("mtu"), Hosts: c.Int("hosts")})
 					if err != nil {
 						if strings.Contains(err.Error(), "operation not permitted") {
 							return fmt.Errorf("%w; creating network namespaces needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN): run with sudo", err)
@@ -35,6 +39,10 @@ func testbedCommand() *cli.Command {
 						return err
 					}
 					w := c.App.Writer
+					if len(tb.Hosts) > 0 {
+						printHosts(c, tb)
+						return nil
+					}
 					fmt.Fprintf(w, "device under test: netns %s\n", tb.DUT)
 					for _, l := range tb.Links {
 						fmt.Fprintf(w, "  %s %s (%s) <-> netns %s %s %s (%s), %d queues\n", l.DUTIf, l.DUTIP, l.DUTMAC, l.PeerNS, l.PeerIf, l.PeerIP, l.PeerMAC, l.Queues)
@@ -58,4 +66,19 @@ func testbedCommand() *cli.Command {
 			},
 		},
 	}
+}
+
+// printHosts describes a multi-host testbed and how to run vnicd on each
+// host.
+func printHosts(c *cli.Context, tb *testbed.Testbed) {
+	w := c.App.Writer
+	fmt.Fprintf(w, "%d hosts on bridge %sbr (netns %s):\n", len(tb.Hosts), tb.Prefix, tb.BridgeNS)
+	for _, h := range tb.Hosts {
+		fmt.Fprintf(w, "  netns %s: %s %s/24 (%s), %d queues\n", h.NS, h.If, h.IP, h.MAC, h.Queues)
+	}
+	fmt.Fprintln(w, "start vnicd on each host with:")
+	for _, h := range tb.Hosts {
+		fmt.Fprintf(w, "  ip netns exec %s vnicd run --source xsk --iface %s --socket /run/vnic/%s.sock --metrics-addr '' &\n", h.NS, h.If, h.NS)
+	}
+	fmt.Fprintf(w, "run a program on host i with: ip netns exec %s-h<i> <program>; remove it all with: vnicctl testbed down --prefix %s\n", tb.Prefix, tb.Prefix)
 }

@@ -22,6 +22,10 @@ type Config struct {
 	Peers  int    // peer hosts (default 1)
 	Queues int    // queues per veth end (default 2)
 	MTU    int    // 0: 1500
+	// Hosts, if at least 1, builds the multi-host testbed instead (see
+	// UpHosts): Hosts namespaces <prefix>-h<i> joined by a bridge in
+	// namespace <prefix>-br. Peers is then ignored.
+	Hosts int
 }
 
 // Link is one veth pair: the DUT end and the peer end.
@@ -36,8 +40,12 @@ type Link struct {
 // Testbed is a built testbed.
 type Testbed struct {
 	Prefix string
-	DUT    string // namespace of the device under test (vnicd runs here)
+	DUT    string // namespace of the device under test (vnicd runs here); "" for a multi-host testbed
 	Links  []Link
+	// Multi-host testbed (Config.Hosts): the bridge's namespace and the
+	// hosts.
+	BridgeNS string
+	Hosts    []Host
 }
 
 func (c *Config) defaults() error {
@@ -49,6 +57,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Queues == 0 {
 		c.Queues = 2
+	}
+	if c.Hosts < 0 || c.Hosts > 200 {
+		return fmt.Errorf("testbed: %d hosts; use 2 to 200", c.Hosts)
 	}
 	if c.Peers < 1 || c.Peers > 200 {
 		return fmt.Errorf("testbed: %d peers; use 1 to 200", c.Peers)
@@ -79,6 +90,9 @@ func (c Config) Names() (dut string, peers []string) {
 func Up(c Config) (*Testbed, error) {
 	if err := c.defaults(); err != nil {
 		return nil, err
+	}
+	if c.Hosts > 0 {
+		return upHosts(c)
 	}
 	dutName, peerNames := c.Names()
 	for _, n := range append([]string{dutName}, peerNames...) {
@@ -200,7 +214,7 @@ func Down(c Config) error {
 	var errs []error
 	for _, e := range ents {
 		n := e.Name()
-		if n == c.Prefix+"-dut" || isPeerName(c.Prefix, n) {
+		if isOurs(c.Prefix, n) {
 			if err := netns.DeleteNamed(n); err != nil {
 				errs = append(errs, fmt.Errorf("delete netns %s: %w", n, err))
 			}
@@ -209,8 +223,14 @@ func Down(c Config) error {
 	return errors.Join(errs...)
 }
 
-func isPeerName(prefix, n string) bool {
-	rest, ok := strings.CutPrefix(n, prefix+"-p")
+// isOurs reports whether n is a namespace name this package makes for
+// prefix: <prefix>-dut, <prefix>-p<i>, <prefix>-br or <prefix>-h<i>.
+func isOurs(prefix, n string) bool {
+	return n == prefix+"-dut" || n == prefix+"-br" || isNumbered(prefix+"-p", n) || isNumbered(prefix+"-h", n)
+}
+
+func isNumbered(prefix, n string) bool {
+	rest, ok := strings.CutPrefix(n, prefix)
 	if !ok || rest == "" {
 		return false
 	}
@@ -230,7 +250,7 @@ func List(prefix string) []string {
 	ents, _ := os.ReadDir("/run/netns")
 	var out []string
 	for _, e := range ents {
-		if n := e.Name(); n == prefix+"-dut" || isPeerName(prefix, n) {
+		if n := e.Name(); isOurs(prefix, n) {
 			out = append(out, n)
 		}
 	}

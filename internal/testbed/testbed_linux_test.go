@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
 	"github.com/vnic/vnic/internal/testbed"
@@ -79,6 +80,88 @@ func TestIntegrationTestbedUpDown(t *testing.T) {
 	for _, l := range tb.Links {
 		if _, err := net.InterfaceByName(l.DUTIf); err == nil {
 			t.Fatalf("%s exists in the root namespace", l.DUTIf)
+		}
+	}
+}
+
+// TestIntegrationTestbedHosts builds a 3-host bridged testbed, sends a UDP
+// datagram from every host to every other, checks the interfaces have the
+// queues asked for, and removes it, leaving nothing behind.
+func TestIntegrationTestbedHosts(t *testing.T) {
+	prefix := fmt.Sprintf("vh%d", os.Getpid()%10000)
+	cfg := testbed.Config{Prefix: prefix, Hosts: 3, Queues: 2}
+	tb, err := testbed.Up(cfg)
+	if err != nil {
+		if strings.Contains(err.Error(), "operation not permitted") {
+			t.Skipf("skipping: cannot create network namespaces here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	defer testbed.Down(cfg)
+	if got := testbed.List(prefix); len(got) != 4 {
+		t.Fatalf("namespaces %v", got)
+	}
+	if len(tb.Hosts) != 3 || tb.BridgeNS != prefix+"-br" || tb.DUT != "" {
+		t.Fatalf("testbed %+v", tb)
+	}
+	if _, err := testbed.Up(cfg); err == nil || !strings.Contains(err.Error(), "testbed down") {
+		t.Fatalf("second Up: %v", err)
+	}
+	if _, err := testbed.Up(testbed.Config{Prefix: prefix + "x", Hosts: 1}); err == nil {
+		t.Fatal("a 1-host testbed was accepted")
+	}
+	conns := make([]*net.UDPConn, len(tb.Hosts))
+	for i, h := range tb.Hosts {
+		if h.IP != testbed.HostIP(i) || len(h.MAC) != 6 || h.Index == 0 {
+			t.Fatalf("host %d: %+v", i, h)
+		}
+		ns, err := netns.GetFromName(h.NS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = testbed.InNetns(ns, func() error {
+			lk, err := netlink.LinkByName(h.If)
+			if err != nil {
+				return err
+			}
+			if a := lk.Attrs(); a.NumRxQueues != h.Queues || a.NumTxQueues != h.Queues {
+				return fmt.Errorf("%s has %d rx and %d tx queues, want %d", h.If, a.NumRxQueues, a.NumTxQueues, h.Queues)
+			}
+			conns[i], err = net.ListenUDP("udp4", &net.UDPAddr{IP: h.IP.AsSlice(), Port: 9999})
+			return err
+		})
+		ns.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conns[i].Close()
+	}
+	for i := range tb.Hosts {
+		for j, to := range tb.Hosts {
+			if i == j {
+				continue
+			}
+			msg := fmt.Sprintf("%d->%d", i, j)
+			if _, err := conns[i].WriteToUDP([]byte(msg), &net.UDPAddr{IP: to.IP.AsSlice(), Port: 9999}); err != nil {
+				t.Fatal(err)
+			}
+			conns[j].SetReadDeadline(time.Now().Add(5 * time.Second))
+			buf := make([]byte, 16)
+			n, from, err := conns[j].ReadFromUDP(buf)
+			if err != nil || string(buf[:n]) != msg || from.IP.String() != tb.Hosts[i].IP.String() {
+				t.Fatalf("%s: got %q from %v, %v", msg, buf[:n], from, err)
+			}
+		}
+	}
+	if err := testbed.Down(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := testbed.List(prefix); len(got) != 0 {
+		t.Fatalf("left behind: %v", got)
+	}
+	for _, h := range tb.Hosts {
+		if _, err := net.InterfaceByName(h.If); err == nil {
+			t.Fatalf("%s exists in the root namespace", h.If)
 		}
 	}
 }

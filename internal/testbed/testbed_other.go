@@ -16,7 +16,19 @@ type Config struct {
 	Prefix        string
 	Peers, Queues int
 	MTU           int
+	Hosts         int
 }
+
+// Host is one host of a multi-host testbed.
+type Host struct {
+	NS, If, BrIf  string
+	IP            netip.Addr
+	MAC           net.HardwareAddr
+	Index, Queues int
+}
+
+// HostIP returns the address of host i of a multi-host testbed.
+func HostIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 19, 0, byte(i + 1)}) }
 
 // Link is one veth pair.
 type Link struct {
@@ -32,6 +44,9 @@ type Testbed struct {
 	Prefix string
 	DUT    string
 	Links  []Link
+
+	BridgeNS string
+	Hosts    []Host
 }
 
 // Up is unavailable off Linux.
