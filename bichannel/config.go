@@ -1,8 +1,10 @@
 package bichannel
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"time"
 
@@ -88,6 +90,15 @@ type Config struct {
 	Listen string
 	// Peers are the other nodes, for Connect(ctx, nil).
 	Peers []Peer
+	// ListenFunc, if set, makes the control listener on Listen instead of
+	// net.Listen, and Dialer, if set, makes the control connections this
+	// node dials instead of a net.Dialer: hooks for endpoints whose
+	// sockets live elsewhere than the calling thread, e.g. in a network
+	// namespace (run the call on a thread locked inside it), or behind a
+	// custom transport. UDPConfig.ListenUDP is the same hook for the
+	// kernel UDP fast path's sockets.
+	ListenFunc func(network, address string) (net.Listener, error)
+	Dialer     func(ctx context.Context, network, address string) (net.Conn, error)
 
 	// FastPath, if set, is used as is (the Endpoint closes it); Fast, UDP
 	// and VNIC are then ignored.
@@ -157,6 +168,10 @@ type UDPConfig struct {
 	MaxDatagram int
 	// Batch is the most datagrams one recvmmsg call takes (default 32).
 	Batch int
+	// ListenUDP, if set, opens every socket of the fast path (the
+	// workers' and the flows' source ports) instead of net.ListenUDP;
+	// see Config.ListenFunc.
+	ListenUDP func(network string, laddr *net.UDPAddr) (*net.UDPConn, error)
 }
 
 // VNICConfig configures the vNIC fast path.

@@ -203,7 +203,11 @@ func New(cfg Config) (*Endpoint, error) {
 		e.fp.Close()
 		return nil, err
 	}
-	e.ln, err = net.Listen("tcp", cfg.Listen)
+	listen := net.Listen
+	if cfg.ListenFunc != nil {
+		listen = cfg.ListenFunc
+	}
+	e.ln, err = listen("tcp", cfg.Listen)
 	if err != nil {
 		e.fp.Close()
 		return nil, fmt.Errorf("bichannel: control listener: %w", err)

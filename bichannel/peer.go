@@ -206,7 +206,11 @@ func (e *Endpoint) Connect(ctx context.Context, peers []Peer) error {
 func (e *Endpoint) dial(ctx context.Context, pr Peer) error {
 	for {
 		var d net.Dialer
-		conn, err := d.DialContext(ctx, "tcp", pr.Addr)
+		dial := d.DialContext
+		if e.cfg.Dialer != nil {
+			dial = e.cfg.Dialer
+		}
+		conn, err := dial(ctx, "tcp", pr.Addr)
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("bichannel: connect to node %d at %s: %w", pr.ID, pr.Addr, err)

@@ -74,7 +74,7 @@ func NewUDPFast(workers int, cfg UDPConfig) (*UDPFast, error) {
 		if cfg.BasePort != 0 {
 			port = cfg.BasePort + uint16(w)
 		}
-		c, err := net.ListenUDP(u.network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(cfg.IP, port)))
+		c, err := u.listenUDP(u.network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(cfg.IP, port)))
 		if err != nil {
 			u.Close()
 			return nil, fmt.Errorf("bichannel: udp: worker %d: %w", w, err)
@@ -117,7 +117,7 @@ func (u *UDPFast) Connect(peer int, remote FastInfo, flows [][]rss.PortPair) err
 			c := u.socks[pp.SrcPort]
 			if c == nil {
 				var err error
-				c, err = net.ListenUDP(u.network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(u.cfg.IP, pp.SrcPort)))
+				c, err = u.listenUDP(u.network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(u.cfg.IP, pp.SrcPort)))
 				if err != nil {
 					undo()
 					if errors.Is(err, syscall.EADDRINUSE) {
@@ -191,4 +191,12 @@ func (u *UDPFast) FastStats() FastStats {
 		s.Drops += r.drops.Load()
 	}
 	return s
+}
+
+// listenUDP opens a socket with UDPConfig.ListenUDP or net.ListenUDP.
+func (u *UDPFast) listenUDP(network string, laddr *net.UDPAddr) (*net.UDPConn, error) {
+	if u.cfg.ListenUDP != nil {
+		return u.cfg.ListenUDP(network, laddr)
+	}
+	return net.ListenUDP(network, laddr)
 }

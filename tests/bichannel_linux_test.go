@@ -238,74 +238,6 @@ func (n biNSUDP) Connect(peer int, remote bichannel.FastInfo, flows [][]rss.Port
 	return testbed.InNetns(n.ns, func() error { return n.UDPFast.Connect(peer, remote, flows) })
 }
 
-// biNSProxy listens on loopback in the root namespace and connects every
-// connection it accepts to target from inside ns, splicing the two.
-// Endpoint.Connect dials from a goroutine of its own (a plain net.Dialer
-// on a thread of the root namespace), so the peer node's control
-// connection is made here, inside the peer namespace, and crosses the veth
-// to the DUT like any other.
-func biNSProxy(tb testing.TB, ns netns.NsHandle, target string) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	track := func(c net.Conn) {
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			track(c)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				var s net.Conn
-				if err := testbed.InNetns(ns, func() (err error) {
-					s, err = net.DialTimeout("tcp", target, 5*time.Second)
-					return err
-				}); err != nil {
-					return
-				}
-				track(s)
-				defer s.Close()
-				done := make(chan struct{})
-				go func() {
-					io.Copy(s, c)
-					s.(*net.TCPConn).CloseWrite()
-					close(done)
-				}()
-				io.Copy(c, s)
-				c.(*net.TCPConn).CloseWrite()
-				<-done
-			}()
-		}
-	}()
-	tb.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
-}
-
 // biPair is node 0 (peer namespace, kernel UDP) and node 1 (DUT namespace,
 // vNIC) connected to each other.
 type biPair struct {
@@ -349,8 +281,10 @@ func (b *biBed) pair(workers int, name string, vnic bool) *biPair {
 		if err != nil {
 			return err
 		}
+		// Node 0 dials node 1 from inside the peer namespace: its control
+		// connection crosses the veth like any other.
 		p.n0, err = bichannel.New(bichannel.Config{NodeID: 0, Workers: workers, Listen: "127.0.0.1:0",
-			FastPath: biNSUDP{p.u0, b.peer}})
+			FastPath: biNSUDP{p.u0, b.peer}, Dialer: testbed.DialIn(b.peer)})
 		if err != nil {
 			p.u0.Close()
 		}
@@ -359,7 +293,7 @@ func (b *biBed) pair(workers int, name string, vnic bool) *biPair {
 		b.tb.Fatal(err)
 	}
 	b.tb.Cleanup(func() { p.n0.Close() })
-	addr := biNSProxy(b.tb, b.peer, p.n1.ControlAddr())
+	addr := p.n1.ControlAddr()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	errc := make(chan error, 1)

@@ -3,8 +3,10 @@
 package testbed
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -114,4 +116,42 @@ func DisableIPv6() error {
 		}
 	}
 	return nil
+}
+
+// DialIn returns a dial function (for bichannel.Config.Dialer, say) whose
+// connections are made from inside ns: their sockets belong to ns however
+// the caller's thread moves afterwards.
+func DialIn(ns netns.NsHandle) func(ctx context.Context, network, address string) (net.Conn, error) {
+	return func(ctx context.Context, network, address string) (c net.Conn, err error) {
+		err = InNetns(ns, func() (err error) {
+			var d net.Dialer
+			c, err = d.DialContext(ctx, network, address)
+			return err
+		})
+		return c, err
+	}
+}
+
+// ListenIn returns a listen function (bichannel.Config.ListenFunc) whose
+// listeners are made inside ns.
+func ListenIn(ns netns.NsHandle) func(network, address string) (net.Listener, error) {
+	return func(network, address string) (l net.Listener, err error) {
+		err = InNetns(ns, func() (err error) {
+			l, err = net.Listen(network, address)
+			return err
+		})
+		return l, err
+	}
+}
+
+// ListenUDPIn returns a UDP socket opener (bichannel.UDPConfig.ListenUDP)
+// whose sockets are made inside ns.
+func ListenUDPIn(ns netns.NsHandle) func(network string, laddr *net.UDPAddr) (*net.UDPConn, error) {
+	return func(network string, laddr *net.UDPAddr) (c *net.UDPConn, err error) {
+		err = InNetns(ns, func() (err error) {
+			c, err = net.ListenUDP(network, laddr)
+			return err
+		})
+		return c, err
+	}
 }
