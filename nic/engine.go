@@ -24,13 +24,19 @@ type Engine struct {
 	deflt   *Tenant
 	dirty   []*Tenant
 
-	global   counters.Block // engine-wide: drops_no_tenant, drops_malformed
-	gdelta   [counters.NumIDs]uint64
-	tuple    rss.Tuple
-	one      [1]int // ShRing candidate list
+	global counters.Block // engine-wide: drops_no_tenant, drops_malformed
+	gdelta [counters.NumIDs]uint64
+	tuple  rss.Tuple
+	one    [1]int // ShRing candidate list
+	batch  uint64
+
+	// TX (tx.go): the tenants' TX rings in round-robin order, and one
+	// pass's batch.
+	txRings  []txRing
+	txNext   int
+	txDesc   []shm.TxDesc
 	txFrames [][]byte
-	txAt     []int
-	batch    uint64
+	txSegs   []txSeg
 
 	mu      sync.Mutex // guards ops
 	ops     []func()
@@ -57,7 +63,8 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nic: %w", err)
 	}
-	e := &Engine{cfg: cfg, hasher: h, global: counters.New(), opsFlag: make(chan struct{}, 1), txFrames: make([][]byte, 0, txBatch), txAt: make([]int, 0, txBatch), started: make(chan struct{})}
+	e := &Engine{cfg: cfg, hasher: h, global: counters.New(), opsFlag: make(chan struct{}, 1), started: make(chan struct{}),
+		txDesc: make([]shm.TxDesc, 0, txBatchMax), txFrames: make([][]byte, 0, txBatchMax), txSegs: make([]txSeg, 0, txBatchMax)}
 	e.now = cfg.Now
 	if e.now == nil {
 		start := time.Now()
@@ -99,6 +106,7 @@ func (e *Engine) AddTenant(cfg TenantConfig, r *shm.Region) (*Tenant, error) {
 		if cfg.Match.Default {
 			e.deflt = t
 		}
+		e.rebuildTx()
 	})
 	if conflict != nil {
 		return nil, conflict
@@ -120,6 +128,7 @@ func (e *Engine) RemoveTenant(t *Tenant) {
 		if e.deflt == t {
 			e.deflt = nil
 		}
+		e.rebuildTx()
 	})
 }
 

@@ -572,10 +572,11 @@ func TestIntegrationTX(t *testing.T) {
 			}
 		}
 	}()
-	sent := 0
+	sent, calls := 0, 0
 	deadline := time.Now().Add(5 * time.Second)
 	for sent < count && time.Now().Before(deadline) {
 		n, err := r.src.Send(frames[sent:min(sent+64, count)])
+		calls++
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -588,6 +589,7 @@ func TestIntegrationTX(t *testing.T) {
 		if _, err := r.src.Send(nil); err != nil {
 			t.Fatal(err)
 		}
+		calls++
 		time.Sleep(time.Millisecond)
 	}
 	<-rdone
@@ -611,6 +613,12 @@ func TestIntegrationTX(t *testing.T) {
 	if st.TxCompleted != count {
 		t.Errorf("%d completions for %d frames", st.TxCompleted, count)
 	}
+	// Batches of 64 within a budget of 256 per kick: one sendto per Send
+	// call at most, never one per frame.
+	if b := r.src.Sockets()[0].TxBudget(); b >= 64 && st.TxKicks > uint64(calls) {
+		t.Errorf("%d kicks for %d Send calls of up to 64 frames (budget %d per kick)", st.TxKicks, calls, b)
+	}
+	t.Logf("%d frames, %d Send calls, %d kicks", sent, calls, st.TxKicks)
 }
 
 func udpLines(snmp []byte) string {

@@ -473,3 +473,56 @@ func BenchmarkSourceRecv(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "frames/s")
 }
+
+// TestSendOneKickPerBatch: in copy mode the kernel asks for a kick (the TX
+// ring's need-wakeup flag stays set) and each sendto transmits up to the
+// TX budget. A batch within the budget leaves with one kick; a batch larger
+// than the budget with one kick per budget's worth, never one per frame.
+// The kick path allocates nothing.
+func TestSendOneKickPerBatch(t *testing.T) {
+	s, k := newFakeSocket(t, 0, Config{RxSize: 64, TxSize: 256}, 0xFFFFFF00)
+	*k.tx.flags |= ringNeedWakeup
+	budget := 256
+	s.kick = func() (bool, error) {
+		n := k.tx.ready(uint32(budget))
+		for i := uint32(0); i < n; i++ {
+			d := k.tx.descs[(k.tx.local+i)&k.tx.mask]
+			k.comp.addrs[k.comp.local&k.comp.mask] = d.Addr
+			k.comp.submit(1)
+		}
+		k.tx.release(n)
+		return true, nil
+	}
+	batch := make([][]byte, 200)
+	for i := range batch {
+		batch[i] = testFrame(i, 60)
+	}
+	for _, tc := range []struct{ frames, budget, kicks int }{
+		{1, 256, 1}, {32, 256, 1}, {200, 256, 1}, {64, 32, 2}, {200, 32, 7},
+	} {
+		budget = tc.budget
+		before := s.localStats().TxKicks
+		if n, err := s.Send(batch[:tc.frames]); n != tc.frames || err != nil {
+			t.Fatalf("Send(%d) = %d, %v", tc.frames, n, err)
+		}
+		if got := int(s.localStats().TxKicks - before); got != tc.kicks {
+			t.Errorf("%d frames, budget %d per kick: %d kicks, want %d", tc.frames, tc.budget, got, tc.kicks)
+		}
+		if s.TxPending() != 0 {
+			t.Fatalf("%d chunks not completed", s.TxPending())
+		}
+	}
+	budget = 256
+	before := s.localStats().TxKicks
+	allocs := testing.AllocsPerRun(500, func() {
+		if n, err := s.Send(batch[:32]); n != 32 || err != nil {
+			panic(fmt.Sprint(n, err))
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("Send with a kick allocates %.1f times per call", allocs)
+	}
+	if kicks := s.localStats().TxKicks - before; kicks != 501 { // AllocsPerRun runs once more to warm up
+		t.Fatalf("%d kicks for 501 batches", kicks)
+	}
+}

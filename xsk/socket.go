@@ -32,6 +32,10 @@ type Stats struct {
 	TxFrames uint64
 	// TxCompleted counts TX chunks the kernel handed back.
 	TxCompleted uint64
+	// TxKicks counts the wake-up calls (sendto) Send made: one per Send
+	// when the TX budget per kick covers the batch. TxFrames/TxKicks is
+	// the batching the wire sees.
+	TxKicks uint64
 	// BadDescs counts RX or completion entries naming memory outside the
 	// chunks this socket gave the kernel (never seen from a sane kernel).
 	BadDescs uint64
@@ -52,6 +56,7 @@ func (s Stats) Add(o Stats) Stats {
 	s.RxFrames += o.RxFrames
 	s.TxFrames += o.TxFrames
 	s.TxCompleted += o.TxCompleted
+	s.TxKicks += o.TxKicks
 	s.BadDescs += o.BadDescs
 	return s
 }
@@ -86,8 +91,10 @@ type Socket struct {
 	txBase, txEnd uint64   // UMEM range of the TX chunks
 	held          []uint64 // RX chunks handed out by the last Recv
 	txFree        []uint64 // free TX chunks (a stack)
+	// kick replaces sysKickTX when set (tests play the kernel).
+	kick func() (again bool, err error)
 
-	rxFrames, txFrames, txDone, badDescs atomic.Uint64
+	rxFrames, txFrames, txDone, txKicks, badDescs atomic.Uint64
 }
 
 // FD is the socket's file descriptor, for an XSKMAP.
@@ -252,7 +259,14 @@ func (s *Socket) flushTX() error {
 		if s.wakeup && !s.tx.needWakeup() {
 			return nil // the kernel works through the ring by itself
 		}
-		again, err := sysKickTX(s.fd)
+		var again bool
+		var err error
+		if s.kick != nil {
+			again, err = s.kick()
+		} else {
+			again, err = sysKickTX(s.fd)
+		}
+		s.txKicks.Add(1)
 		if err != nil {
 			return fmt.Errorf("xsk: queue %d: kick TX: %w", s.queue, err)
 		}
@@ -299,6 +313,7 @@ func (s *Socket) localStats() Stats {
 		RxFrames:    s.rxFrames.Load(),
 		TxFrames:    s.txFrames.Load(),
 		TxCompleted: s.txDone.Load(),
+		TxKicks:     s.txKicks.Load(),
 		BadDescs:    s.badDescs.Load(),
 	}
 }

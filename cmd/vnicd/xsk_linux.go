@@ -47,6 +47,7 @@ func (w *wire) stats() map[string]uint64 {
 		out["xsk_rx_frames"] = s.RxFrames
 		out["xsk_tx_frames"] = s.TxFrames
 		out["xsk_tx_completed"] = s.TxCompleted
+		out["xsk_tx_kicks"] = s.TxKicks
 	}
 	if c, err := w.objs.Counters(); err == nil {
 		out["xdp_redirected"] = c.Redirected
