@@ -6,23 +6,20 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/vnic/vnic/bx"
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/counters"
+	"github.com/vnic/vnic/internal/affinity"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/shm"
 	"github.com/vnic/vnic/wire/synth"
 )
 
-// pin locks the goroutine to its thread and the thread to cpu.
+// pin locks the goroutine to its thread and the thread to cpu; the
+// returned function restores the thread's mask and unlocks it.
 func pin(cpu int) func() {
-	runtime.LockOSThread()
-	var set unix.CPUSet
-	set.Set(cpu % runtime.NumCPU())
-	unix.SchedSetaffinity(0, &set)
-	return runtime.UnlockOSThread
+	unpin, _ := affinity.Pin(cpu % runtime.NumCPU()) // best effort: unpinned on error
+	return unpin
 }
 
 const benchQueues = 4

@@ -3,8 +3,11 @@ package nic
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"time"
+
+	"github.com/vnic/vnic/internal/affinity"
 )
 
 // Source hands frames to the engine. Recv appends up to cap(dst)-len(dst)
@@ -32,12 +35,14 @@ const (
 // fails. It locks the goroutine to its OS thread and pins that thread to
 // Config.EmulatorCPU (the emulated NIC owns a core, as in the paper).
 func (e *Engine) Run(ctx context.Context, src Source) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	if e.cfg.EmulatorCPU >= 0 {
-		if err := pinCPU(e.cfg.EmulatorCPU); err != nil {
-			return err
+		// The thread's previous mask comes back before it unlocks, so the
+		// thread never returns to Go's pool pinned (DESIGN.md §10).
+		unpin, err := affinity.Pin(e.cfg.EmulatorCPU)
+		if err != nil {
+			return fmt.Errorf("nic: pin the emulator: %w; or use --emulator-cpu -1", err)
 		}
+		defer unpin()
 	}
 	if e.cfg.FoldEvery == 1 {
 		e.cfg.FoldEvery = 16

@@ -5,8 +5,7 @@ import (
 	"runtime"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/vnic/vnic/internal/affinity"
 	"github.com/vnic/vnic/ring"
 )
 
@@ -112,13 +111,11 @@ func BenchmarkRing(b *testing.B) {
 // pin locks the calling goroutine to its OS thread and that thread to cpu,
 // so producer and consumer run on two distinct cores. It returns the unpin.
 func pin(b *testing.B, cpu int) func() {
-	runtime.LockOSThread()
-	var set unix.CPUSet
-	set.Set(cpu % runtime.NumCPU())
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
+	unpin, err := affinity.Pin(cpu % runtime.NumCPU())
+	if err != nil {
 		b.Logf("pin to cpu %d: %v (running unpinned)", cpu, err)
 	}
-	return runtime.UnlockOSThread
+	return unpin
 }
 
 // spin waits a little without entering the scheduler: runtime.Gosched on

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vnic/vnic/bpf"
+	"github.com/vnic/vnic/internal/affinity"
 	"github.com/vnic/vnic/internal/testbed"
 	"github.com/vnic/vnic/xsk"
 )
@@ -62,9 +63,8 @@ func isUDP4To(frame []byte, port uint16) bool {
 
 // startPinned runs fn on a new OS thread pinned to cpu and returns a
 // function that waits for fn and returns the CPU time (user + system,
-// getrusage RUSAGE_THREAD) the thread spent in it. The thread is never
-// unlocked, so it exits with the goroutine and its affinity never returns to
-// the Go scheduler's pool.
+// getrusage RUSAGE_THREAD) the thread spent in it. The thread's mask is
+// restored before it unlocks (internal/affinity).
 func startPinned(cpu int, fn func() error) (wait func() (time.Duration, error)) {
 	type result struct {
 		cpu time.Duration
@@ -72,15 +72,14 @@ func startPinned(cpu int, fn func() error) (wait func() (time.Duration, error)) 
 	}
 	ch := make(chan result, 1)
 	go func() {
-		runtime.LockOSThread()
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			ch <- result{err: fmt.Errorf("pin thread to CPU %d: %w", cpu, err)}
+		unpin, err := affinity.Pin(cpu)
+		if err != nil {
+			ch <- result{err: err}
 			return
 		}
+		defer unpin()
 		t0 := threadCPU()
-		err := fn()
+		err = fn()
 		ch <- result{threadCPU() - t0, err}
 	}()
 	var once sync.Once

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/counters"
+	"github.com/vnic/vnic/internal/affinity"
 	"github.com/vnic/vnic/internal/conserve"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/rss"
@@ -183,7 +184,7 @@ func run(c *cli.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		consume(ctx, cl, ccpu)
+		consume(ctx, cl, ccpu, log)
 	}()
 	wg.Add(1)
 	go func() {
@@ -209,11 +210,13 @@ func run(c *cli.Context) error {
 }
 
 // consume runs Listing 1 for every queue on one pinned thread.
-func consume(ctx context.Context, cl *client.Tenant, cpu int) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+func consume(ctx context.Context, cl *client.Tenant, cpu int, log zerolog.Logger) {
 	if cpu >= 0 {
-		pinThread(cpu)
+		unpin, err := affinity.Pin(cpu)
+		if err != nil {
+			log.Warn().Err(err).Msg("--consumer-cpu: the demo consumers run unpinned")
+		}
+		defer unpin()
 	}
 	pk := make([]client.Packet, 0, 32)
 	for i := 0; ctx.Err() == nil; i++ {

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/sys/unix"
 
 	"github.com/vnic/vnic/client"
+	"github.com/vnic/vnic/internal/affinity"
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/shm"
@@ -26,6 +26,14 @@ import (
 
 const benchWindow = time.Second
 
+// The engine's CPU and the consumers' CPU: always two distinct CPUs. A
+// consumer on the engine's CPU turns two busy-pollers into alternating
+// millisecond slices (a 100× slowdown), so the child refuses to run there.
+const (
+	benchEmulatorCPU = 0
+	benchConsumerCPU = 1
+)
+
 // BenchmarkProcessBoundary measures the cost of the process boundary:
 // synthetic 64-byte traffic as fast as the engine (pinned to CPU 0) makes
 // it, through vnicd's engine to a client whose two queues run on CPU 1,
@@ -33,6 +41,9 @@ const benchWindow = time.Second
 // control socket. One op is one second of traffic; the metric is the
 // delivered rate. Both variants run in the same benchmark run.
 func BenchmarkProcessBoundary(b *testing.B) {
+	if runtime.NumCPU() < 2 {
+		b.Skipf("needs two CPUs (engine on %d, consumers on %d); this process may use %d", benchEmulatorCPU, benchConsumerCPU, runtime.NumCPU())
+	}
 	for _, mode := range []string{"engine", "inproc", "crossproc"} {
 		b.Run(mode, func(b *testing.B) {
 			if mode == "engine" {
@@ -45,7 +56,7 @@ func BenchmarkProcessBoundary(b *testing.B) {
 			}
 			sock := filepath.Join(b.TempDir(), "vnicd.sock")
 			d, err := daemon.New(daemon.Config{Socket: sock, SocketGroup: -1, Log: zerolog.New(io.Discard), NoHugePages: true,
-				Engine: nic.Config{EmulatorCPU: 0}, AxSize: 256, BxSize: 1024,
+				Engine: nic.Config{EmulatorCPU: benchEmulatorCPU}, AxSize: 256, BxSize: 1024,
 				Source: nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil })})
 			if err != nil {
 				b.Fatal(err)
@@ -65,7 +76,7 @@ func BenchmarkProcessBoundary(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				var n int64
 				if mode == "inproc" {
-					n = receiveFor(b, sock, benchWindow)
+					n = receiveFor(b, sock, benchWindow, benchConsumerCPU)
 				} else {
 					n = receiveInChild(b, sock, benchWindow)
 				}
@@ -80,8 +91,8 @@ func BenchmarkProcessBoundary(b *testing.B) {
 }
 
 // receiveFor attaches a 2-queue tenant and drains it from one goroutine
-// pinned to CPU 1 for d; it returns the packets received.
-func receiveFor(tb testing.TB, sock string, d time.Duration) int64 {
+// pinned to cpu for d; it returns the packets received.
+func receiveFor(tb testing.TB, sock string, d time.Duration, cpu int) int64 {
 	ten, err := client.Attach(context.Background(), sock, client.AttachOptions{Name: "bench", Queues: 2, Match: client.Match{Default: true}, Buffers: 4096})
 	if err != nil {
 		tb.Fatal(err)
@@ -91,10 +102,11 @@ func receiveFor(tb testing.TB, sock string, d time.Duration) int64 {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		runtime.LockOSThread()
-		var set unix.CPUSet
-		set.Set(1 % runtime.NumCPU())
-		unix.SchedSetaffinity(0, &set)
+		unpin, err := affinity.Pin(cpu)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer unpin()
 		pk := make([]client.Packet, 0, 32)
 		end := time.Now().Add(d)
 		for i := 0; ; i++ {
@@ -115,7 +127,9 @@ func receiveFor(tb testing.TB, sock string, d time.Duration) int64 {
 // receiveInChild runs receiveFor in a child process (this test binary).
 func receiveInChild(tb testing.TB, sock string, d time.Duration) int64 {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "VNIC_BENCH_CHILD="+sock, "VNIC_BENCH_WINDOW="+d.String())
+	cmd.Env = append(os.Environ(), "VNIC_BENCH_CHILD="+sock, "VNIC_BENCH_WINDOW="+d.String(),
+		"VNIC_BENCH_CPU="+strconv.Itoa(benchConsumerCPU), "VNIC_BENCH_EMULATOR_CPU="+strconv.Itoa(benchEmulatorCPU))
+	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
 		tb.Fatalf("child: %v", err)
@@ -127,10 +141,20 @@ func receiveInChild(tb testing.TB, sock string, d time.Duration) int64 {
 	return n
 }
 
-// benchChild is the child half of receiveInChild; TestMain calls it.
+// benchChild is the child half of receiveInChild; TestMain calls it. It
+// pins its receiver to the CPU the parent names and refuses, loudly, to
+// share the emulator's CPU.
 func benchChild(sock string) {
 	d, _ := time.ParseDuration(os.Getenv("VNIC_BENCH_WINDOW"))
-	n := receiveFor(childTB{}, sock, d)
+	cpu, err1 := strconv.Atoi(os.Getenv("VNIC_BENCH_CPU"))
+	emu, err2 := strconv.Atoi(os.Getenv("VNIC_BENCH_EMULATOR_CPU"))
+	if err1 != nil || err2 != nil {
+		childTB{}.Fatal("bench child: VNIC_BENCH_CPU and VNIC_BENCH_EMULATOR_CPU must name CPUs")
+	}
+	if cpu == emu {
+		childTB{}.Fatal(fmt.Sprintf("bench child: receiver CPU %d is the emulator's CPU; two busy-pollers on one CPU measure the scheduler, not vnic", cpu))
+	}
+	n := receiveFor(childTB{}, sock, d, cpu)
 	fmt.Println(n)
 }
 
@@ -151,7 +175,7 @@ func benchEngineOnly(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer region.Close()
-	eng, err := nic.New(nic.Config{EmulatorCPU: 0})
+	eng, err := nic.New(nic.Config{EmulatorCPU: benchEmulatorCPU})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -173,10 +197,11 @@ func benchEngineOnly(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		fin := make(chan int64)
 		go func() {
-			runtime.LockOSThread()
-			var set unix.CPUSet
-			set.Set(1 % runtime.NumCPU())
-			unix.SchedSetaffinity(0, &set)
+			unpin, err := affinity.Pin(benchConsumerCPU)
+			if err != nil {
+				b.Error(err)
+			}
+			defer unpin()
 			var n int64
 			pk := make([]client.Packet, 0, 32)
 			end := time.Now().Add(benchWindow)

@@ -1,0 +1,76 @@
+//go:build linux
+
+package affinity
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pin locks the calling goroutine to its OS thread and restricts the thread
+// to cpu. The returned function restores the thread's previous CPU mask and
+// then unlocks the thread; if the mask cannot be restored the thread stays
+// locked, so that it exits with the goroutine instead of going back to Go's
+// pool narrowed. On error the thread is left as it was (unlocked, unless it
+// was locked before) and unpin is a no-op.
+func Pin(cpu int) (unpin func(), err error) {
+	runtime.LockOSThread()
+	var prev unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &prev); err != nil {
+		runtime.UnlockOSThread()
+		return func() {}, fmt.Errorf("affinity: read the thread's CPU mask: %w", os.NewSyscallError("sched_getaffinity", err))
+	}
+	if cpu < 0 || cpu >= len(prev)*64 {
+		runtime.UnlockOSThread()
+		return func() {}, fmt.Errorf("affinity: CPU %d does not exist; pick one below %d (nproc)", cpu, runtime.NumCPU())
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		runtime.UnlockOSThread()
+		return func() {}, fmt.Errorf("affinity: pin to CPU %d: %w; pick a CPU this process may use (taskset -p $$)", cpu, os.NewSyscallError("sched_setaffinity", err))
+	}
+	return func() {
+		if unix.SchedSetaffinity(0, &prev) != nil {
+			return // stay locked: the thread dies with its goroutine
+		}
+		runtime.UnlockOSThread()
+	}, nil
+}
+
+// Threads returns every thread of this process with its allowed CPUs,
+// read from /proc/self/task/*/status, sorted by thread id. Threads that
+// exit while it reads are skipped.
+func Threads() ([]Thread, error) {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, fmt.Errorf("affinity: list threads: %w", err)
+	}
+	var out []Thread
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/self/task/" + e.Name() + "/status")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if v, ok := bytes.CutPrefix(sc.Bytes(), []byte("Cpus_allowed_list:")); ok {
+				out = append(out, Thread{TID: tid, Allowed: string(bytes.TrimSpace(v))})
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TID < out[j].TID })
+	return out, nil
+}
