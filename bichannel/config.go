@@ -68,6 +68,9 @@ const (
 	DefaultRecvBatch         = 64
 	DefaultMinPort           = 10000
 	DefaultMaxPort           = 32767
+	DefaultHandshakeTimeout  = 10 * time.Second
+	DefaultMaxPending        = 64
+	DefaultMaxPendingPerIP   = 8
 
 	// MaxNodeID bounds node ids.
 	MaxNodeID = 1<<16 - 1
@@ -147,6 +150,30 @@ type Config struct {
 	SendTimeout time.Duration
 	// RecvBatch is the most messages one Recv returns (default 64).
 	RecvBatch int
+
+	// ClusterKey, if set, turns on the authenticated mode (see the
+	// package documentation, "Trust model"): the handshake is a mutual
+	// HMAC-SHA256 challenge-response proving both nodes hold this key, and
+	// every fast-path datagram carries a SipHash-2-4 tag under keys
+	// derived in it. Every node of the cluster needs the same key, at least
+	// MinClusterKeyLen bytes of secret randomness (head -c 32 /dev/urandom).
+	// Empty: the unauthenticated mode, for networks where every host that
+	// can reach the control and fast-path ports is trusted.
+	ClusterKey []byte
+	// CheckPeerAddr refuses an accepted control connection unless it
+	// comes from the IP of the Addr configured for the node it claims to
+	// be (Peers or Connect's list; an Addr that is not an IP literal is
+	// resolved at Connect). The dialing node connects from its control
+	// listener's IP when Listen names one. In the unauthenticated mode
+	// this is what stops a third party from taking a peer's id.
+	CheckPeerAddr bool
+	// HandshakeTimeout bounds every connection's handshake, including
+	// the wait of a connection accepted before Connect (default 10s).
+	HandshakeTimeout time.Duration
+	// MaxPending caps the accepted connections in handshake (default
+	// 64), MaxPendingPerIP those from one source address (default 8);
+	// beyond, new connections are closed at once (Stats.RefusedLimit).
+	MaxPending, MaxPendingPerIP int
 
 	// Logger receives the Endpoint's few log lines (fast-path fallback,
 	// dead peers). Nil means no logging.
@@ -257,6 +284,15 @@ func (c Config) withDefaults() (Config, error) {
 	defd(&c.AckDelay, DefaultAckDelay)
 	defd(&c.HeartbeatInterval, DefaultHeartbeatInterval)
 	defd(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	defd(&c.HandshakeTimeout, DefaultHandshakeTimeout)
+	def(&c.MaxPending, DefaultMaxPending)
+	def(&c.MaxPendingPerIP, DefaultMaxPendingPerIP)
+	if c.MaxPending < 1 || c.MaxPendingPerIP < 1 {
+		return c, fmt.Errorf("bichannel: MaxPending %d, MaxPendingPerIP %d: give positive numbers", c.MaxPending, c.MaxPendingPerIP)
+	}
+	if len(c.ClusterKey) > 0 && len(c.ClusterKey) < MinClusterKeyLen {
+		return c, fmt.Errorf("bichannel: cluster key of %d bytes: give at least %d random bytes (head -c 32 /dev/urandom)", len(c.ClusterKey), MinClusterKeyLen)
+	}
 	if c.AckDelay*4 > c.RetransmitTimeout {
 		return c, fmt.Errorf("bichannel: ack delay %v is more than a quarter of the retransmit timeout %v: acknowledgements would come too late", c.AckDelay, c.RetransmitTimeout)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -82,22 +83,75 @@ type Stats struct {
 	Duplicates    uint64 // copies suppressed (fast-path duplicates, or the second of a fast/TCP pair)
 	DropsNoBuffer uint64 // messages dropped because their flow's buffers were full (0 unless a sender breaks the credit rule)
 	Mistargeted   uint64 // datagrams that arrived on another worker's queue than the one they were sent to
-	Malformed     uint64 // datagrams that were not ours, from unknown peers, stale sessions or out of window
-	FastDrops     uint64 // drops inside the fast path (FastCounter), e.g. a full socket buffer
+	// Malformed is the sum of the datagrams dropped for the reasons
+	// below (each also counted alone). Every drop is also noted in a log
+	// line naming the source, at most one a second.
+	Malformed    uint64
+	BadHeader    uint64 // not a bichannel datagram of this version, or its length field is wrong
+	UnknownNode  uint64 // from a node that is not a connected peer
+	StaleSession uint64 // the session is not the peer's current one (an old incarnation, or a forger who does not know it)
+	BadFlow      uint64 // worker, flow or length out of range
+	BadSource    uint64 // the source address or port is not the one of the flow the header names
+	BadTag       uint64 // authenticated mode: the tag does not verify
+	OutOfWindow  uint64 // the sequence number is beyond the duplicate window (fast path or TCP)
+	FastDrops    uint64 // drops inside the fast path (FastCounter), e.g. a full socket buffer
+	FastOversize uint64 // datagrams longer than the fast path receives (FastCounter), not counted in FastDrops
+	// BadAcks counts acknowledgements of sequence numbers never sent:
+	// ignored (they can only come from a forged datagram the receiver
+	// accepted, or a broken peer).
+	BadAcks uint64
+	// Handshakes refused, by reason (each with a log line naming the
+	// source, at most one a second).
+	RefusedAuth    uint64 // authentication failed: no or a wrong cluster key, or a mode mismatch
+	RefusedPeer    uint64 // not among the peers, this node's own id, wrong dialing direction, or (CheckPeerAddr) from another address
+	RefusedTaken   uint64 // the id is connected or being connected by another connection already
+	RefusedProto   uint64 // malformed, oversize or incompatible frames (version, workers, address family)
+	RefusedLimit   uint64 // too many connections in handshake, in total or from one address
+	RefusedTimeout uint64 // the handshake did not finish within HandshakeTimeout
 	// Control path.
 	AckFrames       uint64 // control frames carrying acknowledgements and credits
 	AckRecords      uint64 // per-flow acknowledgement/credit records in them
 	CreditsReturned uint64 // credits returned to senders
 	Heartbeats      uint64 // heartbeats sent
 	// CreditViolations counts credit updates that would take a sender's
-	// credits below zero or above the receiver's buffers; always 0.
+	// credits below zero or above the receiver's buffers (clamped): 0
+	// unless the receiver accepted forged datagrams and returned their
+	// credits.
 	CreditViolations uint64
 }
+
+// Why a datagram was dropped (Stats.BadHeader...).
+const (
+	dropHeader = iota
+	dropUnknownNode
+	dropStaleSession
+	dropBadFlow
+	dropBadSource
+	dropBadTag
+	dropOutOfWindow
+	numDropReasons
+)
+
+var dropNames = [numDropReasons]string{"bad header", "unknown node", "stale session", "bad worker, flow or length", "wrong source address or port", "bad tag", "out of window"}
+
+// Why a handshake was refused (Stats.RefusedAuth...).
+const (
+	refAuth = iota
+	refPeer
+	refTaken
+	refProto
+	refLimit
+	refTimeout
+	numRefusals
+)
 
 type counters struct {
 	sent, sendErrors, retransmitted, stalls, stallNanos atomic.Uint64
 	deliveredFast, deliveredTCP, received, duplicates   atomic.Uint64
-	dropsNoBuffer, mistargeted, malformed               atomic.Uint64
+	dropsNoBuffer, mistargeted                          atomic.Uint64
+	drop                                                [numDropReasons]atomic.Uint64
+	refused                                             [numRefusals]atomic.Uint64
+	badAcks                                             atomic.Uint64
 	ackFrames, ackRecords, creditsReturned, heartbeats  atomic.Uint64
 	creditViolations                                    atomic.Uint64
 }
@@ -108,7 +162,7 @@ type counters struct {
 type Endpoint struct {
 	cfg     Config
 	log     zerolog.Logger
-	session uint32
+	session uint64
 	fp      FastPath
 	info    FastInfo
 	ln      net.Listener
@@ -122,6 +176,10 @@ type Endpoint struct {
 	expectSet  chan struct{}
 	connecting bool
 	pending    map[net.Conn]struct{} // connections in handshake, closed by Close
+	pendingIP  map[netip.Addr]int    // accepted connections in handshake, by source
+	accepted   int                   // accepted connections in handshake
+	claims     map[int]net.Conn      // ids being connected: reserved for the first claimant
+	peerIPs    map[int][]netip.Addr  // CheckPeerAddr: the configured addresses of the peers that dial this node
 	peerMap    atomic.Pointer[map[int]*peer]
 	progress   chan struct{} // a peer became ready or failed
 
@@ -132,7 +190,8 @@ type Endpoint struct {
 	deadErr   atomic.Pointer[PeerError]
 	wg        sync.WaitGroup
 
-	st counters
+	st      counters
+	lastLog atomic.Int64 // Endpoint.now of the last drop or refusal log line
 
 	testMute atomic.Bool // tests: send nothing on the control path (a hung node)
 }
@@ -175,6 +234,8 @@ func New(cfg Config) (*Endpoint, error) {
 		epoch:     time.Now(),
 		expectSet: make(chan struct{}),
 		pending:   make(map[net.Conn]struct{}),
+		pendingIP: make(map[netip.Addr]int),
+		claims:    make(map[int]net.Conn),
 		progress:  make(chan struct{}, 1),
 		closing:   make(chan struct{}),
 		anyDead:   make(chan struct{}),
@@ -182,11 +243,15 @@ func New(cfg Config) (*Endpoint, error) {
 	if cfg.Logger != nil {
 		e.log = *cfg.Logger
 	}
-	var sb [4]byte
+	var sb [8]byte
 	if _, err := crand.Read(sb[:]); err != nil {
 		return nil, fmt.Errorf("bichannel: session id: %w", err)
 	}
-	e.session = binary.BigEndian.Uint32(sb[:]) | 1
+	e.session = binary.BigEndian.Uint64(sb[:]) | 1
+	e.cfg.ClusterKey = slices.Clone(cfg.ClusterKey)
+	if len(cfg.ClusterKey) == 0 {
+		e.log.Info().Msg("bichannel: no cluster key: unauthenticated mode (trust every host that reaches the control and fast-path ports)")
+	}
 	e.ackBatch = max(1, cfg.BuffersPerFlow/4)
 	e.creditBatch = max(1, cfg.BuffersPerFlow/4)
 	m := map[int]*peer{}
@@ -552,15 +617,32 @@ func (e *Endpoint) Stats() Stats {
 		Duplicates:       s.duplicates.Load(),
 		DropsNoBuffer:    s.dropsNoBuffer.Load(),
 		Mistargeted:      s.mistargeted.Load(),
-		Malformed:        s.malformed.Load(),
+		BadHeader:        s.drop[dropHeader].Load(),
+		UnknownNode:      s.drop[dropUnknownNode].Load(),
+		StaleSession:     s.drop[dropStaleSession].Load(),
+		BadFlow:          s.drop[dropBadFlow].Load(),
+		BadSource:        s.drop[dropBadSource].Load(),
+		BadTag:           s.drop[dropBadTag].Load(),
+		OutOfWindow:      s.drop[dropOutOfWindow].Load(),
+		BadAcks:          s.badAcks.Load(),
+		RefusedAuth:      s.refused[refAuth].Load(),
+		RefusedPeer:      s.refused[refPeer].Load(),
+		RefusedTaken:     s.refused[refTaken].Load(),
+		RefusedProto:     s.refused[refProto].Load(),
+		RefusedLimit:     s.refused[refLimit].Load(),
+		RefusedTimeout:   s.refused[refTimeout].Load(),
 		AckFrames:        s.ackFrames.Load(),
 		AckRecords:       s.ackRecords.Load(),
 		CreditsReturned:  s.creditsReturned.Load(),
 		Heartbeats:       s.heartbeats.Load(),
 		CreditViolations: s.creditViolations.Load(),
 	}
+	for i := range s.drop {
+		st.Malformed += s.drop[i].Load()
+	}
 	if c, ok := e.fp.(FastCounter); ok {
-		st.FastDrops = c.FastStats().Drops
+		fs := c.FastStats()
+		st.FastDrops, st.FastOversize = fs.Drops, fs.Oversize
 	}
 	return st
 }
@@ -590,12 +672,12 @@ func (e *Endpoint) Close() error {
 // rxLoop receives worker w's datagrams from the fast path.
 func (e *Endpoint) rxLoop(w int) {
 	defer e.wg.Done()
-	dgs := make([][]byte, 0, 64)
+	dgs := make([]Datagram, 0, 64)
 	for {
 		var err error
 		dgs, err = e.fp.Recv(w, dgs[:0])
 		for _, d := range dgs {
-			e.onDatagram(w, d)
+			e.onDatagram(w, d.Src, d.Data)
 		}
 		if err != nil {
 			if !e.isClosing() {
@@ -608,29 +690,62 @@ func (e *Endpoint) rxLoop(w int) {
 	}
 }
 
-// onDatagram handles one fast-path datagram received on worker w's queue.
-func (e *Endpoint) onDatagram(w int, d []byte) {
+// onDatagram handles one fast-path datagram from src received on worker
+// w's queue. It is the one place every fast path's datagrams are checked:
+// the header, the peer and its session, the ranges, the source (one of the
+// peer's flows) and, in the authenticated mode, the tag — all before the
+// message is looked at.
+func (e *Endpoint) onDatagram(w int, src netip.AddrPort, d []byte) {
 	var h dgHeader
 	payload, ok := parseHeader(d, &h)
 	if !ok {
-		e.st.malformed.Add(1)
+		e.dropped(dropHeader, src)
 		return
 	}
 	p := e.peers()[int(h.node)]
-	if p == nil || h.session != p.remote.session || int(h.worker) >= e.cfg.Workers ||
-		int(h.flow) >= p.remote.flows || len(payload) > e.cfg.MaxPayload {
-		e.st.malformed.Add(1)
+	switch {
+	case p == nil:
+		e.dropped(dropUnknownNode, src)
+		return
+	case h.session != p.remote.session:
+		e.dropped(dropStaleSession, src)
+		return
+	case int(h.worker) >= e.cfg.Workers || int(h.flow) >= p.remote.flows || len(payload) > e.cfg.MaxPayload:
+		e.dropped(dropBadFlow, src)
+		return
+	case src.Addr() != p.remote.info.Addr || src.Port() != p.rxSrc[h.worker][h.flow]:
+		e.dropped(dropBadSource, src)
+		return
+	case p.auth && !tagOK(p.rxKey, d, h.tag):
+		e.dropped(dropBadTag, src)
 		return
 	}
 	if int(h.worker) != w {
 		e.st.mistargeted.Add(1)
 	}
-	e.arrive(p, int(h.worker), int(h.flow), h.seq, payload, false)
+	e.arrive(p, int(h.worker), int(h.flow), h.seq, payload, false, src)
+}
+
+// dropped counts a dropped datagram and logs it, naming the source, at
+// most once a second.
+func (e *Endpoint) dropped(reason int, src netip.AddrPort) {
+	n := e.st.drop[reason].Add(1)
+	if e.logAllowed() {
+		e.log.Warn().Str("from", src.String()).Str("reason", dropNames[reason]).Uint64("count", n).
+			Msg("bichannel: dropped a fast-path datagram (at most one such line a second)")
+	}
+}
+
+// logAllowed rate-limits the drop and refusal log lines to one a second.
+func (e *Endpoint) logAllowed() bool {
+	now := e.now()
+	last := e.lastLog.Load()
+	return (last == 0 || now-last >= int64(time.Second)) && e.lastLog.CompareAndSwap(last, now)
 }
 
 // arrive takes one copy of a message, from the fast path or TCP:
 // duplicate suppression, buffer accounting, the inbox.
-func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, viaTCP bool) {
+func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, viaTCP bool, src netip.AddrPort) {
 	wk := e.workers[w]
 	wk.mu.Lock()
 	rf := &p.rx[w][f]
@@ -642,7 +757,7 @@ func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, viaTCP 
 		return
 	case seq-rf.base >= win:
 		wk.mu.Unlock()
-		e.st.malformed.Add(1) // the sender broke the window rule
+		e.dropped(dropOutOfWindow, src) // the sender broke the window rule
 		return
 	case rf.has(seq, win):
 		wk.mu.Unlock()

@@ -147,7 +147,7 @@ type lossyRoute struct {
 
 type lossyQueue struct {
 	mu     sync.Mutex
-	items  [][]byte
+	items  []Datagram
 	max    int
 	closed bool
 	ready  chan struct{}
@@ -221,15 +221,16 @@ func (lf *LossyFast) Send(peer, worker, flow int, b []byte) error {
 		return nil
 	}
 	q := r.dst.q[dw]
-	n.deliver(r.dst, q, append([]byte(nil), b...), delay)
+	src := netip.AddrPortFrom(lf.info.Addr, r.flows[worker][flow].SrcPort)
+	n.deliver(r.dst, q, Datagram{Src: src, Data: append([]byte(nil), b...)}, delay)
 	if dup {
 		n.duplicated.Add(1)
-		n.deliver(r.dst, q, append([]byte(nil), b...), dupDelay)
+		n.deliver(r.dst, q, Datagram{Src: src, Data: append([]byte(nil), b...)}, dupDelay)
 	}
 	return nil
 }
 
-func (n *LossyNet) deliver(dst *LossyFast, q *lossyQueue, b []byte, delay time.Duration) {
+func (n *LossyNet) deliver(dst *LossyFast, q *lossyQueue, b Datagram, delay time.Duration) {
 	if delay == 0 {
 		n.enqueue(dst, q, b)
 		return
@@ -242,7 +243,7 @@ func (n *LossyNet) deliver(dst *LossyFast, q *lossyQueue, b []byte, delay time.D
 	})
 }
 
-func (n *LossyNet) enqueue(dst *LossyFast, q *lossyQueue, b []byte) {
+func (n *LossyNet) enqueue(dst *LossyFast, q *lossyQueue, b Datagram) {
 	q.mu.Lock()
 	switch {
 	case q.closed:
@@ -262,7 +263,7 @@ func (n *LossyNet) enqueue(dst *LossyFast, q *lossyQueue, b []byte) {
 }
 
 // Recv implements FastPath.
-func (lf *LossyFast) Recv(worker int, dst [][]byte) ([][]byte, error) {
+func (lf *LossyFast) Recv(worker int, dst []Datagram) ([]Datagram, error) {
 	q := lf.q[worker]
 	for {
 		q.mu.Lock()
@@ -282,6 +283,19 @@ func (lf *LossyFast) Recv(worker int, dst [][]byte) ([][]byte, error) {
 		q.mu.Unlock()
 		<-q.ready
 	}
+}
+
+// Disconnect removes a peer's route.
+func (lf *LossyFast) Disconnect(peer int) {
+	lf.mu.Lock()
+	delete(lf.routeMap, peer)
+	lf.mu.Unlock()
+}
+
+// Inject puts a datagram on worker's receive queue as if it had arrived
+// from src (tests: a third party on the network).
+func (lf *LossyFast) Inject(worker int, src netip.AddrPort, b []byte) {
+	lf.net.enqueue(lf, lf.q[worker], Datagram{Src: src, Data: append([]byte(nil), b...)})
 }
 
 // Close implements FastPath.

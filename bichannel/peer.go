@@ -3,10 +3,13 @@ package bichannel
 import (
 	"bufio"
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,8 +18,13 @@ import (
 	"github.com/vnic/vnic/rss"
 )
 
-// handshakeTimeout bounds reading a hello from a new connection.
-const handshakeTimeout = 10 * time.Second
+// preConnectWait bounds how long an accepted connection waits for this
+// node's Connect before it is told to dial again (a variable for tests).
+var preConnectWait = time.Second
+
+// redialDelay is how long a dialer waits before dialing again, after a
+// failed dial or an acceptor not ready yet.
+const redialDelay = 20 * time.Millisecond
 
 // retxPark is how long retxLoop keeps ticking with nothing
 // unacknowledged before it parks.
@@ -35,6 +43,11 @@ type peer struct {
 	conn       net.Conn
 	br         *bufio.Reader
 	remote     *hello
+	ctlAddr    netip.AddrPort // the control connection's remote end
+	rxSrc      [][]uint16     // [worker][its flow]: the source port of the peer's flow
+	auth       bool           // authenticated mode: datagrams carry tags
+	txKey      sipKey         // tags this node's datagrams to it
+	rxKey      sipKey         // checks the tags of its datagrams
 	maxPayload int
 	flows      [][]rss.PortPair // [worker][flow]: our flows to it
 	send       []*sendState     // per worker
@@ -137,6 +150,23 @@ func (e *Endpoint) Connect(ctx context.Context, peers []Peer) error {
 		}
 		expect[pr.ID] = pr
 	}
+	var peerIPs map[int][]netip.Addr
+	if e.cfg.CheckPeerAddr {
+		peerIPs = make(map[int][]netip.Addr, len(expect))
+		for id, pr := range expect {
+			if id > e.cfg.NodeID {
+				continue // this node dials it
+			}
+			if pr.Addr == "" {
+				return fmt.Errorf("bichannel: connect: node %d has no address, and CheckPeerAddr checks where its connection comes from: give its address", id)
+			}
+			ips, err := resolveHost(ctx, pr.Addr)
+			if err != nil {
+				return fmt.Errorf("bichannel: connect: node %d: %w", id, err)
+			}
+			peerIPs[id] = ips
+		}
+	}
 	e.mu.Lock()
 	if e.connecting {
 		e.mu.Unlock()
@@ -148,6 +178,7 @@ func (e *Endpoint) Connect(ctx context.Context, peers []Peer) error {
 	}
 	e.connecting = true
 	e.expect = expect
+	e.peerIPs = peerIPs
 	close(e.expectSet)
 	e.mu.Unlock()
 
@@ -201,44 +232,83 @@ func (e *Endpoint) Connect(ctx context.Context, peers []Peer) error {
 	}
 }
 
+// resolveHost returns the IPs of a host:port's host (an IP literal, or a
+// name resolved now).
+func resolveHost(ctx context.Context, addr string) ([]netip.Addr, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("address %q: %w", addr, err)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{ip.Unmap()}, nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, fmt.Errorf("resolving %q: %w", host, err)
+	}
+	for i := range ips {
+		ips[i] = ips[i].Unmap()
+	}
+	return ips, nil
+}
+
+// remoteIP is the source address of a connection (the zero Addr if it is
+// not an IP connection).
+func remoteIP(c net.Conn) netip.Addr {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// errRetry is returned by a dialer's handshake when the acceptor asked it
+// to dial again (it has not called Connect yet).
+var errRetry = errors.New("the peer is not connecting yet")
+
 // dial connects to a peer with a higher id, retrying while it is not
-// listening yet.
+// listening yet or not connecting yet. It dials from the control
+// listener's IP when Listen names one (unless Config.Dialer is set), so
+// peers checking addresses (CheckPeerAddr) see that one.
 func (e *Endpoint) dial(ctx context.Context, pr Peer) error {
+	var d net.Dialer
+	if ta, ok := e.ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsUnspecified() {
+		d.LocalAddr = &net.TCPAddr{IP: ta.IP}
+	}
+	dial := d.DialContext
+	if e.cfg.Dialer != nil {
+		dial = e.cfg.Dialer // its own choice of local address
+	}
 	for {
-		var d net.Dialer
-		dial := d.DialContext
-		if e.cfg.Dialer != nil {
-			dial = e.cfg.Dialer
-		}
 		conn, err := dial(ctx, "tcp", pr.Addr)
-		if err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("bichannel: connect to node %d at %s: %w", pr.ID, pr.Addr, err)
+		if err == nil {
+			if !e.track(conn) {
+				conn.Close()
+				return ErrClosed
 			}
-			select {
-			case <-time.After(20 * time.Millisecond):
-				continue
-			case <-ctx.Done():
-				return fmt.Errorf("bichannel: connect to node %d at %s: %w", pr.ID, pr.Addr, ctx.Err())
+			// Cancelling ctx aborts the handshake; the handshake disarms
+			// this before it declares the peer ready (Connect cancels ctx
+			// as soon as every peer is ready).
+			stop := context.AfterFunc(ctx, func() { conn.Close() })
+			_, err = e.handshake(conn, pr.ID, stop)
+			stop()
+			e.untrack(conn)
+			if err == nil {
+				return nil
 			}
-		}
-		if !e.track(conn) {
 			conn.Close()
+			if !errors.Is(err, errRetry) || ctx.Err() != nil {
+				return fmt.Errorf("bichannel: handshake with node %d at %s: %w", pr.ID, pr.Addr, err)
+			}
+		} else if ctx.Err() != nil {
+			return fmt.Errorf("bichannel: connect to node %d at %s: %w", pr.ID, pr.Addr, err)
+		}
+		select {
+		case <-time.After(redialDelay):
+		case <-ctx.Done():
+			return fmt.Errorf("bichannel: connect to node %d at %s: %w", pr.ID, pr.Addr, ctx.Err())
+		case <-e.closing:
 			return ErrClosed
 		}
-		// Cancelling ctx aborts the handshake; the handshake disarms this
-		// before it declares the peer ready (Connect cancels ctx as soon as
-		// every peer is ready).
-		stop := context.AfterFunc(ctx, func() { conn.Close() })
-		dl, _ := ctx.Deadline() // the peer may call Connect later: wait as long as ctx allows
-		_, err = e.handshake(conn, pr.ID, stop, dl)
-		stop()
-		e.untrack(conn)
-		if err != nil {
-			conn.Close()
-			return fmt.Errorf("bichannel: handshake with node %d at %s: %w", pr.ID, pr.Addr, err)
-		}
-		return nil
 	}
 }
 
@@ -260,6 +330,30 @@ func (e *Endpoint) untrack(c net.Conn) {
 	e.mu.Unlock()
 }
 
+// admit counts an accepted connection in handshake, or refuses it when
+// MaxPending are in handshake, or MaxPendingPerIP from its address.
+func (e *Endpoint) admit(c net.Conn, ip netip.Addr) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.isClosing() || e.accepted >= e.cfg.MaxPending || e.pendingIP[ip] >= e.cfg.MaxPendingPerIP {
+		return false
+	}
+	e.accepted++
+	e.pendingIP[ip]++
+	e.pending[c] = struct{}{}
+	return true
+}
+
+func (e *Endpoint) unadmit(c net.Conn, ip netip.Addr) {
+	e.mu.Lock()
+	delete(e.pending, c)
+	e.accepted--
+	if e.pendingIP[ip]--; e.pendingIP[ip] <= 0 {
+		delete(e.pendingIP, ip)
+	}
+	e.mu.Unlock()
+}
+
 func (e *Endpoint) acceptLoop() {
 	defer e.wg.Done()
 	for {
@@ -272,108 +366,161 @@ func (e *Endpoint) acceptLoop() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		if !e.track(conn) {
+		ip := remoteIP(conn)
+		if !e.admit(conn, ip) {
 			conn.Close()
-			return
+			if e.isClosing() {
+				return
+			}
+			e.refused(refLimit, conn, fmt.Errorf("more than %d connections in handshake, or %d from %v", e.cfg.MaxPending, e.cfg.MaxPendingPerIP, ip))
+			continue
 		}
 		e.wg.Add(1) // acceptLoop's own count keeps the group above zero
 		go func() {
 			defer e.wg.Done()
-			_, err := e.handshake(conn, -1, nil, time.Time{})
-			e.untrack(conn)
+			_, err := e.handshake(conn, -1, nil)
+			e.unadmit(conn, ip)
 			if err != nil {
 				conn.Close()
-				if !e.isClosing() {
-					e.log.Warn().Err(err).Str("from", conn.RemoteAddr().String()).Msg("bichannel: refused a control connection")
-				}
 			}
 		}()
 	}
 }
 
-// reject tells the other side why its connection is refused.
-func reject(conn net.Conn, err error) error {
-	b, start := appendFrameHdr(nil, msgReject)
-	b = append(b, err.Error()...)
-	conn.Write(endFrame(b, start))
+// refusal is a handshake error with the reason it is counted under.
+type refusal struct {
+	reason int
+	err    error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+func refuse(reason int, format string, a ...any) error {
+	return &refusal{reason, fmt.Errorf(format, a...)}
+}
+
+// refused counts a refused handshake and logs it, naming the source, at
+// most once a second.
+func (e *Endpoint) refused(reason int, conn net.Conn, err error) {
+	n := e.st.refused[reason].Add(1)
+	if e.logAllowed() {
+		e.log.Warn().Err(err).Str("from", conn.RemoteAddr().String()).Uint64("count", n).
+			Msg("bichannel: refused a control connection (at most one such line a second)")
+	}
+}
+
+// hsConn is one connection in handshake.
+type hsConn struct {
+	e    *Endpoint
+	conn net.Conn
+	br   *bufio.Reader
+	buf  []byte
+}
+
+// read reads one handshake frame (at most maxHelloLen bytes); a reject
+// becomes an error (errRetry for a retry).
+func (c *hsConn) read(want byte, what string) ([]byte, error) {
+	typ, body, buf, err := readFrame(c.br, c.buf, maxHelloLen)
+	c.buf = buf
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, &refusal{refTimeout, fmt.Errorf("reading %s: no answer within the handshake timeout %v", what, c.e.cfg.HandshakeTimeout)}
+	case errors.Is(err, errFrameTooBig):
+		return nil, &refusal{refProto, fmt.Errorf("reading %s: %w", what, err)}
+	case err != nil:
+		return nil, fmt.Errorf("reading %s: %w", what, err)
+	case typ == msgReject:
+		code, reason := parseReject(body)
+		if code == rejectRetry {
+			return nil, fmt.Errorf("%w: %s", errRetry, reason)
+		}
+		return nil, fmt.Errorf("refused: %s", reason)
+	case typ != want:
+		return nil, refuse(refProto, "expected %s, got control frame type %d", what, typ)
+	}
+	return body, nil
+}
+
+// write sends handshake frames.
+func (c *hsConn) write(b []byte) error {
+	_, err := c.conn.Write(b)
 	return err
 }
 
-// handshake runs the connection set-up on either side: hello each way,
-// then (once both sides have registered the other) ready each way. want is
-// the node dialed, or -1 for an accepted connection. disarm, if not nil, is
-// called before the peer is declared ready and must return true (false:
-// the connection was aborted). After the hellos, the handshake may last
-// until deadline (zero: handshakeTimeout).
-func (e *Endpoint) handshake(conn net.Conn, want int, disarm func() bool, deadline time.Time) (*peer, error) {
-	conn.SetDeadline(time.Now().Add(handshakeTimeout))
-	br := bufio.NewReaderSize(conn, 64<<10)
-	hb, err := appendHello(nil, helloFor(e))
+// fail ends a handshake: a refusal is counted and told to the other side
+// (rejects carry no secret: the reason is for the operator of the other
+// node).
+func (c *hsConn) fail(err error) error {
+	var r *refusal
+	if errors.As(err, &r) {
+		c.e.refused(r.reason, c.conn, err)
+		if r.reason != refTimeout {
+			c.conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			c.conn.Write(appendReject(nil, rejectFatal, err.Error()))
+		}
+	} else if !c.e.isClosing() && !errors.Is(err, errRetry) {
+		c.e.log.Debug().Err(err).Str("from", c.conn.RemoteAddr().String()).Msg("bichannel: handshake failed")
+	}
+	return err
+}
+
+// handshake runs the connection set-up on either side (want: the node
+// dialed, or -1 for an accepted connection); see the package
+// documentation. disarm, if not nil, is called before the peer is declared
+// ready and must return true (false: the connection was aborted). Every
+// read and write is bounded by HandshakeTimeout.
+func (e *Endpoint) handshake(conn net.Conn, want int, disarm func() bool) (*peer, error) {
+	conn.SetDeadline(time.Now().Add(e.cfg.HandshakeTimeout))
+	c := &hsConn{e: e, conn: conn, br: bufio.NewReaderSize(conn, 4096)}
+	var (
+		h   *hello
+		err error
+		id  int
+		ks  keys
+	)
+	if want >= 0 {
+		h, ks, err = e.dialerHello(c, want)
+		id = want
+	} else {
+		id, h, ks, err = e.acceptorHello(c)
+	}
 	if err != nil {
-		return nil, err
+		e.release(id, conn)
+		return nil, c.fail(err)
 	}
-	if _, err := conn.Write(hb); err != nil {
-		return nil, err
-	}
-	typ, body, _, err := readFrame(br, nil)
+	// The id is reserved for this connection (e.claims); routes come now.
+	p, err := e.newPeer(conn, c.br, h)
 	if err != nil {
-		return nil, fmt.Errorf("reading hello: %w", err)
+		e.release(id, conn)
+		return nil, c.fail(refuse(refProto, "%v", err))
 	}
-	if typ == msgReject {
-		return nil, fmt.Errorf("refused: %s", body)
+	p.auth, p.txKey, p.rxKey = ks.auth, ks.tx, ks.rx
+	if err = c.write(appendFlows(nil, p.flows)); err == nil {
+		var body []byte
+		if body, err = c.read(msgFlows, "the flows"); err == nil {
+			if p.rxSrc, err = parseFlows(body, e.cfg.Workers, h.flows); err != nil {
+				err = &refusal{refProto, err}
+			}
+		}
 	}
-	if typ != msgHello {
-		return nil, fmt.Errorf("expected a hello, got frame type %d", typ)
+	if err == nil {
+		err = e.publish(p)
 	}
-	h, err := parseHello(body)
 	if err != nil {
-		return nil, reject(conn, err)
-	}
-	select {
-	case <-e.expectSet: // accepted connections may come before Connect
-	case <-e.closing:
-		return nil, ErrClosed
-	}
-	if deadline.IsZero() {
-		deadline = time.Now().Add(handshakeTimeout)
-	}
-	conn.SetDeadline(deadline)
-	id := int(h.node)
-	switch _, expected := e.expect[id]; {
-	case id == e.cfg.NodeID:
-		return nil, reject(conn, fmt.Errorf("node %d answered with this node's own id: give every node its own id", id))
-	case want >= 0 && id != want:
-		return nil, reject(conn, fmt.Errorf("dialed node %d but node %d answered: check the peer addresses", want, id))
-	case want < 0 && !expected:
-		return nil, reject(conn, fmt.Errorf("node %d is not among node %d's peers", id, e.cfg.NodeID))
-	case want < 0 && id > e.cfg.NodeID:
-		return nil, reject(conn, fmt.Errorf("node %d dialed node %d, but the lower id dials: give both the same peer list", id, e.cfg.NodeID))
-	case h.workers != e.cfg.Workers:
-		return nil, reject(conn, fmt.Errorf("node %d has %d workers and node %d has %d: every node needs the same number (worker i talks to worker i)", id, h.workers, e.cfg.NodeID, e.cfg.Workers))
-	case h.info.Addr.Is4() != e.info.Addr.Is4():
-		return nil, reject(conn, fmt.Errorf("node %d's fast path is on %v and node %d's on %v: use one address family", id, h.info.Addr, e.cfg.NodeID, e.info.Addr))
-	}
-	p, err := e.newPeer(conn, br, h)
-	if err != nil {
-		return nil, reject(conn, err)
-	}
-	if err := e.register(p); err != nil {
-		return nil, reject(conn, err)
+		e.release(id, conn)
+		if d, ok := e.fp.(interface{ Disconnect(int) }); ok {
+			d.Disconnect(id)
+		}
+		return nil, c.fail(err)
 	}
 	// From here on the peer is known: a failure kills it for good.
 	ready, start := appendFrameHdr(nil, msgReady)
-	if _, err := conn.Write(endFrame(ready, start)); err != nil {
+	if err := c.write(endFrame(ready, start)); err != nil {
 		p.fail(fmt.Errorf("handshake: %w", err))
 		return nil, err
 	}
-	typ, body, _, err = readFrame(br, nil)
-	switch {
-	case err != nil:
-	case typ == msgReject:
-		err = fmt.Errorf("refused: %s", body)
-	case typ != msgReady:
-		err = fmt.Errorf("expected ready, got frame type %d", typ)
-	}
+	_, err = c.read(msgReady, "ready")
 	if err == nil && disarm != nil && !disarm() {
 		err = errors.New("connect aborted")
 	}
@@ -397,8 +544,265 @@ func (e *Endpoint) handshake(conn net.Conn, want int, disarm func() bool, deadli
 	go p.heartbeatLoop()
 	p.ready.Store(true)
 	signal(e.progress)
-	e.log.Debug().Int("peer", p.id).Str("addr", conn.RemoteAddr().String()).Msg("bichannel: peer connected")
+	e.log.Debug().Int("peer", p.id).Str("addr", conn.RemoteAddr().String()).Bool("authenticated", p.auth).Msg("bichannel: peer connected")
 	return p, nil
+}
+
+// keys are a connection's datagram keys (authenticated mode).
+type keys struct {
+	auth   bool
+	tx, rx sipKey
+}
+
+// dialerHello is the dialer's half up to the hellos: authenticate (the
+// acceptor proves itself first), send the hello, read the acceptor's and
+// reserve its id.
+func (e *Endpoint) dialerHello(c *hsConn, want int) (*hello, keys, error) {
+	var ks keys
+	me := uint32(e.cfg.NodeID)
+	hb, err := appendHello(nil, helloFor(e))
+	if err != nil {
+		return nil, ks, err
+	}
+	if key := e.cfg.ClusterKey; len(key) > 0 {
+		a1 := auth1{node: me, want: uint32(want)}
+		if _, err := crand.Read(a1.nonce[:]); err != nil {
+			return nil, ks, err
+		}
+		if err := c.write(appendAuth1(nil, &a1)); err != nil {
+			return nil, ks, err
+		}
+		body, err := c.read(msgAuth2, "the authentication answer")
+		if err != nil {
+			return nil, ks, err
+		}
+		a2, err := parseAuth2(body)
+		if err != nil {
+			return nil, ks, &refusal{refProto, err}
+		}
+		if int(a2.node) != want {
+			return nil, ks, refuse(refPeer, "dialed node %d but node %d answered: check the peer addresses", want, a2.node)
+		}
+		tr := transcript(me, a2.node, &a1.nonce, &a2.nonce)
+		if !proofOK(key, labelAcceptor, tr, &a2.mac) {
+			return nil, ks, refuse(refAuth, "node %d did not prove it holds the cluster key: give every node the same ClusterKey", want)
+		}
+		mac := proof(key, labelDialer, tr)
+		if err := c.write(append(appendAuth3(nil, &mac), hb...)); err != nil {
+			return nil, ks, err
+		}
+		ks.auth = true
+		ks.tx, ks.rx = datagramKeys(key, tr)
+	} else if err := c.write(hb); err != nil {
+		return nil, ks, err
+	}
+	body, err := c.read(msgHello, "the hello")
+	if err != nil {
+		return nil, ks, err
+	}
+	h, err := parseHello(body)
+	if err != nil {
+		return nil, ks, &refusal{refProto, err}
+	}
+	if int(h.node) != want {
+		return nil, ks, refuse(refPeer, "dialed node %d but node %d answered: check the peer addresses", want, h.node)
+	}
+	if err := e.checkHello(h); err != nil {
+		return nil, ks, err
+	}
+	if err := e.claim(want, c.conn); err != nil {
+		return nil, ks, err
+	}
+	return h, ks, nil
+}
+
+// acceptorHello is the acceptor's half up to the hellos: read the first
+// frame, wait (bounded) for Connect, check the claimed id, authenticate
+// (proving itself first, then checking the dialer's proof), reserve the id,
+// read the dialer's hello and only then send its own. It returns the
+// claimed id (or -1) even on error, for the reservation to be released.
+func (e *Endpoint) acceptorHello(c *hsConn) (int, *hello, keys, error) {
+	var ks keys
+	me := uint32(e.cfg.NodeID)
+	key := e.cfg.ClusterKey
+	typ, body, buf, err := readFrame(c.br, nil, maxHelloLen)
+	c.buf = buf
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return -1, nil, ks, refuse(refTimeout, "no hello within the handshake timeout %v", e.cfg.HandshakeTimeout)
+	case errors.Is(err, errFrameTooBig):
+		return -1, nil, ks, &refusal{refProto, err}
+	case err != nil:
+		return -1, nil, ks, fmt.Errorf("reading the first frame: %w", err)
+	case len(key) > 0 && typ == msgHello:
+		return -1, nil, ks, refuse(refAuth, "node %d requires authentication and the dialer has no cluster key: give every node the same ClusterKey", me)
+	case len(key) == 0 && typ == msgAuth1:
+		return -1, nil, ks, refuse(refAuth, "node %d has no cluster key and the dialer has one: give every node the same ClusterKey", me)
+	case typ != msgHello && typ != msgAuth1:
+		return -1, nil, ks, refuse(refProto, "expected a hello, got control frame type %d", typ)
+	}
+	var (
+		a1 *auth1
+		h  *hello
+		id int
+	)
+	if typ == msgAuth1 {
+		if a1, err = parseAuth1(body); err != nil {
+			return -1, nil, ks, &refusal{refProto, err}
+		}
+		if a1.want != me {
+			return -1, nil, ks, refuse(refPeer, "the dialer wanted node %d but reached node %d: check the peer addresses", a1.want, me)
+		}
+		id = int(a1.node)
+	} else {
+		if h, err = parseHello(body); err != nil {
+			return -1, nil, ks, &refusal{refProto, err}
+		}
+		id = int(h.node)
+	}
+	if err := e.waitConnect(c); err != nil {
+		return -1, nil, ks, err
+	}
+	if err := e.checkAccepted(id, c.conn); err != nil {
+		return -1, nil, ks, err
+	}
+	if a1 == nil {
+		// Unauthenticated: the first claimant from an acceptable address
+		// takes the id (see "Trust model").
+		if err := e.claim(id, c.conn); err != nil {
+			return -1, nil, ks, err
+		}
+	} else {
+		a2 := auth2{node: me}
+		if _, err := crand.Read(a2.nonce[:]); err != nil {
+			return -1, nil, ks, err
+		}
+		tr := transcript(a1.node, me, &a1.nonce, &a2.nonce)
+		a2.mac = proof(key, labelAcceptor, tr)
+		if err := c.write(appendAuth2(nil, &a2)); err != nil {
+			return -1, nil, ks, err
+		}
+		body, err := c.read(msgAuth3, "the authentication proof")
+		if err != nil {
+			return -1, nil, ks, err
+		}
+		mac, err := parseAuth3(body)
+		if err != nil {
+			return -1, nil, ks, &refusal{refProto, err}
+		}
+		if !proofOK(key, labelDialer, tr, &mac) {
+			return -1, nil, ks, refuse(refAuth, "the dialer claiming node %d did not prove it holds the cluster key", id)
+		}
+		// Authenticated: the first to get here takes the id.
+		if err := e.claim(id, c.conn); err != nil {
+			return -1, nil, ks, err
+		}
+		ks.auth = true
+		ks.rx, ks.tx = datagramKeys(key, tr)
+		if body, err = c.read(msgHello, "the hello"); err != nil {
+			return id, nil, ks, err
+		}
+		if h, err = parseHello(body); err != nil {
+			return id, nil, ks, &refusal{refProto, err}
+		}
+		if int(h.node) != id {
+			return id, nil, ks, refuse(refPeer, "authenticated as node %d but the hello says node %d", id, h.node)
+		}
+	}
+	if err := e.checkHello(h); err != nil {
+		return id, nil, ks, err
+	}
+	hb, err := appendHello(nil, helloFor(e))
+	if err != nil {
+		return id, nil, ks, err
+	}
+	if err := c.write(hb); err != nil {
+		return id, nil, ks, err
+	}
+	return id, h, ks, nil
+}
+
+// waitConnect waits, up to preConnectWait, for this node's Connect; the
+// dialer is told to dial again if it does not come.
+func (e *Endpoint) waitConnect(c *hsConn) error {
+	select {
+	case <-e.expectSet:
+		return nil
+	default:
+	}
+	t := time.NewTimer(preConnectWait)
+	defer t.Stop()
+	select {
+	case <-e.expectSet:
+		return nil
+	case <-e.closing:
+		return ErrClosed
+	case <-t.C:
+		c.conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		c.conn.Write(appendReject(nil, rejectRetry, fmt.Sprintf("node %d has not called Connect yet: dial again", e.cfg.NodeID)))
+		return errRetry
+	}
+}
+
+// checkAccepted checks the id an accepted connection claims (after
+// Connect): a peer of this node, with a lower id (the lower id dials), and
+// (CheckPeerAddr) from its configured address.
+func (e *Endpoint) checkAccepted(id int, conn net.Conn) error {
+	_, expected := e.expect[id]
+	switch {
+	case id == e.cfg.NodeID:
+		return refuse(refPeer, "node %d answered with this node's own id: give every node its own id", id)
+	case !expected:
+		return refuse(refPeer, "node %d is not among node %d's peers", id, e.cfg.NodeID)
+	case id > e.cfg.NodeID:
+		return refuse(refPeer, "node %d dialed node %d, but the lower id dials: give both the same peer list", id, e.cfg.NodeID)
+	}
+	if ips, ok := e.peerIPs[id]; ok && !slices.Contains(ips, remoteIP(conn)) {
+		return refuse(refPeer, "a connection from %v claims node %d, configured at %v (CheckPeerAddr)", remoteIP(conn), id, ips)
+	}
+	return nil
+}
+
+// checkHello checks a peer's hello against this node's configuration.
+func (e *Endpoint) checkHello(h *hello) error {
+	id := int(h.node)
+	switch {
+	case h.workers != e.cfg.Workers:
+		return refuse(refProto, "node %d has %d workers and node %d has %d: every node needs the same number (worker i talks to worker i)", id, h.workers, e.cfg.NodeID, e.cfg.Workers)
+	case h.info.Addr.Is4() != e.info.Addr.Is4():
+		return refuse(refProto, "node %d's fast path is on %v and node %d's on %v: use one address family", id, h.info.Addr, e.cfg.NodeID, e.info.Addr)
+	}
+	return nil
+}
+
+// claim reserves id for conn: the first claimant (authenticated, in the
+// authenticated mode) keeps it until its handshake fails.
+func (e *Endpoint) claim(id int, conn net.Conn) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.isClosing() {
+		return ErrClosed
+	}
+	if _, ok := e.peers()[id]; ok {
+		return refuse(refTaken, "node %d is already connected (a second connection claims it)", id)
+	}
+	if _, ok := e.claims[id]; ok {
+		return refuse(refTaken, "node %d is being connected by another connection", id)
+	}
+	e.claims[id] = conn
+	return nil
+}
+
+// release gives up conn's reservation of id, if it holds it.
+func (e *Endpoint) release(id int, conn net.Conn) {
+	if id < 0 {
+		return
+	}
+	e.mu.Lock()
+	if e.claims[id] == conn {
+		delete(e.claims, id)
+	}
+	e.mu.Unlock()
 }
 
 // newPeer builds the state for a peer from its hello and sets up the flows
@@ -406,7 +810,7 @@ func (e *Endpoint) handshake(conn net.Conn, want int, disarm func() bool, deadli
 func (e *Endpoint) newPeer(conn net.Conn, br *bufio.Reader, h *hello) (*peer, error) {
 	W := e.cfg.Workers
 	p := &peer{
-		e: e, id: int(h.node), conn: conn, br: br, remote: h,
+		e: e, id: int(h.node), conn: conn, br: bufio.NewReaderSize(br, 64<<10), remote: h,
 		maxPayload: min(e.cfg.MaxPayload, h.maxPayload),
 		send:       make([]*sendState, W),
 		rx:         make([][]rflow, W),
@@ -414,6 +818,9 @@ func (e *Endpoint) newPeer(conn net.Conn, br *bufio.Reader, h *hello) (*peer, er
 		dead:       make(chan struct{}),
 		ackKick:    make(chan struct{}, 1),
 		retxKick:   make(chan struct{}, 1),
+	}
+	if ap, err := netip.ParseAddrPort(conn.RemoteAddr().String()); err == nil {
+		p.ctlAddr = ap
 	}
 	// Until the first acknowledgement delay is measured, be patient (as
 	// TCP starts at 1s): 10 times the minimum, at most a second.
@@ -473,17 +880,19 @@ func (e *Endpoint) pickFlows(p *peer) error {
 	return fmt.Errorf("fast path to node %d: %d attempts found busy source ports: %w; widen MinPort..MaxPort", p.id, attempts, err)
 }
 
-// register publishes p, so its datagrams are accepted.
-func (e *Endpoint) register(p *peer) error {
+// publish makes p, whose id conn reserved, a peer: its datagrams are
+// accepted from now on.
+func (e *Endpoint) publish(p *peer) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.isClosing() {
 		return ErrClosed
 	}
-	old := e.peers()
-	if _, dup := old[p.id]; dup {
-		return fmt.Errorf("node %d is already connected (a second connection from it)", p.id)
+	if e.claims[p.id] != p.conn {
+		return refuse(refTaken, "node %d lost its reservation", p.id)
 	}
+	delete(e.claims, p.id)
+	old := e.peers()
 	m := make(map[int]*peer, len(old)+1)
 	for k, v := range old {
 		m[k] = v
@@ -635,7 +1044,7 @@ func (p *peer) readLoop() {
 		sel []uint32
 	)
 	for {
-		typ, body, nbuf, err := readFrame(p.br, buf)
+		typ, body, nbuf, err := readFrame(p.br, buf, maxFrameLen)
 		buf = nbuf
 		if err != nil {
 			p.fail(fmt.Errorf("control connection: %w", err))
@@ -667,7 +1076,7 @@ func (p *peer) readLoop() {
 					p.fail(fmt.Errorf("protocol error: retransmission for worker %d flow %d of %d bytes", w, f, n))
 					return
 				}
-				e.arrive(p, w, f, seq, payload, true)
+				e.arrive(p, w, f, seq, payload, true, p.ctlAddr)
 			}
 		case msgBye:
 			p.fail(errPeerClosed)
@@ -692,30 +1101,44 @@ func (p *peer) onAck(a *ackRecord, now int64) error {
 	ss := p.send[a.worker]
 	ss.mu.Lock()
 	fl := &ss.flows[a.flow]
-	if a.cum > fl.next {
-		ss.mu.Unlock()
-		return fmt.Errorf("acknowledgement of worker %d flow %d up to %d, but only %d were sent", a.worker, a.flow, a.cum, fl.next)
-	}
 	freed := 0
 	sample := int64(-1)
-	for s := fl.low; s < a.cum; s++ {
-		freed += ss.ack(fl, s, now, &sample)
-	}
-	fl.low = max(fl.low, a.cum)
-	for _, d := range a.sel {
-		s := a.cum + uint64(d)
-		if s >= fl.next {
-			ss.mu.Unlock()
-			return fmt.Errorf("acknowledgement of worker %d flow %d seq %d, but only %d were sent", a.worker, a.flow, s, fl.next)
+	bad := false
+	if a.cum > fl.next {
+		// Acknowledges what was never sent: the receiver took a forged
+		// datagram (or is broken). Ignored and counted — never a reason
+		// to give up on the pair; its credits still count.
+		bad = true
+	} else {
+		for s := fl.low; s < a.cum; s++ {
+			freed += ss.ack(fl, s, now, &sample)
 		}
-		freed += ss.ack(fl, s, now, &sample)
+		fl.low = max(fl.low, a.cum)
+		for _, d := range a.sel {
+			s := a.cum + uint64(d)
+			if s >= fl.next {
+				bad = true
+				continue
+			}
+			freed += ss.ack(fl, s, now, &sample)
+		}
 	}
 	for fl.low < fl.next && fl.ring[fl.low%ss.win] == 0 {
 		fl.low++
 	}
 	fl.credits += int(a.credits)
 	credits := fl.credits
+	if credits > ss.buffers {
+		fl.credits = ss.buffers // never more than the receiver's buffers
+	}
 	ss.mu.Unlock()
+	if bad {
+		e.st.badAcks.Add(1)
+		if e.logAllowed() {
+			e.log.Warn().Int("peer", p.id).Uint16("worker", a.worker).Uint16("flow", a.flow).Uint64("cum", a.cum).
+				Msg("bichannel: acknowledgement of messages never sent, ignored (at most one such line a second)")
+		}
+	}
 	if freed > 0 {
 		p.unacked.Add(-int64(freed))
 	}
@@ -723,8 +1146,9 @@ func (p *peer) onAck(a *ackRecord, now int64) error {
 		p.observe(sample)
 	}
 	if credits > ss.buffers {
+		// Credits for messages the receiver took but this node never
+		// sent (forged datagrams): clamped, counted.
 		e.st.creditViolations.Add(1)
-		return fmt.Errorf("worker %d flow %d holds %d credits, more than the receiver's %d buffers", a.worker, a.flow, credits, ss.buffers)
 	}
 	if freed > 0 || a.credits > 0 {
 		signal(ss.wake)
@@ -820,6 +1244,9 @@ func (e *Endpoint) sendOn(p *peer, ss *sendState, w, f int, msg []byte) error {
 	dg := ss.scratch[:HeaderLen+len(msg)]
 	putHeader(dg, &dgHeader{node: uint32(e.cfg.NodeID), session: e.session, worker: uint16(w), flow: uint16(f), seq: seq, length: uint16(len(msg))})
 	copy(dg[HeaderLen:], msg)
+	if p.auth {
+		signDatagram(p.txKey, dg)
+	}
 	e.st.sent.Add(1)
 	if p.unacked.Add(1) == 1 {
 		signal(p.retxKick)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -29,11 +30,18 @@ type UDPFast struct {
 	rx      []*udpRx
 
 	mu     sync.Mutex
-	socks  map[uint16]*net.UDPConn // by source port
+	socks  map[uint16]*udpSock // by source port
+	ports  map[int][]uint16    // by peer: the source ports its flows hold
 	routes atomic.Pointer[map[int][][]udpRoute]
 	closed atomic.Bool
 
 	sent, sendErrors atomic.Uint64
+}
+
+// udpSock is a sending socket and the number of peers whose flows use it.
+type udpSock struct {
+	c    *net.UDPConn
+	refs int
 }
 
 type udpRoute struct {
@@ -62,7 +70,7 @@ func NewUDPFast(workers int, cfg UDPConfig) (*UDPFast, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &UDPFast{cfg: cfg, network: "udp4", socks: map[uint16]*net.UDPConn{}}
+	u := &UDPFast{cfg: cfg, network: "udp4", socks: map[uint16]*udpSock{}, ports: map[int][]uint16{}}
 	if cfg.IP.Is6() && !cfg.IP.Is4In6() {
 		u.network = "udp6"
 	}
@@ -96,28 +104,27 @@ func NewUDPFast(workers int, cfg UDPConfig) (*UDPFast, error) {
 func (u *UDPFast) Info() FastInfo { return u.info }
 
 // Connect implements FastPath: it opens a socket for every new source
-// port.
+// port (sockets are shared by the flows, of any peer, that use the same
+// source port). Connecting a peer again replaces its flows.
 func (u *UDPFast) Connect(peer int, remote FastInfo, flows [][]rss.PortPair) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.closed.Load() {
 		return ErrFastClosed
 	}
-	var opened []uint16
+	var held []uint16 // source ports this peer's new flows hold a reference on
 	undo := func() {
-		for _, p := range opened {
-			u.socks[p].Close()
-			delete(u.socks, p)
+		for _, p := range held {
+			u.release(p)
 		}
 	}
 	rt := make([][]udpRoute, len(flows))
 	for w, fl := range flows {
 		rt[w] = make([]udpRoute, len(fl))
 		for f, pp := range fl {
-			c := u.socks[pp.SrcPort]
-			if c == nil {
-				var err error
-				c, err = u.listenUDP(u.network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(u.cfg.IP, pp.SrcPort)))
+			s := u.socks[pp.SrcPort]
+			if s == nil {
+				c, err := u.listenUDP(u.network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(u.cfg.IP, pp.SrcPort)))
 				if err != nil {
 					undo()
 					if errors.Is(err, syscall.EADDRINUSE) {
@@ -125,20 +132,66 @@ func (u *UDPFast) Connect(peer int, remote FastInfo, flows [][]rss.PortPair) err
 					}
 					return fmt.Errorf("bichannel: udp: source port %d: %w", pp.SrcPort, err)
 				}
-				u.socks[pp.SrcPort] = c
-				opened = append(opened, pp.SrcPort)
+				s = &udpSock{c: c}
+				u.socks[pp.SrcPort] = s
 			}
-			rt[w][f] = udpRoute{c: c, dst: netip.AddrPortFrom(remote.Addr, pp.DstPort)}
+			if !slices.Contains(held, pp.SrcPort) {
+				s.refs++
+				held = append(held, pp.SrcPort)
+			}
+			rt[w][f] = udpRoute{c: s.c, dst: netip.AddrPortFrom(remote.Addr, pp.DstPort)}
 		}
 	}
+	u.setRoute(peer, rt)
+	for _, p := range u.ports[peer] {
+		u.release(p)
+	}
+	u.ports[peer] = held
+	return nil
+}
+
+// Disconnect removes a peer's flows and closes the source sockets no other
+// peer uses (a handshake that failed after Connect).
+func (u *UDPFast) Disconnect(peer int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.setRoute(peer, nil)
+	for _, p := range u.ports[peer] {
+		u.release(p)
+	}
+	delete(u.ports, peer)
+}
+
+// setRoute publishes a peer's routes (nil: none); u.mu is held.
+func (u *UDPFast) setRoute(peer int, rt [][]udpRoute) {
 	old := *u.routes.Load()
 	m := make(map[int][][]udpRoute, len(old)+1)
 	for k, v := range old {
 		m[k] = v
 	}
-	m[peer] = rt
+	if rt == nil {
+		delete(m, peer)
+	} else {
+		m[peer] = rt
+	}
 	u.routes.Store(&m)
-	return nil
+}
+
+// release drops one reference on a source port's socket; u.mu is held.
+func (u *UDPFast) release(port uint16) {
+	if s := u.socks[port]; s != nil {
+		if s.refs--; s.refs <= 0 {
+			s.c.Close()
+			delete(u.socks, port)
+		}
+	}
+}
+
+// openSockets returns the number of sending sockets open (tests).
+func (u *UDPFast) openSockets() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.socks)
 }
 
 // Send implements FastPath.
@@ -160,7 +213,7 @@ func (u *UDPFast) Send(peer, worker, flow int, b []byte) error {
 }
 
 // Recv implements FastPath.
-func (u *UDPFast) Recv(worker int, dst [][]byte) ([][]byte, error) {
+func (u *UDPFast) Recv(worker int, dst []Datagram) ([]Datagram, error) {
 	dst, err := u.rx[worker].recv(dst)
 	if err != nil && u.closed.Load() {
 		return dst, fmt.Errorf("%w: %v", ErrFastClosed, err)
@@ -175,8 +228,8 @@ func (u *UDPFast) Close() error {
 		r.c.Close()
 	}
 	u.mu.Lock()
-	for p, c := range u.socks {
-		c.Close()
+	for p, s := range u.socks {
+		s.c.Close()
 		delete(u.socks, p)
 	}
 	u.mu.Unlock()
@@ -189,6 +242,7 @@ func (u *UDPFast) FastStats() FastStats {
 	for _, r := range u.rx {
 		s.Received += r.received.Load()
 		s.Drops += r.drops.Load()
+		s.Oversize += r.oversize.Load()
 	}
 	return s
 }

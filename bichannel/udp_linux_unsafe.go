@@ -5,6 +5,7 @@ package bichannel
 import (
 	"encoding/binary"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -21,20 +22,21 @@ const ctrlSpace = 64
 // udpRx receives one worker's datagrams with recvmmsg, through the runtime
 // poller (RawConn.Read), a batch per system call.
 type udpRx struct {
-	c    *net.UDPConn
-	rc   syscall.RawConn
-	hdrs []unix.Mmsghdr
-	iovs []unix.Iovec
-	bufs [][]byte
-	ctrl []byte
-	size int
-	ovfl uint32 // the socket's cumulative drop count, as last reported
+	c     *net.UDPConn
+	rc    syscall.RawConn
+	hdrs  []unix.Mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet6 // the sources; room for either family
+	bufs  [][]byte
+	ctrl  []byte
+	size  int
+	ovfl  uint32 // the socket's cumulative drop count, as last reported
 
 	readFn func(fd uintptr) bool // r.read, bound once: no allocation per call
 	n      int                   // read's results
 	serr   error
 
-	received, drops atomic.Uint64
+	received, drops, oversize atomic.Uint64
 }
 
 func newUDPRx(c *net.UDPConn, batch, size int) (*udpRx, error) {
@@ -49,7 +51,7 @@ func newUDPRx(c *net.UDPConn, batch, size int) (*udpRx, error) {
 		return nil, err
 	}
 	_ = serr // without SO_RXQ_OVFL, drops are just not counted
-	r := &udpRx{c: c, rc: rc, hdrs: make([]unix.Mmsghdr, batch), iovs: make([]unix.Iovec, batch),
+	r := &udpRx{c: c, rc: rc, hdrs: make([]unix.Mmsghdr, batch), iovs: make([]unix.Iovec, batch), names: make([]unix.RawSockaddrInet6, batch),
 		bufs: make([][]byte, batch), ctrl: make([]byte, batch*ctrlSpace), size: size}
 	for i := range r.bufs {
 		r.bufs[i] = make([]byte, size+1) // one spare byte: a longer datagram shows up truncated
@@ -60,12 +62,14 @@ func newUDPRx(c *net.UDPConn, batch, size int) (*udpRx, error) {
 
 // recv blocks until at least one datagram arrived and appends the batch to
 // dst; the slices alias r.bufs until the next call.
-func (r *udpRx) recv(dst [][]byte) ([][]byte, error) {
+func (r *udpRx) recv(dst []Datagram) ([]Datagram, error) {
 	for i := range r.hdrs {
 		r.iovs[i].Base = &r.bufs[i][0]
 		r.iovs[i].SetLen(len(r.bufs[i]))
 		h := &r.hdrs[i].Hdr
 		*h = unix.Msghdr{}
+		h.Name = (*byte)(unsafe.Pointer(&r.names[i]))
+		h.Namelen = unix.SizeofSockaddrInet6
 		h.Iov = &r.iovs[i]
 		h.SetIovlen(1)
 		h.Control = &r.ctrl[i*ctrlSpace]
@@ -88,10 +92,10 @@ func (r *udpRx) recv(dst [][]byte) ([][]byte, error) {
 			r.noteDrops(r.ctrl[i*ctrlSpace : i*ctrlSpace+int(m.Hdr.Controllen)])
 		}
 		if m.Hdr.Flags&unix.MSG_TRUNC != 0 || int(m.Len) > r.size {
-			r.drops.Add(1)
+			r.oversize.Add(1)
 			continue
 		}
-		dst = append(dst, r.bufs[i][:m.Len])
+		dst = append(dst, Datagram{Src: sockaddrPort(&r.names[i], m.Hdr.Namelen), Data: r.bufs[i][:m.Len]})
 	}
 	r.received.Add(uint64(n))
 	return dst, nil
@@ -133,4 +137,20 @@ func (r *udpRx) noteDrops(ctrl []byte) {
 			}
 		}
 	}
+}
+
+// sockaddrPort decodes the source recvmmsg wrote (IPv4-mapped IPv6
+// addresses unmapped); an unknown family gives the zero AddrPort, which
+// matches no flow.
+func sockaddrPort(sa *unix.RawSockaddrInet6, n uint32) netip.AddrPort {
+	switch {
+	case sa.Family == unix.AF_INET && n >= unix.SizeofSockaddrInet4:
+		s4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		p := (*[2]byte)(unsafe.Pointer(&s4.Port))
+		return netip.AddrPortFrom(netip.AddrFrom4(s4.Addr), uint16(p[0])<<8|uint16(p[1]))
+	case sa.Family == unix.AF_INET6 && n >= unix.SizeofSockaddrInet6:
+		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(p[0])<<8|uint16(p[1]))
+	}
+	return netip.AddrPort{}
 }

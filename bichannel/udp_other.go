@@ -4,33 +4,34 @@ package bichannel
 
 import (
 	"net"
+	"net/netip"
 	"sync/atomic"
 )
 
 // udpRx receives one worker's datagrams one at a time (recvmmsg is
 // Linux-only).
 type udpRx struct {
-	c               *net.UDPConn
-	buf             []byte
-	size            int
-	received, drops atomic.Uint64
+	c                         *net.UDPConn
+	buf                       []byte
+	size                      int
+	received, drops, oversize atomic.Uint64
 }
 
 func newUDPRx(c *net.UDPConn, batch, size int) (*udpRx, error) {
 	return &udpRx{c: c, buf: make([]byte, size+1), size: size}, nil
 }
 
-func (r *udpRx) recv(dst [][]byte) ([][]byte, error) {
+func (r *udpRx) recv(dst []Datagram) ([]Datagram, error) {
 	for {
-		n, _, err := r.c.ReadFromUDPAddrPort(r.buf)
+		n, src, err := r.c.ReadFromUDPAddrPort(r.buf)
 		if err != nil {
 			return dst, err
 		}
 		r.received.Add(1)
 		if n > r.size {
-			r.drops.Add(1)
+			r.oversize.Add(1)
 			continue
 		}
-		return append(dst, r.buf[:n]), nil
+		return append(dst, Datagram{Src: netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), Data: r.buf[:n]}), nil
 	}
 }

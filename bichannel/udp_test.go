@@ -63,6 +63,7 @@ func TestAutoFallsBackToUDP(t *testing.T) {
 	cfg.Logger = &lg
 	cfg.VNIC.Socket = filepath.Join(t.TempDir(), "no-vnicd.sock")
 	cfg.VNIC.BasePort = 40000
+	cfg.ClusterKey = []byte("0123456789abcdef") // no line about the unauthenticated mode
 	e, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -213,6 +213,20 @@ func (v *VNICFast) Connect(peer int, remote FastInfo, flows [][]rss.PortPair) er
 	return nil
 }
 
+// Disconnect removes a peer's route.
+func (v *VNICFast) Disconnect(peer int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old := *v.routes.Load()
+	m := make(map[int]*vnicRoute, len(old))
+	for k, x := range old {
+		if k != peer {
+			m[k] = x
+		}
+	}
+	v.routes.Store(&m)
+}
+
 // Send implements FastPath: it builds the frame and posts it on worker's
 // TX ring, retrying briefly while the ring is full.
 // txWait bounds how long Send waits for room on a full TX ring.
@@ -280,7 +294,7 @@ func (v *VNICFast) Send(peer, worker, flow int, b []byte) error {
 
 // Recv implements FastPath. The payloads alias the packets' buffers, which
 // the next Recv releases.
-func (v *VNICFast) Recv(worker int, dst [][]byte) ([][]byte, error) {
+func (v *VNICFast) Recv(worker int, dst []Datagram) ([]Datagram, error) {
 	v.life.RLock()
 	defer v.life.RUnlock()
 	vq := v.qs[worker]
@@ -300,8 +314,8 @@ func (v *VNICFast) Recv(worker int, dst [][]byte) ([][]byte, error) {
 		vq.pkts = vq.q.Recv(vq.pkts[:0])
 		vq.mu.Unlock()
 		for i, pk := range vq.pkts {
-			if payload, ok := udpPayload(pk.Data); ok {
-				dst = append(dst, payload)
+			if payload, src, ok := udpPayload(pk.Data); ok {
+				dst = append(dst, Datagram{Src: src, Data: payload})
 				vq.held = append(vq.held, pk)
 				continue
 			}
@@ -342,11 +356,11 @@ func (v *VNICFast) FastStats() FastStats {
 }
 
 // udpPayload returns the UDP payload of an Ethernet frame (up to two VLAN
-// tags; IPv4, or IPv6 without extension headers), or false.
-func udpPayload(frame []byte) ([]byte, bool) {
+// tags; IPv4, or IPv6 without extension headers) and its source, or false.
+func udpPayload(frame []byte) ([]byte, netip.AddrPort, bool) {
 	var t rss.Tuple
 	if rss.Parse(frame, &t) != nil || t.Proto != rss.ProtoUDP || !t.HasPorts || t.Fragment {
-		return nil, false
+		return nil, netip.AddrPort{}, false
 	}
 	// Parse checked every length below.
 	off := 14
@@ -359,10 +373,10 @@ func udpPayload(frame []byte) ([]byte, bool) {
 		off += int(frame[off]&0x0f) * 4
 	} else {
 		if frame[off+6] != rss.ProtoUDP {
-			return nil, false // extension headers: not ours
+			return nil, netip.AddrPort{}, false // extension headers: not ours
 		}
 		off += 40
 	}
 	ulen := int(binary.BigEndian.Uint16(frame[off+4:]))
-	return frame[off+8 : off+ulen], true
+	return frame[off+8 : off+ulen], netip.AddrPortFrom(t.SrcAddr(), t.SrcPort), true
 }

@@ -344,7 +344,7 @@ func TestVNICFastFrames(t *testing.T) {
 	q.mu.Unlock()
 
 	got, err := fb.Recv(1, nil)
-	if err != nil || len(got) != 1 || !bytes.Equal(got[0], payload) {
+	if err != nil || len(got) != 1 || !bytes.Equal(got[0].Data, payload) || got[0].Src != netip.AddrPortFrom(ca.IP, pairs[0].SrcPort) {
 		t.Fatalf("Recv: %q, %v", got, err)
 	}
 	if h := b.held.Load(); h != 1 {
@@ -385,12 +385,12 @@ func TestUDPPayload(t *testing.T) {
 	if !checksumsOK(f) {
 		t.Fatal("checksum wrong after rss.SetUDPChecksum")
 	}
-	if p, ok := udpPayload(append(f, 0, 0, 0)); !ok || string(p) != "hello" { // Ethernet padding ignored
+	if p, from, ok := udpPayload(append(f, 0, 0, 0)); !ok || string(p) != "hello" || from != netip.AddrPortFrom(src, 1234) { // Ethernet padding ignored
 		t.Fatalf("payload %q %v", p, ok)
 	}
 	// VLAN-tagged.
 	tagged := append(append(bytes.Clone(f[:12]), 0x81, 0, 0, 7), f[12:]...)
-	if p, ok := udpPayload(tagged); !ok || string(p) != "hello" {
+	if p, _, ok := udpPayload(tagged); !ok || string(p) != "hello" {
 		t.Fatalf("tagged payload %q %v", p, ok)
 	}
 	// IPv6.
@@ -398,13 +398,13 @@ func TestUDPPayload(t *testing.T) {
 	f6 := rss.BuildUDP6(nil, [6]byte{1}, [6]byte{2}, s6, d6, 1, 2, 3)
 	copy(f6[len(f6)-3:], "abc")
 	rss.SetUDPChecksum(f6)
-	if p, ok := udpPayload(f6); !ok || string(p) != "abc" {
+	if p, _, ok := udpPayload(f6); !ok || string(p) != "abc" {
 		t.Fatalf("IPv6 payload %q %v", p, ok)
 	}
 	for n := range len(f) {
 		udpPayload(f[:n]) // truncated: no panic
 	}
-	if _, ok := udpPayload(f[:len(f)-1]); ok {
+	if _, _, ok := udpPayload(f[:len(f)-1]); ok {
 		t.Error("truncated frame accepted")
 	}
 }

@@ -2,34 +2,53 @@ package bichannel
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net/netip"
+
+	"github.com/vnic/vnic/rss"
 )
 
 // Control frames on the TCP connection: a 4-byte big-endian length (of the
 // type byte and the body), a type byte and the body.
 const (
-	msgHello     = 1 // hello: who I am, how to reach my workers
-	msgReady     = 2 // my state for you is set up: you may send
-	msgHeartbeat = 3 // liveness
-	msgAck       = 4 // acknowledgements and credits, one record per flow
-	msgRetx      = 5 // messages retransmitted over TCP
-	msgBye       = 6 // orderly close
-	msgReject    = 7 // handshake refused: the reason, as text
+	msgHello     = 1  // hello: who I am, how to reach my workers
+	msgReady     = 2  // my state for you is set up: you may send
+	msgHeartbeat = 3  // liveness
+	msgAck       = 4  // acknowledgements and credits, one record per flow
+	msgRetx      = 5  // messages retransmitted over TCP
+	msgBye       = 6  // orderly close
+	msgReject    = 7  // handshake refused: a code byte and the reason, as text
+	msgAuth1     = 8  // dialer: who I am, whom I dialed, my nonce
+	msgAuth2     = 9  // acceptor: who I am, my nonce, my proof
+	msgAuth3     = 10 // dialer: my proof
+	msgFlows     = 11 // the source ports of my flows to you, [worker][flow]
 
-	frameHdrLen  = 5
-	maxFrameLen  = 16 << 20
+	frameHdrLen = 5
+	// maxFrameLen caps a control frame after the handshake (a
+	// retransmission frame is at most retxFrameLimit plus one record).
+	maxFrameLen = 8 << 20
+	// maxHelloLen caps every frame of the handshake, checked before
+	// anything is allocated: a hello of MaxWorkers workers with the
+	// largest RSS configuration fits.
+	maxHelloLen  = 64 << 10
 	helloMagic   = "BICH"
-	helloVersion = 1
+	helloVersion = 2
+
+	rejectFatal = 0 // the handshake cannot succeed: give up
+	rejectRetry = 1 // the acceptor is not ready (Connect not called yet): dial again
+
+	nonceLen = 32
+	macLen   = sha256.Size
 )
 
 // hello is the first frame each side sends.
 type hello struct {
 	node       uint32
-	session    uint32
+	session    uint64
 	workers    int
 	flows      int // flows per worker this node sends on
 	buffers    int // buffers per incoming flow: the sender's initial credits
@@ -59,7 +78,7 @@ func appendHello(b []byte, h *hello) ([]byte, error) {
 	b = append(b, helloMagic...)
 	b = binary.BigEndian.AppendUint16(b, helloVersion)
 	b = binary.BigEndian.AppendUint32(b, h.node)
-	b = binary.BigEndian.AppendUint32(b, h.session)
+	b = binary.BigEndian.AppendUint64(b, h.session)
 	b = binary.BigEndian.AppendUint16(b, uint16(h.workers))
 	b = binary.BigEndian.AppendUint16(b, uint16(h.flows))
 	b = binary.BigEndian.AppendUint32(b, uint32(h.buffers))
@@ -135,7 +154,7 @@ func parseHello(body []byte) (*hello, error) {
 	}
 	h := &hello{
 		node:       r.u32(),
-		session:    r.u32(),
+		session:    r.u64(),
 		workers:    int(r.u16()),
 		flows:      int(r.u16()),
 		buffers:    int(r.u32()),
@@ -228,9 +247,14 @@ func appendRetxRecord(b []byte, worker, flow int, seq uint64, payload []byte) []
 	return append(b, payload...)
 }
 
-// readFrame reads one frame into buf (grown as needed) and returns its
-// type and body.
-func readFrame(r *bufio.Reader, buf []byte) (byte, []byte, []byte, error) {
+// errFrameTooBig is wrapped by readFrame for a frame longer than its
+// limit.
+var errFrameTooBig = errors.New("control frame too big")
+
+// readFrame reads one frame of at most limit bytes into buf (grown as
+// needed) and returns its type and body. The announced length is checked
+// against limit before anything is allocated.
+func readFrame(r *bufio.Reader, buf []byte, limit int) (byte, []byte, []byte, error) {
 	hdr, err := r.Peek(frameHdrLen)
 	if err != nil {
 		if errors.Is(err, io.EOF) && len(hdr) > 0 {
@@ -240,8 +264,11 @@ func readFrame(r *bufio.Reader, buf []byte) (byte, []byte, []byte, error) {
 	}
 	n, typ := int(binary.BigEndian.Uint32(hdr)), hdr[4]
 	r.Discard(frameHdrLen)
-	if n < 1 || n > maxFrameLen {
-		return 0, nil, buf, fmt.Errorf("control frame of %d bytes: the peer is not speaking this protocol", n)
+	if n < 1 {
+		return 0, nil, buf, fmt.Errorf("empty control frame: the peer is not speaking this protocol")
+	}
+	if n > limit {
+		return 0, nil, buf, fmt.Errorf("%w: %d bytes announced, at most %d here: the peer is not speaking this protocol", errFrameTooBig, n, limit)
 	}
 	n--
 	if cap(buf) < n {
@@ -269,4 +296,122 @@ func helloFor(e *Endpoint) *hello {
 		maxPayload: e.cfg.MaxPayload,
 		info:       e.info,
 	}
+}
+
+// appendReject builds a reject frame.
+func appendReject(b []byte, code byte, reason string) []byte {
+	b, start := appendFrameHdr(b, msgReject)
+	b = append(b, code)
+	b = append(b, reason...)
+	return endFrame(b, start)
+}
+
+// parseReject decodes a reject frame's body.
+func parseReject(body []byte) (code byte, reason string) {
+	if len(body) == 0 {
+		return rejectFatal, "(no reason given)"
+	}
+	return body[0], string(body[1:])
+}
+
+// auth1 opens an authenticated handshake: the dialer, the node it dialed
+// and the dialer's nonce.
+type auth1 struct {
+	node, want uint32
+	nonce      [nonceLen]byte
+}
+
+func appendAuth1(b []byte, a *auth1) []byte {
+	b, start := appendFrameHdr(b, msgAuth1)
+	b = append(b, helloMagic...)
+	b = binary.BigEndian.AppendUint16(b, helloVersion)
+	b = binary.BigEndian.AppendUint32(b, a.node)
+	b = binary.BigEndian.AppendUint32(b, a.want)
+	b = append(b, a.nonce[:]...)
+	return endFrame(b, start)
+}
+
+func parseAuth1(body []byte) (*auth1, error) {
+	r := wireReader{b: body}
+	if string(r.take(4)) != helloMagic {
+		return nil, errors.New("authentication: not a bichannel peer (bad magic)")
+	}
+	if v := r.u16(); v != helloVersion {
+		return nil, fmt.Errorf("authentication: protocol version %d, this node speaks %d: run the same version on every node", v, helloVersion)
+	}
+	a := &auth1{node: r.u32(), want: r.u32()}
+	copy(a.nonce[:], r.take(nonceLen))
+	if r.bad || len(r.b) != 0 {
+		return nil, errors.New("authentication: malformed first frame")
+	}
+	return a, nil
+}
+
+// auth2 is the acceptor's answer: who it is, its nonce and its proof.
+type auth2 struct {
+	node  uint32
+	nonce [nonceLen]byte
+	mac   [macLen]byte
+}
+
+func appendAuth2(b []byte, a *auth2) []byte {
+	b, start := appendFrameHdr(b, msgAuth2)
+	b = binary.BigEndian.AppendUint32(b, a.node)
+	b = append(b, a.nonce[:]...)
+	b = append(b, a.mac[:]...)
+	return endFrame(b, start)
+}
+
+func parseAuth2(body []byte) (*auth2, error) {
+	r := wireReader{b: body}
+	a := &auth2{node: r.u32()}
+	copy(a.nonce[:], r.take(nonceLen))
+	copy(a.mac[:], r.take(macLen))
+	if r.bad || len(r.b) != 0 {
+		return nil, errors.New("authentication: malformed answer")
+	}
+	return a, nil
+}
+
+func appendAuth3(b []byte, mac *[macLen]byte) []byte {
+	b, start := appendFrameHdr(b, msgAuth3)
+	b = append(b, mac[:]...)
+	return endFrame(b, start)
+}
+
+func parseAuth3(body []byte) ([macLen]byte, error) {
+	var m [macLen]byte
+	if len(body) != macLen {
+		return m, errors.New("authentication: malformed proof")
+	}
+	copy(m[:], body)
+	return m, nil
+}
+
+// appendFlows lists the source ports of this node's flows to a peer,
+// worker by worker: the peer accepts fast-path datagrams of flow f of
+// worker w only from port flows[w][f].SrcPort.
+func appendFlows(b []byte, flows [][]rss.PortPair) []byte {
+	b, start := appendFrameHdr(b, msgFlows)
+	for _, fl := range flows {
+		for _, pp := range fl {
+			b = binary.BigEndian.AppendUint16(b, pp.SrcPort)
+		}
+	}
+	return endFrame(b, start)
+}
+
+// parseFlows decodes the peer's flow source ports: workers times flows.
+func parseFlows(body []byte, workers, flows int) ([][]uint16, error) {
+	if len(body) != 2*workers*flows {
+		return nil, fmt.Errorf("flows frame of %d bytes for %d workers of %d flows", len(body), workers, flows)
+	}
+	ports := make([][]uint16, workers)
+	for w := range ports {
+		ports[w] = make([]uint16, flows)
+		for f := range ports[w] {
+			ports[w][f] = binary.BigEndian.Uint16(body[2*(w*flows+f):])
+		}
+	}
+	return ports, nil
 }

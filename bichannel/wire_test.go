@@ -24,7 +24,7 @@ func TestHelloRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	typ, body, _, err := readFrame(bufio.NewReader(bytes.NewReader(b)), nil)
+	typ, body, _, err := readFrame(bufio.NewReader(bytes.NewReader(b)), nil, maxHelloLen)
 	if err != nil || typ != msgHello {
 		t.Fatalf("readFrame: type %d, %v", typ, err)
 	}
