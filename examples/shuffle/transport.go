@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/vnic/vnic/bichannel"
+)
+
+// Transport is what the shuffle needs from the network: reliable messages
+// of at most MaxMsg bytes from worker w of one host to worker w of
+// another, in any order.
+type Transport interface {
+	// Send sends msg to worker w of peer, waiting while flow control
+	// says the receiver is full; msg may be reused at once.
+	Send(peer, w int, msg []byte) error
+	// Receive calls fn, from one goroutine at a time, with every message
+	// for worker w until fn returns false or ctx ends. msg is valid only
+	// during the call.
+	Receive(ctx context.Context, w int, fn func(peer int, msg []byte) bool) error
+	// MaxMsg is the largest message.
+	MaxMsg() int
+	Close() error
+}
+
+// BiTransport is the bi-channel: messages on the fast path, reliability
+// and credits on the TCP control path.
+type BiTransport struct{ E *bichannel.Endpoint }
+
+// Send implements Transport.
+func (b BiTransport) Send(peer, w int, msg []byte) error { return b.E.Send(peer, w, msg) }
+
+// MaxMsg implements Transport.
+func (b BiTransport) MaxMsg() int { return bichannel.DefaultMaxPayload }
+
+// Close implements Transport.
+func (b BiTransport) Close() error { return b.E.Close() }
+
+// Receive implements Transport.
+func (b BiTransport) Receive(ctx context.Context, w int, fn func(peer int, msg []byte) bool) error {
+	msgs := make([]bichannel.Message, 0, 64)
+	for {
+		var err error
+		msgs, err = b.E.RecvWait(ctx, w, msgs[:0])
+		for _, m := range msgs {
+			if !fn(m.Peer, m.Data) {
+				return nil
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// TCPTransport is the same shuffle over kernel TCP: one connection per
+// pair of hosts and worker, messages framed by a 2-byte length, writes
+// batched by a buffered writer per connection (flushed when full and by
+// Flush), each connection read by its own goroutine.
+type TCPTransport struct {
+	id, hosts, workers int
+	out                [][]*tcpOut // [peer][worker]
+	in                 [][]net.Conn
+	rmu                []sync.Mutex // per worker: Receive's callbacks run one at a time
+	ln                 net.Listener
+}
+
+type tcpOut struct {
+	mu sync.Mutex
+	c  net.Conn
+	w  *bufio.Writer
+}
+
+// TCPConfig places a TCPTransport.
+type TCPConfig struct {
+	ID, Workers int
+	Addrs       []string     // every host's listen address, by id
+	Listener    net.Listener // this host's, listening on Addrs[ID]; closed by Close
+	Dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// NewTCPTransport accepts on Listener, connects to every other host (one
+// connection per worker each way) and returns when all are up.
+func NewTCPTransport(ctx context.Context, c TCPConfig) (*TCPTransport, error) {
+	dial := (&net.Dialer{}).DialContext
+	if c.Dial != nil {
+		dial = c.Dial
+	}
+	n := len(c.Addrs)
+	t := &TCPTransport{id: c.ID, hosts: n, workers: c.Workers, out: make([][]*tcpOut, n), in: make([][]net.Conn, n), rmu: make([]sync.Mutex, c.Workers)}
+	ln := c.Listener
+	t.ln = ln
+	var err error
+	for p := range n {
+		t.out[p] = make([]*tcpOut, c.Workers)
+		t.in[p] = make([]net.Conn, c.Workers)
+	}
+	want := (n - 1) * c.Workers
+	accepted := make(chan error, 1)
+	go func() {
+		var mu sync.Mutex
+		for range want {
+			conn, err := ln.Accept()
+			if err != nil {
+				accepted <- err
+				return
+			}
+			var hdr [4]byte
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.ReadFull(conn, hdr[:]); err != nil {
+				accepted <- err
+				return
+			}
+			conn.SetReadDeadline(time.Time{})
+			p, w := int(binary.BigEndian.Uint16(hdr[:])), int(binary.BigEndian.Uint16(hdr[2:]))
+			if p >= n || w >= c.Workers || p == c.ID {
+				accepted <- fmt.Errorf("shuffle: tcp: bad hello from %v: host %d worker %d", conn.RemoteAddr(), p, w)
+				return
+			}
+			mu.Lock()
+			t.in[p][w] = conn
+			mu.Unlock()
+		}
+		accepted <- nil
+	}()
+	for p := range n {
+		if p == c.ID {
+			continue
+		}
+		for w := range c.Workers {
+			var conn net.Conn
+			for {
+				conn, err = dial(ctx, "tcp", c.Addrs[p])
+				if err == nil || ctx.Err() != nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err != nil {
+				t.Close()
+				return nil, fmt.Errorf("shuffle: tcp: connect to host %d: %w", p, err)
+			}
+			var hdr [4]byte
+			binary.BigEndian.PutUint16(hdr[:], uint16(c.ID))
+			binary.BigEndian.PutUint16(hdr[2:], uint16(w))
+			if _, err := conn.Write(hdr[:]); err != nil {
+				conn.Close()
+				t.Close()
+				return nil, err
+			}
+			t.out[p][w] = &tcpOut{c: conn, w: bufio.NewWriterSize(conn, 64<<10)}
+		}
+	}
+	select {
+	case err = <-accepted:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("shuffle: tcp: accepting: %w", err)
+	}
+	return t, nil
+}
+
+// MaxMsg implements Transport.
+func (t *TCPTransport) MaxMsg() int { return bichannel.DefaultMaxPayload }
+
+// Send implements Transport.
+func (t *TCPTransport) Send(peer, w int, msg []byte) error {
+	o := t.out[peer][w]
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var l [2]byte
+	binary.BigEndian.PutUint16(l[:], uint16(len(msg)))
+	o.w.Write(l[:])
+	_, err := o.w.Write(msg)
+	return err
+}
+
+// Flush writes out what Send buffered for worker w.
+func (t *TCPTransport) Flush(w int) error {
+	var errs []error
+	for p := range t.out {
+		if o := t.out[p][w]; o != nil {
+			o.mu.Lock()
+			errs = append(errs, o.w.Flush())
+			o.mu.Unlock()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Receive implements Transport: a goroutine per incoming connection of
+// worker w reads frames and hands them to fn under the worker's lock.
+func (t *TCPTransport) Receive(ctx context.Context, w int, fn func(peer int, msg []byte) bool) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg   sync.WaitGroup
+		once sync.Once
+		res  error
+	)
+	stop := func(err error) {
+		once.Do(func() { res = err; cancel() })
+	}
+	for p := range t.in {
+		conn := t.in[p][w]
+		if conn == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn.SetReadDeadline(time.Time{}) // a previous Receive may have set one
+			br := bufio.NewReaderSize(conn, 64<<10)
+			buf := make([]byte, 0xffff)
+			unblock := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Now()) })
+			defer unblock()
+			for {
+				var l [2]byte
+				if _, err := io.ReadFull(br, l[:]); err != nil {
+					if ctx.Err() == nil {
+						stop(fmt.Errorf("shuffle: tcp: from host %d: %w", p, err))
+					}
+					return
+				}
+				m := buf[:binary.BigEndian.Uint16(l[:])]
+				if _, err := io.ReadFull(br, m); err != nil {
+					stop(fmt.Errorf("shuffle: tcp: from host %d: %w", p, err))
+					return
+				}
+				t.rmu[w].Lock()
+				more := ctx.Err() == nil && fn(p, m)
+				t.rmu[w].Unlock()
+				if !more {
+					stop(nil)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if res == nil && ctx.Err() != nil {
+		return nil
+	}
+	return res
+}
+
+// Close closes every connection.
+func (t *TCPTransport) Close() error {
+	if t.ln != nil {
+		t.ln.Close()
+	}
+	for p := range t.out {
+		for w := range t.out[p] {
+			if o := t.out[p][w]; o != nil {
+				o.c.Close()
+			}
+			if c := t.in[p][w]; c != nil {
+				c.Close()
+			}
+		}
+	}
+	return nil
+}
