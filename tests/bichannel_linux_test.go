@@ -20,11 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/internal/proto"
@@ -147,44 +144,8 @@ func (b *biBed) impair(spec string, lossPct, dupPct int) string {
 	if !strings.Contains(out, "qdisc kind is unknown") {
 		b.tb.Fatalf("tc %v: %v\n%s", args, err, out)
 	}
-	nl, err := netlink.NewHandleAt(b.peer)
-	if err != nil {
-		b.tb.Fatal(err)
-	}
-	defer nl.Close()
-	link, err := nl.LinkByName(b.link.PeerIf)
-	if err != nil {
-		b.tb.Fatal(err)
-	}
-	ifindex := link.Attrs().Index
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL", Instructions: asm.Instructions{
-		asm.Mov.Reg(asm.R6, asm.R1),
-		asm.FnGetPrandomU32.Call(),
-		asm.Mod.Imm(asm.R0, 100),
-		asm.JLT.Imm(asm.R0, int32(lossPct), "drop"),
-		asm.JLT.Imm(asm.R0, int32(lossPct+dupPct), "dup"),
-		asm.Mov.Imm(asm.R0, 0), // TC_ACT_OK
-		asm.Return(),
-		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("dup"),
-		asm.Mov.Imm(asm.R2, int32(ifindex)),
-		asm.Mov.Imm(asm.R3, 0), // egress of the same device: a copy goes out too
-		asm.FnCloneRedirect.Call(),
-		asm.Mov.Imm(asm.R0, 0),
-		asm.Return(),
-		asm.Mov.Imm(asm.R0, 2).WithSymbol("drop"), // TC_ACT_SHOT
-		asm.Return(),
-	}})
-	if err != nil {
-		b.tb.Fatalf("no netem in this kernel (%s), and the BPF stand-in does not load: %v", strings.TrimSpace(out), err)
-	}
-	defer prog.Close() // the filter keeps it
-	if err := nl.QdiscAdd(&netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{
-		LinkIndex: ifindex, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT}}); err != nil {
-		b.tb.Fatalf("clsact: %v", err)
-	}
-	if err := nl.FilterAdd(&netlink.BpfFilter{FilterAttrs: netlink.FilterAttrs{LinkIndex: ifindex, Parent: netlink.HANDLE_MIN_EGRESS,
-		Handle: 1, Protocol: unix.ETH_P_ALL, Priority: 1}, Fd: prog.FD(), Name: "bichannel-lossy", DirectAction: true}); err != nil {
-		b.tb.Fatalf("bpf egress filter: %v", err)
+	if err := testbed.Impair(b.peer, b.link.PeerIf, lossPct, dupPct); err != nil {
+		b.tb.Fatalf("no netem in this kernel (%s), and the BPF stand-in: %v", strings.TrimSpace(out), err)
 	}
 	return fmt.Sprintf("BPF egress stand-in for netem (this kernel has no netem): loss %d%% duplicate %d%%, no reordering, no delay", lossPct, dupPct)
 }

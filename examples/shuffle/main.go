@@ -176,4 +176,3 @@ func writeCSV(path string, rows []Row) error {
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
-

@@ -9,7 +9,6 @@ import (
 	"github.com/vnic/vnic/bichannel"
 )
 
-
 func tables(n, rows int) []*Table {
 	ts := make([]*Table, n)
 	for i := range ts {
