@@ -193,8 +193,13 @@ type UDPConfig struct {
 	// MaxDatagram is the largest datagram received (default
 	// HeaderLen+DefaultMaxPayload; New sets it from MaxPayload).
 	MaxDatagram int
-	// Batch is the most datagrams one recvmmsg call takes (default 32).
+	// Batch is the most datagrams one recvmmsg call takes (default 32;
+	// at most 8 with UDP_GRO, each in a 64 KiB buffer).
 	Batch int
+	// NoGSO and NoGRO turn off UDP_SEGMENT on sends and UDP_GRO on the
+	// workers' sockets, which UDPFast otherwise uses where the kernel
+	// has them (UDPFast.Offloads tells).
+	NoGSO, NoGRO bool
 	// ListenUDP, if set, opens every socket of the fast path (the
 	// workers' and the flows' source ports) instead of net.ListenUDP;
 	// see Config.ListenFunc.
@@ -222,6 +227,12 @@ type VNICConfig struct {
 	AttachTimeout time.Duration
 	// Buffers, if not zero, asks vnicd for that many packet buffers.
 	Buffers int
+	// Spin is how long a worker waiting for messages polls its queue
+	// before it sleeps on the queue's eventfd (default DefaultVNICSpin,
+	// 50µs; negative: sleep at once). Polling costs a core while it lasts;
+	// sleeping costs a wake-up (an eventfd write by vnicd and a scheduler
+	// hop) on the next message.
+	Spin time.Duration
 }
 
 // withDefaults fills zero fields and checks the rest.

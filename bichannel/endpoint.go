@@ -164,6 +164,7 @@ type Endpoint struct {
 	log     zerolog.Logger
 	session uint64
 	fp      FastPath
+	poller  FastPoller // fp, when its workers poll their own queue (run-to-completion); else nil
 	info    FastInfo
 	ln      net.Listener
 	epoch   time.Time
@@ -206,6 +207,8 @@ type worker struct {
 	free   [][]byte
 	lent   [][]byte
 	notify chan struct{}
+
+	poll pollState // run-to-completion receive (FastPoller); see poll.go
 }
 
 type inMsg struct {
@@ -281,10 +284,14 @@ func New(cfg Config) (*Endpoint, error) {
 	for w := range e.workers {
 		e.workers[w] = &worker{notify: make(chan struct{}, 1)}
 	}
-	e.wg.Add(1 + cfg.Workers)
+	e.poller, _ = e.fp.(FastPoller)
+	e.wg.Add(1)
 	go e.acceptLoop()
-	for w := range cfg.Workers {
-		go e.rxLoop(w)
+	if e.poller == nil { // else Recv and RecvWait poll the fast path themselves
+		e.wg.Add(cfg.Workers)
+		for w := range cfg.Workers {
+			go e.rxLoop(w)
+		}
 	}
 	return e, nil
 }
@@ -307,7 +314,7 @@ func (e *Endpoint) buildFastPath() (FastPath, error) {
 	c := e.cfg
 	switch c.Fast {
 	case FastUDP:
-		return NewUDPFast(c.Workers, c.UDP)
+		return e.newUDPFast(nil)
 	case FastVNIC:
 		return NewVNICFast(context.Background(), c.Workers, c.VNIC)
 	case FastAuto:
@@ -316,10 +323,24 @@ func (e *Endpoint) buildFastPath() (FastPath, error) {
 			e.log.Info().Str("socket", c.VNIC.Socket).Msg("bichannel: fast path through vnicd")
 			return fp, nil
 		}
-		e.log.Info().Err(err).Msg("bichannel: vnicd not available, falling back to the kernel UDP fast path")
-		return NewUDPFast(c.Workers, c.UDP)
+		return e.newUDPFast(err)
 	}
 	return nil, fmt.Errorf("bichannel: unknown fast mode %v", c.Fast)
+}
+
+// newUDPFast builds the kernel UDP fast path and logs, in one line, the
+// offloads it found and why vnicd is not used (vnicErr, for FastAuto).
+func (e *Endpoint) newUDPFast(vnicErr error) (FastPath, error) {
+	u, err := NewUDPFast(e.cfg.Workers, e.cfg.UDP)
+	if err != nil {
+		return nil, err
+	}
+	if vnicErr != nil {
+		e.log.Info().Err(vnicErr).Str("offloads", u.Offloads().String()).Msg("bichannel: vnicd not available, falling back to the kernel UDP fast path")
+	} else {
+		e.log.Info().Str("offloads", u.Offloads().String()).Msg("bichannel: kernel UDP fast path")
+	}
+	return u, nil
 }
 
 // ID returns this node's id.
@@ -355,6 +376,7 @@ func (e *Endpoint) markDead(pe *PeerError) {
 	e.deadOnce.Do(func() {
 		e.deadErr.Store(pe)
 		close(e.anyDead)
+		e.wakeWaiters()
 	})
 	signal(e.progress)
 }
@@ -399,23 +421,48 @@ func (e *Endpoint) SendContext(ctx context.Context, peerID, w int, msg []byte) e
 	return e.send(ctx, false, peerID, w, msg)
 }
 
+// SendBatch sends msgs from worker w to worker w of peer, in order, as
+// that many Sends would, but puts each run of messages that fit one flow's
+// credits on that flow with one fast-path call (FastBatcher): through
+// vnicd, one TX ring publication; over kernel UDP, one sendmsg with
+// UDP_SEGMENT or one sendmmsg. It blocks while out of credits, like Send;
+// it returns how many messages it sent, fewer than len(msgs) only with an
+// error. The messages are copied.
+func (e *Endpoint) SendBatch(peerID, w int, msgs [][]byte) (int, error) {
+	return e.sendMany(context.Background(), true, peerID, w, msgs)
+}
+
+// SendBatchContext is SendBatch that waits for credits until ctx ends.
+func (e *Endpoint) SendBatchContext(ctx context.Context, peerID, w int, msgs [][]byte) (int, error) {
+	return e.sendMany(ctx, false, peerID, w, msgs)
+}
+
 // send is Send (useTimeout: bounded by Config.SendTimeout) and SendContext.
 func (e *Endpoint) send(ctx context.Context, useTimeout bool, peerID, w int, msg []byte) error {
+	one := [1][]byte{msg}
+	_, err := e.sendMany(ctx, useTimeout, peerID, w, one[:])
+	return err
+}
+
+// sendMany is Send and SendBatch.
+func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int, msgs [][]byte) (int, error) {
 	if e.isClosing() {
-		return ErrClosed
+		return 0, ErrClosed
 	}
 	p := e.peers()[peerID]
 	if p == nil || !p.ready.Load() {
 		if peerID == e.cfg.NodeID {
-			return fmt.Errorf("bichannel: send: peer %d is this node", peerID)
+			return 0, fmt.Errorf("bichannel: send: peer %d is this node", peerID)
 		}
-		return fmt.Errorf("%w: node %d (call Connect with it first)", ErrNotConnected, peerID)
+		return 0, fmt.Errorf("%w: node %d (call Connect with it first)", ErrNotConnected, peerID)
 	}
 	if w < 0 || w >= e.cfg.Workers {
-		return fmt.Errorf("bichannel: send: worker %d out of range [0, %d)", w, e.cfg.Workers)
+		return 0, fmt.Errorf("bichannel: send: worker %d out of range [0, %d)", w, e.cfg.Workers)
 	}
-	if len(msg) > p.maxPayload {
-		return fmt.Errorf("%w: %d bytes, the most is %d (Config.MaxPayload, on both nodes): split it", ErrTooBig, len(msg), p.maxPayload)
+	for _, msg := range msgs {
+		if len(msg) > p.maxPayload {
+			return 0, fmt.Errorf("%w: %d bytes, the most is %d (Config.MaxPayload, on both nodes): split it", ErrTooBig, len(msg), p.maxPayload)
+		}
 	}
 	ss := p.send[w]
 	var (
@@ -423,34 +470,38 @@ func (e *Endpoint) send(ctx context.Context, useTimeout bool, peerID, w int, msg
 		timer      *time.Timer
 		timeout    <-chan time.Time
 	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	done := ctx.Done()
-	for {
+	sent := 0
+	for sent < len(msgs) {
 		select {
 		case <-p.dead:
-			return p.err
+			return sent, p.err
 		default:
 		}
 		ss.mu.Lock()
 		if f := ss.pick(); f >= 0 {
-			err := e.sendOn(p, ss, w, f, msg)
+			sent += e.sendRun(p, ss, w, f, msgs[sent:])
 			more := !stallStart.IsZero() && ss.pick() >= 0
 			ss.mu.Unlock()
 			if !stallStart.IsZero() {
 				e.st.stallNanos.Add(uint64(time.Since(stallStart)))
+				stallStart = time.Time{}
 			}
 			if more {
 				signal(ss.wake) // another sender of this worker may be waiting
 			}
-			if timer != nil {
-				timer.Stop()
-			}
-			return err
+			continue
 		}
 		ss.mu.Unlock()
 		if stallStart.IsZero() {
 			stallStart = time.Now()
 			e.st.stalls.Add(1)
-			if useTimeout && e.cfg.SendTimeout > 0 {
+			if timer == nil && useTimeout && e.cfg.SendTimeout > 0 {
 				timer = time.NewTimer(e.cfg.SendTimeout)
 				timeout = timer.C
 			}
@@ -459,18 +510,19 @@ func (e *Endpoint) send(ctx context.Context, useTimeout bool, peerID, w int, msg
 		case <-ss.wake:
 		case <-p.dead:
 			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
-			return p.err
+			return sent, p.err
 		case <-e.closing:
 			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
-			return ErrClosed
+			return sent, ErrClosed
 		case <-done:
 			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
-			return fmt.Errorf("bichannel: send to node %d worker %d: waiting for credits: %w", peerID, w, ctx.Err())
+			return sent, fmt.Errorf("bichannel: send to node %d worker %d: waiting for credits: %w", peerID, w, ctx.Err())
 		case <-timeout:
 			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
-			return fmt.Errorf("bichannel: send to node %d worker %d: no credits within %v: %w", peerID, w, e.cfg.SendTimeout, context.DeadlineExceeded)
+			return sent, fmt.Errorf("bichannel: send to node %d worker %d: no credits within %v: %w", peerID, w, e.cfg.SendTimeout, context.DeadlineExceeded)
 		}
 	}
+	return sent, nil
 }
 
 // Recv appends to dst up to Config.RecvBatch messages received for worker
@@ -488,6 +540,9 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 		return dst, ErrClosed
 	}
 	wk := e.workers[w]
+	if e.poller != nil {
+		e.pollFast(w, wk)
+	}
 	wk.mu.Lock()
 	wk.free = append(wk.free, wk.lent...)
 	clear(wk.lent)
@@ -538,6 +593,9 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 // RecvWait is Recv that blocks until at least one message is there, a peer
 // is down, the Endpoint closes or ctx ends.
 func (e *Endpoint) RecvWait(ctx context.Context, w int, dst []Message) ([]Message, error) {
+	if e.poller != nil && w >= 0 && w < e.cfg.Workers {
+		return e.recvWaitPoll(ctx, w, dst)
+	}
 	for {
 		before := len(dst)
 		dst, err := e.Recv(w, dst)
@@ -663,8 +721,10 @@ func (e *Endpoint) Close() error {
 		for _, p := range e.peers() {
 			p.bye()
 		}
+		e.wakeWaiters()
 		err = e.fp.Close()
 		e.wg.Wait()
+		e.stopWatches()
 	})
 	return err
 }
@@ -798,5 +858,8 @@ func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, viaTCP 
 		e.st.deliveredFast.Add(1)
 	}
 	signal(wk.notify)
+	if e.poller != nil && wk.poll.waiting.Load() {
+		e.poller.Wake(w) // a TCP copy for a worker asleep in the fast path's Wait
+	}
 	p.kickAcks(urgent)
 }

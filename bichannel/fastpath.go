@@ -1,6 +1,7 @@
 package bichannel
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -68,6 +69,44 @@ type FastPath interface {
 type Datagram struct {
 	Src  netip.AddrPort
 	Data []byte
+}
+
+// FastPoller is implemented by fast paths whose workers poll their own
+// receive queue, run to completion, as the bi-channel paper's workers do:
+// the Endpoint then starts no receive goroutine, and Endpoint.Recv and
+// RecvWait for worker w take worker w's datagrams straight off its queue
+// (no goroutine hop, no channel, no wake-up on the way). VNICFast and
+// UDPFast implement it; FastPath.Recv stays for other callers.
+//
+// Concurrency: Poll and Wait are called by one goroutine at a time per
+// worker (the Endpoint serializes them), concurrently with Send for the
+// same worker; Wake may be called from any goroutine at any time.
+type FastPoller interface {
+	FastPath
+	// Poll appends the datagrams that have already arrived for worker,
+	// without blocking. They stay valid until the next Poll or Wait for
+	// the same worker. After Close it returns an error wrapping
+	// ErrFastClosed.
+	Poll(worker int, dst []Datagram) ([]Datagram, error)
+	// Wait blocks until datagrams may have arrived for worker (the next
+	// Poll takes them), Wake(worker) is called, or ctx ends (it then
+	// returns ctx.Err()). It may return early and spuriously; the caller
+	// polls again. A Wake that comes while no Wait runs makes the next
+	// Wait return at once.
+	Wait(ctx context.Context, worker int) error
+	// Wake makes the current or next Wait for worker return promptly.
+	Wake(worker int)
+}
+
+// FastBatcher is implemented by fast paths that send several datagrams
+// of one flow with one doorbell or system call: VNICFast posts them on the
+// TX ring with one publication, UDPFast uses one sendmsg with UDP_SEGMENT
+// (GSO) or one sendmmsg. Endpoint.SendBatch uses it.
+type FastBatcher interface {
+	// SendBatch sends datagrams on flow f of worker w to peer p, as Send
+	// does for one. It returns how many it sent; fewer than
+	// len(datagrams) only with an error.
+	SendBatch(peer, worker, flow int, datagrams [][]byte) (int, error)
 }
 
 // FastStats are the counters a fast path keeps (see FastCounter).
@@ -209,8 +248,22 @@ func DropOnSend(fp FastPath, fraction float64, seed uint64) (FastPath, error) {
 	if fraction < 0 || fraction >= 1 {
 		return nil, fmt.Errorf("bichannel: drop fraction %v: give a fraction from 0 up to (not including) 1", fraction)
 	}
-	return &dropper{FastPath: fp, frac: fraction, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}, nil
+	d := &dropper{FastPath: fp, frac: fraction, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}
+	if p, ok := fp.(FastPoller); ok {
+		return dropPoller{d, p}, nil // the receive side stays run-to-completion
+	}
+	return d, nil
 }
+
+// dropPoller is a dropper over a FastPoller.
+type dropPoller struct {
+	*dropper
+	p FastPoller
+}
+
+func (d dropPoller) Poll(w int, dst []Datagram) ([]Datagram, error) { return d.p.Poll(w, dst) }
+func (d dropPoller) Wait(ctx context.Context, w int) error          { return d.p.Wait(ctx, w) }
+func (d dropPoller) Wake(w int)                                     { d.p.Wake(w) }
 
 type dropper struct {
 	FastPath

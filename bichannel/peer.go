@@ -88,6 +88,7 @@ type sendState struct {
 	fhead   int
 	rearm   []retxEntry // messages already resent over TCP, still unacknowledged
 	scratch []byte      // the datagram being sent
+	batch   [][]byte    // SendBatch: the datagrams of a run (grown on first use)
 	wake    chan struct{}
 }
 
@@ -1218,6 +1219,18 @@ func (ss *sendState) pending(ent retxEntry) *pend {
 // sendOn sends msg on flow f; the caller holds ss.mu and checked the flow
 // has a credit.
 func (e *Endpoint) sendOn(p *peer, ss *sendState, w, f int, msg []byte) error {
+	dg := e.stage(p, ss, w, f, msg, ss.scratch)
+	if err := e.fp.Send(p.id, w, f, dg); err != nil {
+		e.st.sendErrors.Add(1) // the retransmission over TCP recovers it
+	}
+	return nil
+}
+
+// stage does a send's bookkeeping for msg on flow f (sequence number,
+// credit, the copy kept for retransmission, its deadline) and writes its
+// datagram into buf (room for HeaderLen+maxPayload), which it returns. The
+// caller holds ss.mu and checked the flow has a credit.
+func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg, buf []byte) []byte {
 	fl := &ss.flows[f]
 	seq := fl.next
 	fl.next++
@@ -1241,7 +1254,7 @@ func (e *Endpoint) sendOn(p *peer, ss *sendState, w, f int, msg []byte) error {
 		ss.fifo, ss.fhead = ss.fifo[:0], 0
 	}
 	ss.fifo = append(ss.fifo, retxEntry{deadline: now + p.rto.Load(), seq: seq, flow: uint16(f)})
-	dg := ss.scratch[:HeaderLen+len(msg)]
+	dg := buf[:HeaderLen+len(msg)]
 	putHeader(dg, &dgHeader{node: uint32(e.cfg.NodeID), session: e.session, worker: uint16(w), flow: uint16(f), seq: seq, length: uint16(len(msg))})
 	copy(dg[HeaderLen:], msg)
 	if p.auth {
@@ -1251,10 +1264,7 @@ func (e *Endpoint) sendOn(p *peer, ss *sendState, w, f int, msg []byte) error {
 	if p.unacked.Add(1) == 1 {
 		signal(p.retxKick)
 	}
-	if err := e.fp.Send(p.id, w, f, dg); err != nil {
-		e.st.sendErrors.Add(1) // the retransmission over TCP recovers it
-	}
-	return nil
+	return dg
 }
 
 // retransmit resends over TCP every message whose deadline passed and

@@ -1,6 +1,7 @@
 package bichannel
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +20,18 @@ import (
 // uses it. On Linux, receiving uses recvmmsg and reports socket-buffer
 // overflows (SO_RXQ_OVFL) as FastStats.Drops.
 //
+// It is a FastPoller (an Endpoint's worker receives with non-blocking
+// recvmmsg on its own goroutine, and sleeps in the runtime poller) and a
+// FastBatcher. Where the kernel has them (Linux 4.18 and 5.0 on), a batch
+// of datagrams of one size (the last may be shorter) leaves in one sendmsg
+// with UDP_SEGMENT (GSO: the kernel cuts it into datagrams, or hands the
+// whole batch to the receiving socket over veth and loopback), other
+// batches in one sendmmsg; the workers' sockets set UDP_GRO and split what
+// the kernel coalesced at the gso_size it reports. Each is probed with
+// setsockopt at start (UDPConfig.NoGSO and NoGRO turn them off), a kernel
+// that refuses a GSO send at run time turns GSO off for good, and
+// Offloads tells which are in use.
+//
 // It advertises the default RSS configuration (Toeplitz, Microsoft key, 128
 // entries over the workers): the kernel steers by destination port, so
 // queue targeting changes nothing here, but the flows are chosen exactly as
@@ -32,21 +45,64 @@ type UDPFast struct {
 	mu     sync.Mutex
 	socks  map[uint16]*udpSock // by source port
 	ports  map[int][]uint16    // by peer: the source ports its flows hold
-	routes atomic.Pointer[map[int][][]udpRoute]
+	routes atomic.Pointer[map[int][]*udpWorkerRoute]
 	closed atomic.Bool
 
-	sent, sendErrors atomic.Uint64
+	gso                               atomic.Bool // UDP_SEGMENT accepted (and not refused since)
+	gro                               bool        // the workers' sockets coalesce (UDP_GRO)
+	gsoSends, gsoFallbacks, mmsgSends atomic.Uint64
+	sent, sendErrors                  atomic.Uint64
 }
 
 // udpSock is a sending socket and the number of peers whose flows use it.
 type udpSock struct {
 	c    *net.UDPConn
+	rc   syscall.RawConn
 	refs int
 }
 
+// udpWorkerRoute is one worker's flows to one peer, and its batch-sending
+// scratch (Send is never concurrent for one worker and peer).
+type udpWorkerRoute struct {
+	flows []udpRoute
+	tx    *udpTx
+}
+
 type udpRoute struct {
-	c   *net.UDPConn
+	s   *udpSock
 	dst netip.AddrPort
+}
+
+// UDPOffloads tells which kernel offloads a UDPFast uses, and how often.
+type UDPOffloads struct {
+	GSO bool // batches of one size leave in one sendmsg with UDP_SEGMENT
+	GRO bool // the workers' sockets set UDP_GRO
+	// GSOSends and MultiSends count batches sent with one UDP_SEGMENT
+	// sendmsg and with one sendmmsg; GSOFallbacks counts GSO sends the
+	// kernel refused (they went out with sendmmsg).
+	GSOSends, MultiSends, GSOFallbacks uint64
+	// GROSegments counts datagrams that arrived coalesced by GRO.
+	GROSegments uint64
+}
+
+// Offloads reports the offloads in use.
+func (u *UDPFast) Offloads() UDPOffloads {
+	o := UDPOffloads{GSO: u.gso.Load(), GRO: u.gro, GSOSends: u.gsoSends.Load(), MultiSends: u.mmsgSends.Load(), GSOFallbacks: u.gsoFallbacks.Load()}
+	for _, r := range u.rx {
+		o.GROSegments += r.groSegs.Load()
+	}
+	return o
+}
+
+// String describes the offloads for a log line.
+func (o UDPOffloads) String() string {
+	onoff := func(b bool) string {
+		if b {
+			return "on"
+		}
+		return "off"
+	}
+	return fmt.Sprintf("UDP_SEGMENT (GSO) %s, UDP_GRO %s", onoff(o.GSO), onoff(o.GRO))
 }
 
 // NewUDPFast opens the workers' receiving sockets.
@@ -74,8 +130,9 @@ func NewUDPFast(workers int, cfg UDPConfig) (*UDPFast, error) {
 	if cfg.IP.Is6() && !cfg.IP.Is4In6() {
 		u.network = "udp6"
 	}
-	m := map[int][][]udpRoute{}
+	m := map[int][]*udpWorkerRoute{}
 	u.routes.Store(&m)
+	u.gro = !cfg.NoGRO
 	u.info = FastInfo{Addr: cfg.IP.Unmap(), Ports: make([]uint16, workers), Queues: queues, RSS: rcfg}
 	for w := range workers {
 		port := uint16(0)
@@ -88,15 +145,22 @@ func NewUDPFast(workers int, cfg UDPConfig) (*UDPFast, error) {
 			return nil, fmt.Errorf("bichannel: udp: worker %d: %w", w, err)
 		}
 		c.SetReadBuffer(cfg.ReadBuffer) // best effort: capped by net.core.rmem_max
-		rx, err := newUDPRx(c, cfg.Batch, cfg.MaxDatagram)
+		rx, err := newUDPRx(c, cfg.Batch, cfg.MaxDatagram, u.gro)
 		if err != nil {
 			c.Close()
 			u.Close()
 			return nil, fmt.Errorf("bichannel: udp: worker %d: %w", w, err)
 		}
 		u.rx = append(u.rx, rx)
+		u.gro = u.gro && rx.gro // probed: every worker's socket took UDP_GRO
 		u.info.Ports[w] = c.LocalAddr().(*net.UDPAddr).AddrPort().Port()
 	}
+	if !u.gro {
+		for _, r := range u.rx {
+			r.disableGRO() // one worker's socket refused it: none coalesces
+		}
+	}
+	u.gso.Store(!cfg.NoGSO && len(u.rx) > 0 && probeGSO(u.rx[0].c))
 	return u, nil
 }
 
@@ -118,9 +182,9 @@ func (u *UDPFast) Connect(peer int, remote FastInfo, flows [][]rss.PortPair) err
 			u.release(p)
 		}
 	}
-	rt := make([][]udpRoute, len(flows))
+	rt := make([]*udpWorkerRoute, len(flows))
 	for w, fl := range flows {
-		rt[w] = make([]udpRoute, len(fl))
+		rt[w] = &udpWorkerRoute{flows: make([]udpRoute, len(fl)), tx: newUDPTx(u)}
 		for f, pp := range fl {
 			s := u.socks[pp.SrcPort]
 			if s == nil {
@@ -132,14 +196,20 @@ func (u *UDPFast) Connect(peer int, remote FastInfo, flows [][]rss.PortPair) err
 					}
 					return fmt.Errorf("bichannel: udp: source port %d: %w", pp.SrcPort, err)
 				}
-				s = &udpSock{c: c}
+				rc, err := c.SyscallConn()
+				if err != nil {
+					c.Close()
+					undo()
+					return fmt.Errorf("bichannel: udp: source port %d: %w", pp.SrcPort, err)
+				}
+				s = &udpSock{c: c, rc: rc}
 				u.socks[pp.SrcPort] = s
 			}
 			if !slices.Contains(held, pp.SrcPort) {
 				s.refs++
 				held = append(held, pp.SrcPort)
 			}
-			rt[w][f] = udpRoute{c: s.c, dst: netip.AddrPortFrom(remote.Addr, pp.DstPort)}
+			rt[w].flows[f] = udpRoute{s: s, dst: netip.AddrPortFrom(remote.Addr, pp.DstPort)}
 		}
 	}
 	u.setRoute(peer, rt)
@@ -163,9 +233,9 @@ func (u *UDPFast) Disconnect(peer int) {
 }
 
 // setRoute publishes a peer's routes (nil: none); u.mu is held.
-func (u *UDPFast) setRoute(peer int, rt [][]udpRoute) {
+func (u *UDPFast) setRoute(peer int, rt []*udpWorkerRoute) {
 	old := *u.routes.Load()
-	m := make(map[int][][]udpRoute, len(old)+1)
+	m := make(map[int][]*udpWorkerRoute, len(old)+1)
 	for k, v := range old {
 		m[k] = v
 	}
@@ -197,11 +267,11 @@ func (u *UDPFast) openSockets() int {
 // Send implements FastPath.
 func (u *UDPFast) Send(peer, worker, flow int, b []byte) error {
 	rt := (*u.routes.Load())[peer]
-	if rt == nil || worker >= len(rt) || flow >= len(rt[worker]) {
+	if rt == nil || worker >= len(rt) || flow >= len(rt[worker].flows) {
 		return fmt.Errorf("bichannel: udp: no flow %d of worker %d to peer %d", flow, worker, peer)
 	}
-	r := rt[worker][flow]
-	if _, err := r.c.WriteToUDPAddrPort(b, r.dst); err != nil {
+	r := rt[worker].flows[flow]
+	if _, err := r.s.c.WriteToUDPAddrPort(b, r.dst); err != nil {
 		u.sendErrors.Add(1)
 		if u.closed.Load() {
 			return ErrFastClosed
@@ -212,13 +282,71 @@ func (u *UDPFast) Send(peer, worker, flow int, b []byte) error {
 	return nil
 }
 
+// SendBatch implements FastBatcher: one sendmsg with UDP_SEGMENT for a
+// batch of one size (the last may be shorter), else one sendmmsg (on
+// Linux; elsewhere one write per datagram).
+func (u *UDPFast) SendBatch(peer, worker, flow int, dgs [][]byte) (int, error) {
+	rt := (*u.routes.Load())[peer]
+	if rt == nil || worker >= len(rt) || flow >= len(rt[worker].flows) {
+		return 0, fmt.Errorf("bichannel: udp: no flow %d of worker %d to peer %d", flow, worker, peer)
+	}
+	wr := rt[worker]
+	r := wr.flows[flow]
+	n, err := wr.tx.send(r.s, r.dst, dgs)
+	u.sent.Add(uint64(n))
+	if err != nil {
+		u.sendErrors.Add(uint64(len(dgs) - n))
+		if u.closed.Load() {
+			return n, ErrFastClosed
+		}
+		return n, fmt.Errorf("bichannel: udp: send: %w", err)
+	}
+	return n, nil
+}
+
 // Recv implements FastPath.
 func (u *UDPFast) Recv(worker int, dst []Datagram) ([]Datagram, error) {
-	dst, err := u.rx[worker].recv(dst)
-	if err != nil && u.closed.Load() {
-		return dst, fmt.Errorf("%w: %v", ErrFastClosed, err)
+	for {
+		before := len(dst)
+		var err error
+		if dst, err = u.Poll(worker, dst); err != nil || len(dst) > before {
+			return dst, err
+		}
+		if err := u.rx[worker].wait(); err != nil {
+			return dst, u.rxErr(err)
+		}
 	}
-	return dst, err
+}
+
+// Poll implements FastPoller: one non-blocking recvmmsg on worker's
+// socket (or what the last Wait received).
+func (u *UDPFast) Poll(worker int, dst []Datagram) ([]Datagram, error) {
+	dst, err := u.rx[worker].poll(dst)
+	return dst, u.rxErr(err)
+}
+
+// Wait implements FastPoller: it sleeps in the runtime poller until
+// worker's socket is readable (the recvmmsg that finds it so keeps the
+// datagrams for the next Poll), Wake is called, or ctx ends.
+func (u *UDPFast) Wait(ctx context.Context, worker int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := u.rx[worker].wait(); err != nil {
+		return u.rxErr(err)
+	}
+	return ctx.Err()
+}
+
+// Wake implements FastPoller: it interrupts the runtime poller's wait with
+// a read deadline in the past.
+func (u *UDPFast) Wake(worker int) { u.rx[worker].wake() }
+
+func (u *UDPFast) rxErr(err error) error {
+	if err != nil && u.closed.Load() {
+		return fmt.Errorf("%w: %v", ErrFastClosed, err)
+	}
+	return err
 }
 
 // Close implements FastPath.

@@ -25,6 +25,7 @@ type vnicQueue interface {
 	Release(pkts []client.Packet)
 	Send(frames [][]byte) (int, error)
 	Wait(ctx context.Context) error
+	Wake()
 }
 
 // vnicTenant is what VNICFast uses of a *client.Tenant.
@@ -51,6 +52,11 @@ func (a tenantAdapter) Close() error            { return a.t.Close() }
 // rss.BuildUDP4 (or BuildUDP6) from the configured addresses and the peer's
 // MAC from its hello; received frames are parsed with rss.Parse and only
 // the UDP payload is handed on.
+//
+// It is a FastPoller: an Endpoint's worker w polls queue w itself (Poll),
+// and when nothing arrives spins on it for VNICConfig.Spin before it sleeps
+// on the queue's eventfd (client.Queue.Wait). It is a FastBatcher: a batch
+// of datagrams is posted on the TX ring with one publication.
 type VNICFast struct {
 	t      vnicTenant
 	cfg    VNICConfig
@@ -59,8 +65,9 @@ type VNICFast struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	life   sync.RWMutex // Recv and Send hold it shared; Close exclusively before unmapping
-	closed atomic.Bool
+	life    sync.RWMutex // Poll, Wait, Send and Wake hold it shared; Close exclusively before unmapping
+	closed  atomic.Bool
+	tclosed bool // the tenant is closed (its eventfds too); guarded by life
 
 	mu     sync.Mutex
 	routes atomic.Pointer[map[int]*vnicRoute]
@@ -71,16 +78,20 @@ type VNICFast struct {
 type vnicQ struct {
 	q    vnicQueue
 	mu   sync.Mutex      // client.Queue is single-owner: Recv/Release and Send take turns
-	pkts []client.Packet // receive goroutine only
-	held []client.Packet // returned by the last Recv, released by the next
+	pkts []client.Packet // received, not yet handed out (Wait's spin leaves them for Poll); guarded by mu
+	held []client.Packet // returned by the last Poll, released by the next; guarded by mu
+	drop []client.Packet // scratch: frames that are not ours
+
+	woken  atomic.Bool        // Wake came: the current or next Wait returns
+	cmu    sync.Mutex         // guards cancel
+	cancel context.CancelFunc // ends the context of a Wait asleep in Queue.Wait
 }
 
 type vnicRoute struct {
 	dstMAC [6]byte
 	dst    netip.Addr
 	flows  [][]rss.PortPair
-	frame  [][]byte    // per worker: the frame being built
-	one    [][1][]byte // per worker: the batch of one handed to Queue.Send
+	frames [][][]byte // per worker: the frames being built (a batch of one for Send)
 }
 
 // NewVNICFast attaches to vnicd with one queue per worker and claims UDP
@@ -101,10 +112,12 @@ func NewVNICFast(ctx context.Context, workers int, cfg VNICConfig) (*VNICFast, e
 	if cfg.AttachTimeout <= 0 {
 		cfg.AttachTimeout = 2 * time.Second
 	}
+	cfg = cfg.withSpin()
 	actx, cancel := context.WithTimeout(ctx, cfg.AttachTimeout)
 	defer cancel()
 	t, err := client.Attach(actx, cfg.Socket, client.AttachOptions{
 		Name: cfg.Name, Queues: workers, Buffers: cfg.Buffers,
+		Spin:  time.Nanosecond, // VNICFast.Wait spins itself (cfg.Spin), then Queue.Wait may sleep at once
 		Match: client.Match{Proto: "udp", DstPortLo: cfg.BasePort, DstPortHi: cfg.BasePort + uint16(workers-1)},
 	})
 	if err != nil {
@@ -136,7 +149,7 @@ func newVNICFast(t vnicTenant, workers int, cfg VNICConfig) (*VNICFast, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bichannel: vnic: the tenant's RSS configuration: %w", err)
 	}
-	v := &VNICFast{t: t, cfg: cfg, qs: make([]*vnicQ, workers)}
+	v := &VNICFast{t: t, cfg: cfg.withSpin(), qs: make([]*vnicQ, workers)}
 	v.ctx, v.cancel = context.WithCancel(context.Background())
 	m := map[int]*vnicRoute{}
 	v.routes.Store(&m)
@@ -144,7 +157,7 @@ func newVNICFast(t vnicTenant, workers int, cfg VNICConfig) (*VNICFast, error) {
 	for w := range workers {
 		v.info.Ports[w] = cfg.BasePort + uint16(w)
 		v.info.Queues[w] = w
-		v.qs[w] = &vnicQ{q: t.Queue(w), pkts: make([]client.Packet, 0, 64)}
+		v.qs[w] = &vnicQ{q: t.Queue(w), pkts: make([]client.Packet, 0, 64), held: make([]client.Packet, 0, 64)}
 	}
 	return v, nil
 }
@@ -191,7 +204,7 @@ func (v *VNICFast) Info() FastInfo { return v.info }
 // its hello), else VNICConfig.PeerMAC, else broadcast.
 func (v *VNICFast) Connect(peer int, remote FastInfo, flows [][]rss.PortPair) error {
 	r := &vnicRoute{dstMAC: remote.MAC, dst: remote.Addr, flows: flows,
-		frame: make([][]byte, len(flows)), one: make([][1][]byte, len(flows))}
+		frames: make([][][]byte, len(flows))}
 	if r.dstMAC == ([6]byte{}) {
 		r.dstMAC = v.cfg.PeerMAC
 	}
@@ -227,112 +240,234 @@ func (v *VNICFast) Disconnect(peer int) {
 	v.routes.Store(&m)
 }
 
-// Send implements FastPath: it builds the frame and posts it on worker's
-// TX ring, retrying briefly while the ring is full.
-// txWait bounds how long Send waits for room on a full TX ring.
+// txWait bounds how long a send waits for room on a full TX ring.
 const txWait = 100 * time.Millisecond
 
+// Send implements FastPath: it builds the frame and posts it on worker's
+// TX ring, waiting up to txWait while the ring is full.
 func (v *VNICFast) Send(peer, worker, flow int, b []byte) error {
+	var one [1][]byte
+	one[0] = b
+	_, err := v.SendBatch(peer, worker, flow, one[:])
+	return err
+}
+
+// SendBatch implements FastBatcher: it builds one frame per datagram and
+// posts them on worker's TX ring with one publication (vnicd's doorbell,
+// if any, rings once), waiting up to txWait while the ring is full.
+func (v *VNICFast) SendBatch(peer, worker, flow int, dgs [][]byte) (int, error) {
 	if v.closed.Load() {
-		return ErrFastClosed
+		return 0, ErrFastClosed
 	}
 	r := (*v.routes.Load())[peer]
 	if r == nil || worker >= len(r.flows) || flow >= len(r.flows[worker]) {
-		return fmt.Errorf("bichannel: vnic: no flow %d of worker %d to peer %d", flow, worker, peer)
+		return 0, fmt.Errorf("bichannel: vnic: no flow %d of worker %d to peer %d", flow, worker, peer)
 	}
 	pp := r.flows[worker][flow]
-	fr := r.frame[worker][:0]
-	if v.info.Addr.Is4() {
-		fr = rss.BuildUDP4(fr, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, len(b))
-	} else {
-		fr = rss.BuildUDP6(fr, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, len(b))
+	frames := r.frames[worker]
+	for len(frames) < len(dgs) {
+		frames = append(frames, nil) // grows once to the largest batch
 	}
-	copy(fr[len(fr)-len(b):], b)
-	rss.SetUDPChecksum(fr)
-	r.frame[worker] = fr
-	r.one[worker][0] = fr
+	frames = frames[:len(dgs)]
+	for i, b := range dgs {
+		fr := frames[i][:0]
+		if v.info.Addr.Is4() {
+			fr = rss.BuildUDP4(fr, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, len(b))
+		} else {
+			fr = rss.BuildUDP6(fr, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, len(b))
+		}
+		copy(fr[len(fr)-len(b):], b)
+		rss.SetUDPChecksum(fr)
+		frames[i] = fr
+	}
+	r.frames[worker] = frames[:cap(frames)]
 	v.life.RLock()
 	defer v.life.RUnlock()
 	if v.closed.Load() {
-		return ErrFastClosed
+		return 0, ErrFastClosed
 	}
 	if err := v.t.Err(); err != nil {
-		v.sendErrors.Add(1)
-		return fmt.Errorf("bichannel: vnic: %w", err)
+		v.sendErrors.Add(uint64(len(dgs)))
+		return 0, fmt.Errorf("bichannel: vnic: %w", err)
 	}
 	vq := v.qs[worker]
 	var deadline time.Time
+	done := 0
 	for try := 0; ; try++ {
 		vq.mu.Lock()
-		n, err := vq.q.Send(r.one[worker][:])
+		n, err := vq.q.Send(frames[done:])
 		vq.mu.Unlock()
+		done += n
+		v.sent.Add(uint64(n))
 		if err != nil {
-			v.sendErrors.Add(1)
-			return fmt.Errorf("bichannel: vnic: send on queue %d: %w", worker, err)
+			v.sendErrors.Add(uint64(len(dgs) - done))
+			return done, fmt.Errorf("bichannel: vnic: send on queue %d: %w", worker, err)
 		}
-		if n == 1 {
-			v.sent.Add(1)
-			return nil
+		if done == len(dgs) {
+			return done, nil
+		}
+		if n > 0 {
+			try, deadline = 0, time.Time{}
 		}
 		// The TX ring (or the buffer pool) is full: vnicd drains it every
 		// loop, so wait for completions — yield first, then nap — for up to
-		// txWait before giving the message to TCP retransmission.
+		// txWait before giving the rest to TCP retransmission.
 		if try < 64 {
 			runtime.Gosched()
 			continue
 		}
-		if try == 64 {
+		if deadline.IsZero() {
 			deadline = time.Now().Add(txWait)
 		}
 		if time.Now().After(deadline) {
-			v.sendErrors.Add(1)
-			return fmt.Errorf("bichannel: vnic: TX ring of queue %d stays full for %v", worker, txWait)
+			v.sendErrors.Add(uint64(len(dgs) - done))
+			return done, fmt.Errorf("bichannel: vnic: TX ring of queue %d stays full for %v", worker, txWait)
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
 }
 
-// Recv implements FastPath. The payloads alias the packets' buffers, which
-// the next Recv releases.
-func (v *VNICFast) Recv(worker int, dst []Datagram) ([]Datagram, error) {
+// Poll implements FastPoller: one poll of worker's queue (client.Queue.Recv:
+// Bx entries, own Ax refills). The payloads alias the packets' buffers,
+// which the next Poll releases.
+func (v *VNICFast) Poll(worker int, dst []Datagram) ([]Datagram, error) {
 	v.life.RLock()
 	defer v.life.RUnlock()
+	if v.closed.Load() {
+		return dst, ErrFastClosed
+	}
 	vq := v.qs[worker]
-	if len(vq.held) > 0 && !v.closed.Load() {
-		vq.mu.Lock()
+	vq.mu.Lock()
+	if len(vq.held) > 0 {
 		vq.q.Release(vq.held)
-		vq.mu.Unlock()
 		clear(vq.held)
 		vq.held = vq.held[:0]
 	}
-	before := len(dst)
-	for {
+	if len(vq.pkts) == 0 {
+		vq.pkts = vq.q.Recv(vq.pkts[:0])
+	}
+	n := len(vq.pkts)
+	for _, pk := range vq.pkts {
+		if payload, src, ok := udpPayload(pk.Data); ok {
+			dst = append(dst, Datagram{Src: src, Data: payload})
+			vq.held = append(vq.held, pk)
+		} else {
+			vq.drop = append(vq.drop, pk) // not ours: give the buffer back at once
+		}
+	}
+	clear(vq.pkts)
+	vq.pkts = vq.pkts[:0]
+	if len(vq.drop) > 0 {
+		vq.q.Release(vq.drop)
+		v.drops.Add(uint64(len(vq.drop)))
+		clear(vq.drop)
+		vq.drop = vq.drop[:0]
+	}
+	vq.mu.Unlock()
+	if n > 0 {
+		v.received.Add(uint64(n))
+		return dst, nil
+	}
+	if err := v.t.Err(); err != nil {
+		return dst, fmt.Errorf("bichannel: vnic: queue %d: %w", worker, err)
+	}
+	return dst, nil
+}
+
+// Wait implements FastPoller: it polls worker's queue for VNICConfig.Spin
+// (keeping what arrives for the next Poll), then sleeps in
+// client.Queue.Wait (its own spin, then the need-wakeup flag and the
+// queue's eventfd) until a frame, a Wake or the end of ctx.
+func (v *VNICFast) Wait(ctx context.Context, worker int) error {
+	v.life.RLock()
+	defer v.life.RUnlock()
+	vq := v.qs[worker]
+	defer vq.woken.Store(false) // the caller polls again: this Wait served every Wake so far
+	spinEnd := time.Now().Add(v.cfg.Spin)
+	for i := 0; ; i++ {
+		if vq.woken.Load() {
+			return nil
+		}
 		if v.closed.Load() {
-			return dst, ErrFastClosed
+			return ErrFastClosed
 		}
 		vq.mu.Lock()
-		vq.pkts = vq.q.Recv(vq.pkts[:0])
+		if len(vq.pkts) == 0 {
+			vq.pkts = vq.q.Recv(vq.pkts[:0])
+		}
+		got := len(vq.pkts) > 0
 		vq.mu.Unlock()
-		for i, pk := range vq.pkts {
-			if payload, src, ok := udpPayload(pk.Data); ok {
-				dst = append(dst, Datagram{Src: src, Data: payload})
-				vq.held = append(vq.held, pk)
-				continue
+		if got {
+			return nil
+		}
+		if i%64 == 63 {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			v.drops.Add(1) // not ours: give the buffer back at once
-			vq.mu.Lock()
-			vq.q.Release(vq.pkts[i : i+1])
-			vq.mu.Unlock()
+			if time.Now().After(spinEnd) {
+				break
+			}
+			runtime.Gosched()
 		}
-		v.received.Add(uint64(len(vq.pkts)))
-		if len(dst) > before {
-			return dst, nil
+	}
+	// Sleep. The context is Wake's way in, whatever Queue.Wait watches
+	// (its Done channel or its Err); Wake then pokes the eventfd.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	vq.cmu.Lock()
+	vq.cancel = cancel
+	vq.cmu.Unlock()
+	var err error
+	if !vq.woken.Load() && !v.closed.Load() {
+		err = vq.q.Wait(sctx)
+	}
+	vq.cmu.Lock()
+	vq.cancel = nil
+	vq.cmu.Unlock()
+	switch {
+	case err == nil:
+		return nil
+	case v.closed.Load():
+		return ErrFastClosed
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case vq.woken.Load():
+		return nil
+	}
+	return fmt.Errorf("bichannel: vnic: queue %d: %w", worker, err)
+}
+
+// Wake implements FastPoller.
+func (v *VNICFast) Wake(worker int) {
+	vq := v.qs[worker]
+	vq.woken.Store(true)
+	vq.cmu.Lock()
+	cancel := vq.cancel
+	vq.cmu.Unlock()
+	if cancel == nil {
+		return // not asleep: the flag is enough
+	}
+	cancel()
+	v.life.RLock()
+	if !v.tclosed {
+		vq.q.Wake()
+	}
+	v.life.RUnlock()
+}
+
+// Recv implements FastPath: Poll, and Wait while nothing arrived.
+func (v *VNICFast) Recv(worker int, dst []Datagram) ([]Datagram, error) {
+	before := len(dst)
+	for {
+		var err error
+		if dst, err = v.Poll(worker, dst); err != nil || len(dst) > before {
+			return dst, err
 		}
-		if err := vq.q.Wait(v.ctx); err != nil {
+		if err := v.Wait(v.ctx, worker); err != nil {
 			if v.closed.Load() {
 				return dst, ErrFastClosed
 			}
-			return dst, fmt.Errorf("bichannel: vnic: queue %d: %w", worker, err)
+			return dst, err
 		}
 	}
 }
@@ -344,8 +479,12 @@ func (v *VNICFast) Close() error {
 		return nil
 	}
 	v.cancel()
+	for w := range v.qs {
+		v.Wake(w) // a Wait asleep in Queue.Wait leaves, and releases life
+	}
 	v.life.Lock()
 	defer v.life.Unlock()
+	v.tclosed = true
 	return v.t.Close()
 }
 
@@ -379,4 +518,20 @@ func udpPayload(frame []byte) ([]byte, netip.AddrPort, bool) {
 	}
 	ulen := int(binary.BigEndian.Uint16(frame[off+4:]))
 	return frame[off+8 : off+ulen], netip.AddrPortFrom(t.SrcAddr(), t.SrcPort), true
+}
+
+// DefaultVNICSpin is how long VNICFast.Wait polls an empty queue before it
+// sleeps, unless VNICConfig.Spin says otherwise: a bit more than a round
+// trip between two hosts, so that a ping-pong or a pipelined exchange never
+// sleeps and never needs a wake-up.
+const DefaultVNICSpin = 50 * time.Microsecond
+
+func (c VNICConfig) withSpin() VNICConfig {
+	switch {
+	case c.Spin == 0:
+		c.Spin = DefaultVNICSpin
+	case c.Spin < 0:
+		c.Spin = 0
+	}
+	return c
 }

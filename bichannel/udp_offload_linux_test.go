@@ -1,0 +1,232 @@
+//go:build linux
+
+package bichannel
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Batches over kernel UDP with and without UDP_SEGMENT (sender) and
+// UDP_GRO (receiver): every message arrives once with its content, and the
+// counters show which way they went. On loopback a GSO send reaches a GRO
+// socket as one coalesced datagram, which the receiver splits.
+func TestUDPOffloads(t *testing.T) {
+	if !probeGSO(mustUDP(t)) {
+		t.Skip("skipping: this kernel has no UDP_SEGMENT (Linux 4.18 on)")
+	}
+	for _, gso := range []bool{true, false} {
+		for _, gro := range []bool{true, false} {
+			t.Run(fmt.Sprintf("gso=%v,gro=%v", gso, gro), func(t *testing.T) {
+				cfg := testConfig()
+				us := make([]*UDPFast, 2)
+				eps := newCluster(t, 2, cfg, func(i int) FastPath {
+					u, err := NewUDPFast(cfg.Workers, UDPConfig{MaxDatagram: HeaderLen + cfg.MaxPayload, NoGSO: !gso, NoGRO: !gro})
+					if err != nil {
+						t.Fatal(err)
+					}
+					us[i] = u
+					return u
+				})
+				o := us[0].Offloads()
+				if o.GSO != gso || o.GRO != gro {
+					t.Fatalf("offloads %v, want GSO %v GRO %v", o, gso, gro)
+				}
+				sendBatches(t, eps, cfg, 30, 8)
+				tx, rx := us[0].Offloads(), us[1].Offloads()
+				t.Logf("sender: %d UDP_SEGMENT sends, %d sendmmsg, %d refused; receiver: %d datagrams coalesced by GRO", tx.GSOSends, tx.MultiSends, tx.GSOFallbacks, rx.GROSegments)
+				switch {
+				case gso && tx.GSOSends == 0:
+					t.Error("GSO on, but no batch left with UDP_SEGMENT")
+				case !gso && (tx.GSOSends != 0 || tx.MultiSends == 0):
+					t.Errorf("GSO off: %d UDP_SEGMENT sends, %d sendmmsg", tx.GSOSends, tx.MultiSends)
+				case gso && gro && rx.GROSegments == 0:
+					t.Error("GSO and GRO on, over loopback: nothing arrived coalesced")
+				case !gro && rx.GROSegments != 0:
+					t.Errorf("GRO off, but %d datagrams arrived coalesced", rx.GROSegments)
+				}
+				if tx.GSOFallbacks != 0 {
+					t.Errorf("%d GSO sends refused on loopback", tx.GSOFallbacks)
+				}
+			})
+		}
+	}
+}
+
+// A kernel that refuses a UDP_SEGMENT send (here: SO_NO_CHECK, which GSO
+// cannot honour, so the kernel answers EINVAL) gets the batch again with
+// sendmmsg: nothing is lost, and the refusal is counted.
+func TestUDPGSOFallback(t *testing.T) {
+	if !probeGSO(mustUDP(t)) {
+		t.Skip("skipping: this kernel has no UDP_SEGMENT (Linux 4.18 on)")
+	}
+	cfg := testConfig()
+	us := make([]*UDPFast, 2)
+	eps := newCluster(t, 2, cfg, func(i int) FastPath {
+		u, err := NewUDPFast(cfg.Workers, UDPConfig{MaxDatagram: HeaderLen + cfg.MaxPayload})
+		if err != nil {
+			t.Fatal(err)
+		}
+		us[i] = u
+		return u
+	})
+	us[0].mu.Lock()
+	for _, s := range us[0].socks {
+		s.rc.Control(func(fd uintptr) {
+			if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1); err != nil {
+				t.Errorf("SO_NO_CHECK: %v", err)
+			}
+		})
+	}
+	us[0].mu.Unlock()
+	sendBatches(t, eps, cfg, 20, 8)
+	o := us[0].Offloads()
+	t.Logf("sender: %d UDP_SEGMENT sends, %d sendmmsg, %d refused", o.GSOSends, o.MultiSends, o.GSOFallbacks)
+	if o.GSOFallbacks == 0 || o.MultiSends == 0 || o.GSOSends != 0 {
+		t.Errorf("want every GSO send refused and sent again with sendmmsg: %+v", o)
+	}
+	if !o.GSO {
+		t.Error("EINVAL (this batch) turned GSO off for good")
+	}
+}
+
+// The receive side splits coalesced datagrams at the segment size, the
+// last one shorter, and counts a truncated one as a drop.
+func TestUDPRxSplitsGRO(t *testing.T) {
+	if !probeGSO(mustUDP(t)) {
+		t.Skip("skipping: this kernel has no UDP_SEGMENT (Linux 4.18 on)")
+	}
+	u, err := NewUDPFast(1, UDPConfig{MaxDatagram: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if !u.Offloads().GRO {
+		t.Skip("skipping: this kernel has no UDP_GRO (Linux 5.0 on)")
+	}
+	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netipAddrPort(u)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tx := newUDPTx(u)
+	rc, _ := c.SyscallConn()
+	s := &udpSock{c: c, rc: rc}
+	dgs := [][]byte{make([]byte, 100), make([]byte, 100), make([]byte, 100), make([]byte, 37)}
+	for i, d := range dgs {
+		for j := range d {
+			d[j] = byte(i)
+		}
+	}
+	// A connected socket: sendmsg with a name is still fine.
+	if n, err := tx.send(s, netipAddrPort(u), dgs); err != nil || n != len(dgs) {
+		t.Fatalf("send: %d, %v", n, err)
+	}
+	var got []Datagram
+	deadline := time.Now().Add(5 * time.Second)
+	for len(got) < len(dgs) && time.Now().Before(deadline) {
+		got, err = u.Poll(0, got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) < len(dgs) {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			u.Wait(ctx, 0)
+			cancel()
+		}
+	}
+	if len(got) != len(dgs) {
+		t.Fatalf("got %d datagrams, want %d", len(got), len(dgs))
+	}
+	for i, dg := range got {
+		d := dg.Data
+		if len(d) != len(dgs[i]) || d[0] != byte(i) || d[len(d)-1] != byte(i) {
+			t.Errorf("datagram %d: %d bytes starting %d, want %d bytes of %d", i, len(d), d[0], len(dgs[i]), i)
+		}
+	}
+	if o := u.Offloads(); o.GROSegments != uint64(len(dgs)) {
+		t.Errorf("%d segments counted as coalesced, want %d", o.GROSegments, len(dgs))
+	}
+}
+
+func mustUDP(t *testing.T) *net.UDPConn {
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// sendBatches sends batches of per messages of the largest size (the last
+// of each batch shorter) from node 0 worker 0 to node 1 and checks each
+// arrives once with its content.
+func sendBatches(t *testing.T, eps []*Endpoint, cfg Config, batches, per int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	total := batches * per
+	errc := make(chan error, 1)
+	go func() {
+		bufs := make([][]byte, per)
+		for b := range batches {
+			for i := range bufs {
+				size := 1000 // one size, the last shorter: a run UDP_SEGMENT takes whole
+				if i == per-1 {
+					size = 300
+				}
+				bufs[i] = batchMsg(b*per+i, size)
+			}
+			if _, err := eps[0].SendBatchContext(ctx, 1, 0, bufs); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	seen := make([]bool, total)
+	var msgs []Message
+	for got := 0; got < total; {
+		var err error
+		if msgs, err = eps[1].RecvWait(ctx, 0, msgs[:0]); err != nil {
+			t.Fatalf("after %d of %d: %v", got, total, err)
+		}
+		for _, m := range msgs {
+			idx := int(binary.BigEndian.Uint64(m.Data))
+			if idx >= total || m.Peer != 0 || string(m.Data) != string(batchMsg(idx, len(m.Data))) {
+				t.Fatalf("message of %d bytes from node %d: not one that was sent", len(m.Data), m.Peer)
+			}
+			if seen[idx] {
+				t.Fatalf("message %d twice", idx)
+			}
+			seen[idx] = true
+			got++
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if st := eps[1].Stats(); st.DeliveredTCP != 0 || st.FastDrops != 0 {
+		t.Errorf("receiver: %d delivered over TCP, %d fast-path drops; want every message over the fast path", st.DeliveredTCP, st.FastDrops)
+	}
+}
+
+func batchMsg(idx, size int) []byte {
+	b := make([]byte, size)
+	binary.BigEndian.PutUint64(b, uint64(idx))
+	for j := 8; j < size; j++ {
+		b[j] = byte(idx*7 + j)
+	}
+	return b
+}
+
+func netipAddrPort(u *UDPFast) netip.AddrPort {
+	return netip.AddrPortFrom(u.info.Addr, u.info.Ports[0])
+}
