@@ -8,7 +8,9 @@ import (
 	"os/user"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
@@ -33,7 +35,11 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 	if ecpu >= runtime.NumCPU() {
 		return fmt.Errorf("--emulator-cpu %d does not exist (this machine has %d CPUs); pick one below %d or use -1", ecpu, runtime.NumCPU(), runtime.NumCPU())
 	}
-	dcfg := daemon.Config{
+	lim, err := limits(c)
+	if err != nil {
+		return err
+	}
+	dcfg := daemon.Config{Limits: lim,
 		Socket: c.String("socket"), SocketGroup: gid,
 		Engine: nic.Config{Model: model, Policy: policy, Key: key, EmulatorCPU: ecpu},
 		AxSize: c.Int("ax-size"), BxSize: c.Int("bx-size"), BufSize: c.Int("buf-size"),
@@ -97,3 +103,67 @@ func serve(c *cli.Context, cfg daemon.Config) error {
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
+
+// limitFlags are the control plane's limits (docs/operations.md, "Limits").
+func limitFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "max-conns", Value: 256, Usage: "most control connections open at once (a tenant holds one)"},
+		&cli.IntFlag{Name: "max-conns-per-uid", Value: 64, Usage: "most control connections one uid may hold open"},
+		&cli.IntFlag{Name: "max-tenants-per-uid", Value: 16, Usage: "most tenants one uid may have attached"},
+		&cli.DurationFlag{Name: "first-message-timeout", Value: 5 * time.Second, Usage: "close a control connection that sends no request for this long after connecting"},
+		&cli.DurationFlag{Name: "reply-timeout", Value: 2 * time.Second, Usage: "close a control connection whose client does not take a reply within this long"},
+		&cli.StringFlag{Name: "max-region", Value: "1GiB", Usage: "largest shared region (rings and buffers) one tenant may ask for, e.g. 512MiB"},
+		&cli.StringFlag{Name: "memory-budget", Value: "auto", Usage: "most shared memory all tenants' regions may take together (auto: half of MemTotal, at least 1GiB)"},
+		&cli.IntFlag{Name: "max-name", Value: 64, Usage: "longest tenant name, in bytes"},
+	}
+}
+
+// limits reads limitFlags.
+func limits(c *cli.Context) (daemon.Limits, error) {
+	l := daemon.Limits{
+		MaxConns: c.Int("max-conns"), MaxConnsPerUID: c.Int("max-conns-per-uid"), MaxTenantsPerUID: c.Int("max-tenants-per-uid"),
+		FirstMessageTimeout: c.Duration("first-message-timeout"), ReplyTimeout: c.Duration("reply-timeout"), MaxName: c.Int("max-name"),
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"max-conns", l.MaxConns}, {"max-conns-per-uid", l.MaxConnsPerUID}, {"max-tenants-per-uid", l.MaxTenantsPerUID}, {"max-name", l.MaxName}} {
+		if f.v < 1 {
+			return l, fmt.Errorf("--%s %d: give a positive number", f.name, f.v)
+		}
+	}
+	if l.FirstMessageTimeout <= 0 || l.ReplyTimeout <= 0 {
+		return l, fmt.Errorf("--first-message-timeout and --reply-timeout must be positive durations, e.g. 5s")
+	}
+	var err error
+	if l.MaxRegionBytes, err = parseBytes(c.String("max-region")); err != nil {
+		return l, fmt.Errorf("--max-region: %w", err)
+	}
+	if b := c.String("memory-budget"); b != "auto" {
+		if l.MemoryBudget, err = parseBytes(b); err != nil {
+			return l, fmt.Errorf("--memory-budget: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// parseBytes reads a positive size: a number of bytes with an optional
+// KiB, MiB, GiB or TiB suffix.
+func parseBytes(s string) (int64, error) {
+	mult := int64(1)
+	num := s
+	for _, u := range []struct {
+		suf string
+		m   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}} {
+		if strings.HasSuffix(s, u.suf) {
+			mult, num = u.m, strings.TrimSuffix(s, u.suf)
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size; give bytes with an optional KiB, MiB, GiB or TiB suffix, e.g. 512MiB", s)
+	}
+	return n * mult, nil
+}

@@ -30,7 +30,7 @@ func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "run",
 		Usage: "run the emulated NIC",
-		Flags: withConfig(append(logFlags(),
+		Flags: withConfig(append(append(logFlags(),
 			&cli.StringFlag{Name: "source", Value: "synth", Usage: "frame source: synth (synthetic traffic) or xsk (XDP + AF_XDP on --iface)"},
 			&cli.StringFlag{Name: "iface", Usage: "interface to take frames from with --source xsk"},
 			&cli.BoolFlag{Name: "handoff", Usage: "with --source xsk: zero-copy hand-off for a single tenant: the AF_XDP sockets open over the tenant's region at attach, the kernel writes frames into its buffers and vnicd only moves descriptors (experimental: see docs/handoff.md)"},
@@ -63,7 +63,7 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "debug-conservation", Usage: "with --local-consumers, check on every buffer move that each buffer is in exactly one place (slow)"},
 			&cli.BoolFlag{Name: "no-huge-pages", Usage: "do not try huge pages for tenant regions"},
 			&cli.IntFlag{Name: "max-tenants", Value: 64, Usage: "most tenants attached at once"},
-		)),
+		), limitFlags()...)),
 		Before: loadConfig,
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return fmt.Errorf("%w; run vnicd run --help for the flags", err)

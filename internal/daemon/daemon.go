@@ -8,10 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -55,6 +57,8 @@ type Config struct {
 	Log             zerolog.Logger
 	Version         string
 	MetricsAddr     string
+	// Limits bound what clients can make vnicd hold (zero fields: defaults).
+	Limits Limits
 }
 
 // Daemon is a running vnicd.
@@ -69,7 +73,14 @@ type Daemon struct {
 	hist   []proto.TenantStats
 	ln     *net.UnixListener
 	conns  sync.WaitGroup
-	open   map[*proto.Conn]struct{}
+	open   map[*proto.Conn]uint32 // -> peer uid
+	byUID  map[uint32]int         // open connections per uid
+	ctl    control
+	// Region bytes of attached tenants and of attaches in progress (the
+	// memory budget), under mu.
+	shmem    int64
+	histSeq  uint64
+	histSeqs []uint64 // sequence of each hist entry
 }
 
 type tenant struct {
@@ -78,6 +89,8 @@ type tenant struct {
 	nt     *nic.Tenant
 	wake   []*os.File
 	conn   *proto.Conn
+	match  nic.Match
+	size   int64 // region bytes counted against the memory budget
 }
 
 // New checks the configuration and builds the engine.
@@ -98,10 +111,11 @@ func New(cfg Config) (*Daemon, error) {
 	def(&cfg.MaxTenants, 64)
 	def(&cfg.HistorySize, 64)
 	def(&cfg.RETASize, rss.DefaultRETASize)
+	cfg.Limits.defaults()
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Log, live: map[int]*tenant{}, open: map[*proto.Conn]struct{}{}, nextID: 1}
+	d := &Daemon{cfg: cfg, log: cfg.Log, live: map[int]*tenant{}, open: map[*proto.Conn]uint32{}, byUID: map[uint32]int{}, nextID: 1}
 	ecfg := cfg.Engine
 	userFault := ecfg.OnFault
 	ecfg.OnFault = func(t *nic.Tenant, err error) {
@@ -193,18 +207,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		metrics = stop
 	}
-	for {
-		c, err := d.ln.AcceptUnix()
-		if err != nil {
-			break
-		}
-		conn := proto.NewConn(c)
-		d.mu.Lock()
-		d.open[conn] = struct{}{}
-		d.mu.Unlock()
-		d.conns.Add(1)
-		go d.serve(conn)
-	}
+	acceptErr := d.acceptLoop(ctx)
 	cancel()
 	err := <-engErr
 	d.mu.Lock()
@@ -216,11 +219,93 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if metrics != nil {
 		metrics()
 	}
-	d.log.Info().Msg("vnicd stopped; every tenant detached")
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return nil
+		err = nil
 	}
-	return err
+	if err == nil {
+		err = acceptErr
+	}
+	if err != nil {
+		d.log.Error().Err(err).Msg("vnicd stopped on an error; every tenant detached")
+		return err
+	}
+	d.log.Info().Msg("vnicd stopped; every tenant detached")
+	return nil
+}
+
+// acceptLoop accepts control connections until ctx ends (nil) or the
+// listener fails for good (the error). Errors a busy machine recovers from
+// (out of descriptors or memory, an aborted connection) are logged at warn,
+// counted as accept_errors and retried after a back-off of 5 ms doubling to
+// 1 s, so a burst of clients never stops vnicd.
+func (d *Daemon) acceptLoop(ctx context.Context) error {
+	var backoff time.Duration
+	for {
+		c, err := d.ln.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if !transientAccept(err) {
+				return fmt.Errorf("accept on %s: %w", d.cfg.Socket, err)
+			}
+			d.ctl.acceptErrors.Add(1)
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			d.log.Warn().Err(err).Dur("retry_in", backoff).Uint64("accept_errors", d.ctl.acceptErrors.Load()).
+				Msg("accept failed; retrying (raise LimitNOFILE, or lower --max-conns, if this repeats)")
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		backoff = 0
+		d.admit(c)
+	}
+}
+
+// transientAccept reports whether an accept error is worth retrying.
+func transientAccept(err error) bool {
+	for _, e := range []error{unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM, unix.ECONNABORTED, unix.EINTR, unix.EAGAIN, unix.EPROTO, unix.EPERM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// admit applies the connection caps to an accepted connection and starts
+// serving it, or tells the peer which limit refused it and closes it.
+func (d *Daemon) admit(c *net.UnixConn) {
+	pid, uid := peer(c)
+	conn := proto.NewServerConn(c, proto.MaxRequest)
+	lim := d.cfg.Limits
+	var refuse string
+	d.mu.Lock()
+	switch {
+	case lim.MaxConns > 0 && len(d.open) >= lim.MaxConns:
+		d.ctl.refusedConns.Add(1)
+		refuse = fmt.Sprintf("vnicd has %d control connections open, its limit (--max-conns); close idle ones or raise the flag", len(d.open))
+	case lim.MaxConnsPerUID > 0 && d.byUID[uid] >= lim.MaxConnsPerUID:
+		d.ctl.refusedConnsUID.Add(1)
+		refuse = fmt.Sprintf("uid %d has %d control connections open to vnicd, the per-uid limit (--max-conns-per-uid); close idle ones or raise the flag", uid, d.byUID[uid])
+	default:
+		d.open[conn] = uid
+		d.byUID[uid]++
+		d.conns.Add(1)
+	}
+	d.mu.Unlock()
+	d.ctl.accepted.Add(1)
+	if refuse != "" {
+		c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+		conn.Send(proto.TError, proto.Error{Message: refuse})
+		c.Close()
+		d.log.Debug().Int32("peer_pid", pid).Uint32("peer_uid", uid).Msg(refuse)
+		return
+	}
+	go d.serve(conn, pid, uid)
 }
 
 func peer(c *net.UnixConn) (pid int32, uid uint32) {
@@ -236,36 +321,71 @@ func peer(c *net.UnixConn) (pid int32, uid uint32) {
 	return pid, uid
 }
 
-func (d *Daemon) serve(conn *proto.Conn) {
+func (d *Daemon) serve(conn *proto.Conn, pid int32, uid uint32) {
 	defer d.conns.Done()
-	pid, uid := peer(conn.Unix())
 	log := d.log.With().Int32("peer_pid", pid).Uint32("peer_uid", uid).Logger()
 	log.Debug().Msg("control connection")
+	lim := d.cfg.Limits
 	var mine *tenant
 	defer func() {
 		conn.Close()
 		d.mu.Lock()
 		delete(d.open, conn)
+		if d.byUID[uid]--; d.byUID[uid] <= 0 {
+			delete(d.byUID, uid)
+		}
 		d.mu.Unlock()
 		if mine != nil {
 			d.detachID(mine.info.ID, "connection closed")
 		}
 	}()
-	for {
+	// reply sends one message within the reply deadline; a peer that does
+	// not take its replies is disconnected (false).
+	reply := func(t proto.Type, body any, fds ...int) bool {
+		conn.Unix().SetWriteDeadline(time.Now().Add(lim.ReplyTimeout))
+		err := conn.Send(t, body, fds...)
+		if err == nil {
+			return true
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			d.ctl.replyTimeouts.Add(1)
+			log.Warn().Dur("reply_timeout", lim.ReplyTimeout).Msg("client did not read its reply in time (--reply-timeout); disconnecting it")
+		} else {
+			log.Debug().Err(err).Msg("reply failed; closing the connection")
+		}
+		return false
+	}
+	conn.Unix().SetReadDeadline(time.Now().Add(lim.FirstMessageTimeout))
+	for first := true; ; first = false {
 		t, body, files, err := conn.Recv()
 		for _, f := range files {
 			f.Close() // clients send no descriptors
 		}
+		if first {
+			conn.Unix().SetReadDeadline(time.Time{})
+		}
 		if err != nil {
-			if errors.Is(err, proto.ErrVersion) {
-				conn.Send(proto.TError, proto.Error{Message: err.Error(), Version: proto.Version})
+			var ne net.Error
+			switch {
+			case errors.Is(err, proto.ErrVersion):
+				reply(proto.TError, proto.Error{Message: err.Error(), Version: proto.Version})
 				log.Warn().Err(err).Msg("client speaks another protocol version")
-			} else if !errors.Is(err, proto.ErrClosed) && !errors.Is(err, net.ErrClosed) {
+			case errors.Is(err, proto.ErrTooLarge):
+				d.ctl.tooLarge.Add(1)
+				reply(proto.TError, proto.Error{Message: fmt.Sprintf("request too large (%v); vnicd accepts requests of at most %d bytes", err, proto.MaxRequest)})
+				log.Warn().Err(err).Msg("client sent an oversized request; disconnecting it")
+			case first && errors.As(err, &ne) && ne.Timeout():
+				d.ctl.firstMessageTimeouts.Add(1)
+				log.Debug().Dur("timeout", lim.FirstMessageTimeout).Msg("client sent nothing in time (--first-message-timeout); disconnecting it")
+			case !errors.Is(err, proto.ErrClosed) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF):
+				d.ctl.badRequests.Add(1)
 				log.Debug().Err(err).Msg("control connection ended")
 			}
 			return
 		}
 		var rerr error
+		ok := true
 		switch t {
 		case proto.TAttach:
 			if mine != nil {
@@ -274,30 +394,60 @@ func (d *Daemon) serve(conn *proto.Conn) {
 			}
 			var req proto.Attach
 			if rerr = json.Unmarshal(body, &req); rerr != nil {
+				rerr = fmt.Errorf("attach request is not valid JSON: %w", rerr)
 				break
 			}
-			mine, rerr = d.attach(conn, req, pid, uid, log)
+			mine, rerr = d.attach(conn, req, pid, uid, log, reply)
+			if rerr == errReplyFailed {
+				return
+			}
 		case proto.TDetach:
 			if mine != nil {
 				d.detachID(mine.info.ID, "detach requested")
 				mine = nil
 			}
-			rerr = conn.Send(proto.TOK, nil)
+			ok = reply(proto.TOK, nil)
 		case proto.TTenants:
-			rerr = conn.Send(proto.TTenantsRep, d.tenants())
+			var pg proto.Page
+			if rerr = decodePage(body, &pg); rerr == nil {
+				ok = reply(proto.TTenantsRep, d.tenantsPage(pg))
+			}
 		case proto.TStats:
-			rerr = conn.Send(proto.TStatsReply, d.Stats())
+			var pg proto.Page
+			if rerr = decodePage(body, &pg); rerr == nil {
+				ok = reply(proto.TStatsReply, d.statsPage(pg))
+			}
 		case proto.TStatus:
-			rerr = conn.Send(proto.TStatusReply, d.status())
+			ok = reply(proto.TStatusReply, d.status())
 		case proto.TConfig:
-			rerr = conn.Send(proto.TConfigReply, d.config())
+			ok = reply(proto.TConfigReply, d.config())
 		default:
 			rerr = fmt.Errorf("unknown request type %d", t)
 		}
 		if rerr != nil {
-			conn.Send(proto.TError, proto.Error{Message: rerr.Error()})
+			if t != proto.TAttach {
+				d.ctl.badRequests.Add(1)
+			}
+			ok = reply(proto.TError, proto.Error{Message: rerr.Error()})
+		}
+		if !ok {
+			return
 		}
 	}
+}
+
+// errReplyFailed: the attach reply could not be sent (the tenant was
+// detached again); the connection is closed.
+var errReplyFailed = errors.New("attach reply failed")
+
+func decodePage(body []byte, pg *proto.Page) error {
+	if len(body) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(body, pg); err != nil {
+		return fmt.Errorf("page request is not valid JSON: %w", err)
+	}
+	return nil
 }
 
 func parseMatch(m proto.Match) (nic.Match, error) {
@@ -311,13 +461,14 @@ func parseMatch(m proto.Match) (nic.Match, error) {
 	default:
 		return out, fmt.Errorf("match protocol %q: use udp, tcp or leave it empty", m.Proto)
 	}
-	if m.DstPortHi < m.DstPortLo {
-		return out, fmt.Errorf("match port range %d-%d is empty; give low <= high", m.DstPortLo, m.DstPortHi)
+	lo, hi := m.DstPortLo, m.DstPortHi
+	if hi == 0 {
+		hi = lo // dst_port_lo alone is one port
 	}
-	out.DstPortLo, out.DstPortHi = m.DstPortLo, m.DstPortHi
-	if m.DstPortLo != 0 && m.DstPortHi == 0 {
-		out.DstPortHi = m.DstPortLo
+	if hi < lo {
+		return out, fmt.Errorf("match port range %d-%d is empty; give low <= high", lo, hi)
 	}
+	out.DstPortLo, out.DstPortHi = lo, hi
 	if m.Dst != "" {
 		p, err := netip.ParsePrefix(m.Dst)
 		if err != nil {
@@ -333,22 +484,34 @@ func parseMatch(m proto.Match) (nic.Match, error) {
 	return out, nil
 }
 
-func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint32, log zerolog.Logger) (*tenant, error) {
+// maxRingEntries and maxCount bound the sizes an attach may ask for before
+// any arithmetic or conversion to the region's uint32 fields.
+const maxRingEntries = 1 << 24
+
+func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint32, log zerolog.Logger, reply func(proto.Type, any, ...int) bool) (*tenant, error) {
+	lim := d.cfg.Limits
 	if req.Queues < 1 || req.Queues > d.cfg.MaxQueues {
+		d.ctl.refusedGeometry.Add(1)
 		return nil, fmt.Errorf("asked for %d queues; vnicd allows 1..%d", req.Queues, d.cfg.MaxQueues)
+	}
+	if err := checkName(req.Name, lim.MaxName); err != nil {
+		d.ctl.refusedName.Add(1)
+		return nil, err
+	}
+	if d.cfg.Engine.Policy == nic.Pause {
+		d.mu.Lock()
+		n := len(d.live)
+		d.mu.Unlock()
+		if n > 0 {
+			d.ctl.refusedPause.Add(1)
+			return nil, errors.New("vnicd runs with --policy pause, which serves one tenant only (a tenant that stops refilling would stall every other one); detach the current tenant or run vnicd with --policy drop")
+		}
 	}
 	match, err := parseMatch(req.Match)
 	if err != nil {
+		d.ctl.refusedClaim.Add(1)
 		return nil, err
 	}
-	d.mu.Lock()
-	if len(d.live) >= d.cfg.MaxTenants {
-		d.mu.Unlock()
-		return nil, fmt.Errorf("vnicd already serves %d tenants, its limit", d.cfg.MaxTenants)
-	}
-	id := d.nextID
-	d.nextID++
-	d.mu.Unlock()
 	pick := func(v, def int) int {
 		if v == 0 {
 			return def
@@ -356,22 +519,99 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 		return v
 	}
 	ax, bxs, txs := pick(req.AxSize, d.cfg.AxSize), pick(req.BxSize, d.cfg.BxSize), pick(req.TxSize, d.cfg.TxSize)
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"ax_size", ax}, {"bx_size", bxs}, {"tx_size", txs}} {
+		if v.n < 2 || v.n > maxRingEntries {
+			d.ctl.refusedGeometry.Add(1)
+			return nil, fmt.Errorf("%s %d is out of range; give a power of two in [2, %d]", v.name, v.n, maxRingEntries)
+		}
+	}
 	bufs := req.Buffers
+	if bufs < 0 || bufs > shm.MaxBufCount {
+		d.ctl.refusedGeometry.Add(1)
+		return nil, fmt.Errorf("buffers %d is out of range; give 0 (the default) or 1..%d", bufs, shm.MaxBufCount)
+	}
 	if bufs == 0 {
-		bufs = req.Queues*(ax+txs) + 2*bxs
+		bufs = req.Queues*(ax+txs) + 2*bxs // at most 64*2^25+2^25: no overflow
 		if d.cfg.BuffersPerQueue > 0 {
 			bufs = req.Queues * d.cfg.BuffersPerQueue
 		}
+		if bufs > shm.MaxBufCount {
+			d.ctl.refusedGeometry.Add(1)
+			return nil, fmt.Errorf("these ring sizes need %d buffers, more than %d; give smaller rings or buffers explicitly", bufs, shm.MaxBufCount)
+		}
 	}
 	geo := shm.Queues(req.Queues, ax, bxs, txs, d.cfg.BufSize, bufs)
-	geo.Tenant = uint32(id)
 	geo.Model = uint32(d.eng.Config().Model)
 	if err := geo.Validate(); err != nil {
+		d.ctl.refusedGeometry.Add(1)
 		return nil, err
 	}
+	size := int64(geo.Layout().Total)
+	if !d.cfg.NoHugePages {
+		size = (size + 2<<20 - 1) &^ (2<<20 - 1) // a huge-page region rounds up to 2 MiB
+	}
+	if size > lim.MaxRegionBytes {
+		d.ctl.refusedRegion.Add(1)
+		return nil, fmt.Errorf("this geometry needs a region of %d MiB, more than the per-tenant limit of %d MiB (--max-region); ask for fewer queues, smaller rings or fewer buffers", size>>20, lim.MaxRegionBytes>>20)
+	}
+	d.mu.Lock()
+	var perUID int
+	var holder *tenant
+	for _, t := range d.live {
+		if t.info.UID == uid {
+			perUID++
+		}
+		if req.Name != "" && t.info.Name == req.Name {
+			holder = t
+		}
+	}
+	var refuse error
+	switch {
+	case len(d.live) >= d.cfg.MaxTenants:
+		d.ctl.refusedTenants.Add(1)
+		refuse = fmt.Errorf("vnicd already serves %d tenants, its limit (--max-tenants)", d.cfg.MaxTenants)
+	case lim.MaxTenantsPerUID > 0 && perUID >= lim.MaxTenantsPerUID:
+		d.ctl.refusedTenantsUID.Add(1)
+		refuse = fmt.Errorf("uid %d already has %d tenants attached, the per-uid limit (--max-tenants-per-uid); detach one or raise the flag", uid, perUID)
+	case holder != nil:
+		d.ctl.refusedName.Add(1)
+		refuse = fmt.Errorf("tenant name %q is taken by tenant %d (pid %d); pick another name", req.Name, holder.info.ID, holder.info.PID)
+	case d.shmem+size > lim.MemoryBudget:
+		d.ctl.refusedBudget.Add(1)
+		refuse = fmt.Errorf("this tenant's region of %d MiB would take vnicd's tenant memory to %d MiB, over its budget of %d MiB (--memory-budget); ask for a smaller geometry, or detach tenants", size>>20, (d.shmem+size)>>20, lim.MemoryBudget>>20)
+	}
+	if refuse == nil && match.Specific() {
+		if t := d.claimHolder(match); t != nil {
+			d.ctl.refusedClaim.Add(1)
+			refuse = fmt.Errorf("match rule %s overlaps the rule %s of tenant %d %q (pid %d); claims may not overlap: pick ports or addresses that tenant does not claim", fmtMatch(req.Match), fmtMatch(t.info.Match), t.info.ID, t.info.Name, t.info.PID)
+		}
+	}
+	if refuse != nil {
+		d.mu.Unlock()
+		return nil, refuse
+	}
+	id := d.nextID
+	d.nextID++
+	d.shmem += size // reserved now; released by detach (or below on failure)
+	// Hold the name and the claim while the region is built: a placeholder
+	// in live (nt nil) keeps concurrent attaches from taking them.
+	ph := &tenant{info: proto.TenantInfo{ID: id, Name: req.Name, PID: pid, UID: uid, Queues: req.Queues, Match: req.Match}, match: match, size: size}
+	d.live[id] = ph
+	d.mu.Unlock()
+	fail := func(err error) (*tenant, error) {
+		d.mu.Lock()
+		delete(d.live, id)
+		d.shmem -= size
+		d.mu.Unlock()
+		return nil, err
+	}
+	geo.Tenant = uint32(id)
 	region, err := shm.Create(geo, shm.Options{Name: fmt.Sprintf("vnic-tenant-%d", id), NoHuge: d.cfg.NoHugePages, Log: &d.log})
 	if err != nil {
-		return nil, fmt.Errorf("create the region: %w", err)
+		return fail(fmt.Errorf("create the region: %w", err))
 	}
 	wake := make([]*os.File, req.Queues)
 	for i := range wake {
@@ -381,7 +621,7 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 				f.Close()
 			}
 			region.Close()
-			return nil, fmt.Errorf("eventfd: %w", os.NewSyscallError("eventfd", err))
+			return fail(fmt.Errorf("eventfd: %w", os.NewSyscallError("eventfd", err)))
 		}
 		wake[i] = os.NewFile(uintptr(fd), "vnic-wake")
 	}
@@ -402,9 +642,9 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 			f.Close()
 		}
 		region.Close()
-		return nil, err
+		return fail(err)
 	}
-	t := &tenant{region: region, nt: nt, wake: wake, conn: conn, info: proto.TenantInfo{
+	t := &tenant{region: region, nt: nt, wake: wake, conn: conn, match: match, size: size, info: proto.TenantInfo{
 		ID: id, Name: req.Name, PID: pid, UID: uid, Queues: req.Queues, Match: req.Match, Attached: time.Now().UTC().Format(time.RFC3339)}}
 	d.mu.Lock()
 	d.live[id] = t
@@ -414,16 +654,59 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 		reta[i] = uint16(nt.RETA().Entry(i))
 	}
 	fds := append([]int{region.FD()}, wakeFDs...)
+	// The reply echoes what the region holds (its header is what the
+	// client maps), not what was asked.
+	g := region.Geo
 	rep := proto.AttachReply{Tenant: id, Model: d.eng.Config().Model.String(), FDs: len(fds),
-		Geometry: proto.Geometry{NumQueues: req.Queues, AxSize: ax, BxSize: bxs, TxSize: txs, BufSize: d.cfg.BufSize, Buffers: bufs, Model: int(geo.Model)},
+		Geometry: proto.Geometry{NumQueues: int(g.NumBx), AxSize: int(g.AxSize), BxSize: int(g.BxSize), TxSize: int(g.TxSize), BufSize: int(g.BufSize), Buffers: int(g.BufCount), Model: int(g.Model)},
 		RSS:      proto.RSS{Profile: "toeplitz", Key: hex.EncodeToString(d.eng.Config().Key), RETA: reta}}
-	if err := conn.Send(proto.TAttachReply, rep, fds...); err != nil {
+	if !reply(proto.TAttachReply, rep, fds...) {
 		d.detachID(id, "reply failed")
-		return nil, err
+		return nil, errReplyFailed
 	}
-	log.Info().Int("tenant", id).Str("name", req.Name).Int("queues", req.Queues).Int("buffers", bufs).
+	log.Info().Int("tenant", id).Str("name", req.Name).Int("queues", req.Queues).Int("buffers", bufs).Int64("region_bytes", size).
 		Bool("huge_pages", region.Huge).Interface("match", req.Match).Msg("tenant attached")
 	return t, nil
+}
+
+// claimHolder returns the live tenant whose rule overlaps m (under mu).
+// There is no priority between tenants: overlapping claims are refused.
+func (d *Daemon) claimHolder(m nic.Match) *tenant {
+	r := rule{proto: m.Proto, lo: m.DstPortLo, hi: m.DstPortHi, dst: m.Dst}
+	for _, id := range d.liveIDs() {
+		t := d.live[id]
+		if t.match.Default && !t.match.Specific() {
+			continue
+		}
+		if overlap(r, rule{proto: t.match.Proto, lo: t.match.DstPortLo, hi: t.match.DstPortHi, dst: t.match.Dst}) {
+			return t
+		}
+	}
+	return nil
+}
+
+func fmtMatch(m proto.Match) string {
+	var parts []string
+	if m.Proto != "" {
+		parts = append(parts, m.Proto)
+	}
+	if m.DstPortLo != 0 || m.DstPortHi != 0 {
+		hi := m.DstPortHi
+		if hi == 0 {
+			hi = m.DstPortLo
+		}
+		parts = append(parts, fmt.Sprintf("port %d-%d", m.DstPortLo, hi))
+	}
+	if m.Dst != "" {
+		parts = append(parts, "dst "+m.Dst)
+	}
+	if m.Default {
+		parts = append(parts, "default")
+	}
+	if len(parts) == 0 {
+		return "{any}"
+	}
+	return "{" + strings.Join(parts, " ") + "}"
 }
 
 // detachID removes a tenant from the engine, records its counters in the
@@ -431,11 +714,11 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 func (d *Daemon) detachID(id int, why string) {
 	d.mu.Lock()
 	t, ok := d.live[id]
-	if ok {
+	if ok && t.nt != nil {
 		delete(d.live, id)
 	}
 	d.mu.Unlock()
-	if !ok {
+	if !ok || t.nt == nil {
 		return
 	}
 	if d.cfg.OnDetach != nil {
@@ -447,16 +730,20 @@ func (d *Daemon) detachID(id int, why string) {
 	if e := t.nt.Faulty(); e != nil {
 		st.Faulty = e.Error()
 	}
-	d.mu.Lock()
-	d.hist = append(d.hist, st)
-	if len(d.hist) > d.cfg.HistorySize {
-		d.hist = d.hist[len(d.hist)-d.cfg.HistorySize:]
-	}
-	d.mu.Unlock()
 	for _, f := range t.wake {
 		f.Close()
 	}
 	t.region.Close()
+	d.mu.Lock()
+	d.shmem -= t.size
+	d.histSeq++
+	d.hist = append(d.hist, st)
+	d.histSeqs = append(d.histSeqs, d.histSeq)
+	if n := len(d.hist) - d.cfg.HistorySize; n > 0 {
+		d.hist = append(d.hist[:0:0], d.hist[n:]...)
+		d.histSeqs = append(d.histSeqs[:0:0], d.histSeqs[n:]...)
+	}
+	d.mu.Unlock()
 	if why != "connection closed" && why != "detach requested" {
 		t.conn.Close() // a faulty tenant is disconnected
 	}
@@ -477,9 +764,9 @@ func tenantStats(t *tenant) proto.TenantStats {
 	return st
 }
 
-// Stats returns every counter.
+// Stats returns every counter (all pages).
 func (d *Daemon) Stats() proto.Stats {
-	s := proto.Stats{Global: d.eng.Global().Snapshot().Map()}
+	s := proto.Stats{Global: d.eng.Global().Snapshot().Map(), Control: d.ctl.snapshot()}
 	if d.cfg.SourceStats != nil {
 		s.Source = d.cfg.SourceStats()
 	}
@@ -492,36 +779,109 @@ func (d *Daemon) Stats() proto.Stats {
 	return s
 }
 
+// liveIDs returns the ids in live, ascending (placeholders of attaches in
+// progress included), under mu.
+func (d *Daemon) liveIDs() []int {
+	ids := make([]int, 0, len(d.live))
+	for id := range d.live {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	return ids
+}
+
+// sorted returns the attached tenants by id, under mu.
 func (d *Daemon) sorted() []*tenant {
 	out := make([]*tenant, 0, len(d.live))
-	for id := 1; id < d.nextID; id++ {
-		if t, ok := d.live[id]; ok {
+	for _, id := range d.liveIDs() {
+		if t := d.live[id]; t.nt != nil {
 			out = append(out, t)
 		}
 	}
 	return out
 }
 
-func (d *Daemon) tenants() proto.Tenants {
+// paginate fills one page: live tenants with id > pg.Live (unless pg.Done),
+// then history entries with sequence > pg.Hist, adding items while the
+// encoded page stays under proto.PageBytes (at least one per page). It
+// returns the next page's request, nil when everything fit. Under mu.
+func (d *Daemon) paginate(pg proto.Page, live func(*tenant) any, hist func(int) any, addLive, addHist func(any)) *proto.Page {
+	budget := proto.PageBytes - 4096 // room for the page's other fields
+	used, n := 0, 0
+	fits := func(item any) bool {
+		b, _ := json.Marshal(item)
+		if n > 0 && used+len(b) > budget {
+			return false
+		}
+		used += len(b) + 1
+		n++
+		return true
+	}
+	if !pg.Done {
+		for _, t := range d.sorted() {
+			if t.info.ID <= pg.Live {
+				continue
+			}
+			item := live(t)
+			if !fits(item) {
+				return &proto.Page{Live: t.info.ID - 1}
+			}
+			addLive(item)
+		}
+	}
+	for i, seq := range d.histSeqs {
+		if seq <= pg.Hist {
+			continue
+		}
+		item := hist(i)
+		if !fits(item) {
+			return &proto.Page{Done: true, Hist: seq - 1}
+		}
+		addHist(item)
+	}
+	return nil
+}
+
+// statsPage answers one TStats page.
+func (d *Daemon) statsPage(pg proto.Page) proto.Stats {
+	s := proto.Stats{Global: d.eng.Global().Snapshot().Map(), Control: d.ctl.snapshot()}
+	if d.cfg.SourceStats != nil {
+		s.Source = d.cfg.SourceStats()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s.Next = d.paginate(pg,
+		func(t *tenant) any { return tenantStats(t) },
+		func(i int) any { return d.hist[i] },
+		func(x any) { s.Tenants = append(s.Tenants, x.(proto.TenantStats)) },
+		func(x any) { s.History = append(s.History, x.(proto.TenantStats)) })
+	return s
+}
+
+func liveInfo(t *tenant) proto.TenantInfo {
+	info := t.info
+	if e := t.nt.Faulty(); e != nil {
+		info.Faulty = e.Error()
+	}
+	return info
+}
+
+// tenantsPage answers one TTenants page.
+func (d *Daemon) tenantsPage(pg proto.Page) proto.Tenants {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var r proto.Tenants
-	for _, t := range d.sorted() {
-		info := t.info
-		if e := t.nt.Faulty(); e != nil {
-			info.Faulty = e.Error()
-		}
-		r.Tenants = append(r.Tenants, info)
-	}
-	for _, h := range d.hist {
-		r.History = append(r.History, h.TenantInfo)
-	}
+	r.Next = d.paginate(pg,
+		func(t *tenant) any { return liveInfo(t) },
+		func(i int) any { return d.hist[i].TenantInfo },
+		func(x any) { r.Tenants = append(r.Tenants, x.(proto.TenantInfo)) },
+		func(x any) { r.History = append(r.History, x.(proto.TenantInfo)) })
 	return r
 }
 
 func (d *Daemon) status() proto.Status {
 	d.mu.Lock()
-	n := len(d.live)
+	n := len(d.sorted())
 	d.mu.Unlock()
 	ec := d.eng.Config()
 	return proto.Status{Version: d.cfg.Version, PID: os.Getpid(), Uptime: time.Since(d.start).Round(time.Second).String(),
@@ -530,12 +890,16 @@ func (d *Daemon) status() proto.Status {
 }
 
 func (d *Daemon) config() proto.Config {
-	ec := d.eng.Config()
+	ec, l := d.eng.Config(), d.cfg.Limits
 	return proto.Config{
 		"model": ec.Model.String(), "policy": ec.Policy.String(), "key": hex.EncodeToString(ec.Key),
 		"emulator_cpu": fmt.Sprint(ec.EmulatorCPU), "ax_size": fmt.Sprint(d.cfg.AxSize), "bx_size": fmt.Sprint(d.cfg.BxSize),
 		"tx_size": fmt.Sprint(d.cfg.TxSize), "buf_size": fmt.Sprint(d.cfg.BufSize), "reta_size": fmt.Sprint(d.cfg.RETASize),
 		"max_queues": fmt.Sprint(d.cfg.MaxQueues), "max_tenants": fmt.Sprint(d.cfg.MaxTenants), "socket": d.cfg.Socket,
 		"source": d.cfg.SourceName, "source_mode": d.cfg.SourceMode, "metrics_addr": d.cfg.MetricsAddr,
+		"max_conns": fmt.Sprint(l.MaxConns), "max_conns_per_uid": fmt.Sprint(l.MaxConnsPerUID),
+		"max_tenants_per_uid": fmt.Sprint(l.MaxTenantsPerUID), "first_message_timeout": l.FirstMessageTimeout.String(),
+		"reply_timeout": l.ReplyTimeout.String(), "max_region": fmt.Sprint(l.MaxRegionBytes),
+		"memory_budget": fmt.Sprint(l.MemoryBudget), "max_name": fmt.Sprint(l.MaxName),
 	}
 }

@@ -31,6 +31,7 @@ type Config struct {
 	NoHugePages                     bool
 	Log                             zerolog.Logger
 	Version, MetricsAddr            string
+	Limits                          Limits
 }
 
 // Daemon is unavailable on this platform.

@@ -24,6 +24,7 @@ type collector struct {
 	glob  [counters.NumIDs]*prometheus.Desc
 	axf   *prometheus.Desc
 	src   *prometheus.Desc
+	ctl   *prometheus.Desc
 }
 
 func newCollector(d *Daemon) *collector {
@@ -38,6 +39,7 @@ func newCollector(d *Daemon) *collector {
 	}
 	c.axf = prometheus.NewDesc("vnicd_ax_fill", "Buffers posted in the Ax ring (as the tenant last published).", []string{"tenant", "ring"}, nil)
 	c.src = prometheus.NewDesc("vnicd_source_total", "Counters of the frame source (AF_XDP statistics).", []string{"counter"}, nil)
+	c.ctl = prometheus.NewDesc("vnicd_control_total", "Control-plane events: connections accepted and refused by each limit, accept errors, timeouts, refused attaches.", []string{"event"}, nil)
 	return c
 }
 
@@ -57,6 +59,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- c.axf
 	ch <- c.src
+	ch <- c.ctl
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -67,11 +70,19 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return prometheus.CounterValue
 	}
+	// Names are unique among live tenants (attach refuses a taken one), but
+	// a label set must never repeat, or the whole scrape fails: a repeated
+	// name gets the tenant id appended.
+	seen := map[string]bool{}
 	for _, t := range st.Tenants {
 		tl := t.Name
 		if tl == "" {
-			tl = strconv.Itoa(t.ID)
+			tl = strconv.Itoa(t.ID) // names start with a letter: no clash
 		}
+		if seen[tl] {
+			tl += "#" + strconv.Itoa(t.ID)
+		}
+		seen[tl] = true
 		for _, r := range t.Rings {
 			rl := strconv.Itoa(r.Queue)
 			for side, m := range map[string]map[string]uint64{"nic": r.NIC, "client": r.Client} {
@@ -93,6 +104,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, v := range st.Source {
 		ch <- prometheus.MustNewConstMetric(c.src, prometheus.CounterValue, float64(v), name)
+	}
+	for name, v := range st.Control {
+		ch <- prometheus.MustNewConstMetric(c.ctl, prometheus.CounterValue, float64(v), name)
 	}
 }
 

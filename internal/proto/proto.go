@@ -36,6 +36,18 @@ const HeaderSize = 12
 // MaxMessage bounds a datagram (header and body).
 const MaxMessage = 1 << 20
 
+// MaxRequest bounds a request datagram (header and body) that vnicd reads:
+// a larger one is refused from its length alone, before vnicd allocates a
+// buffer for it, and the connection is closed. Requests are small (the
+// largest, Attach, is well under 1 KiB with a MaxName-byte name).
+const MaxRequest = 16 << 10
+
+// PageBytes is the target size of one page of a paginated reply (Tenants,
+// Stats): well under a unix socket's default send buffer (212,992 bytes),
+// so that a reply never fails with "message too long". A page holds at
+// least one tenant; a tenant's entry is bounded (MaxName, at most 64 rings).
+const PageBytes = 96 << 10
+
 // MaxFDs bounds the descriptors one message may carry.
 const MaxFDs = 260
 
@@ -137,10 +149,22 @@ type TenantInfo struct {
 	Detached string `json:"detached,omitempty"`
 }
 
-// Tenants answers TTenants.
+// Page is the body of a TTenants or TStats request: where the page starts.
+// The zero Page (or no body) asks for the first page. Live tenants come
+// first, by ascending id, then the history, oldest first; a reply's Next is
+// the request for the following page, nil on the last one. Conn.Call
+// fetches every page and merges them, so callers see one reply.
+type Page struct {
+	Live int    `json:"live,omitempty"` // live tenants with id > Live
+	Hist uint64 `json:"hist,omitempty"` // history entries with sequence > Hist
+	Done bool   `json:"done,omitempty"` // live tenants finished: only history follows
+}
+
+// Tenants answers TTenants (one page of it).
 type Tenants struct {
 	Tenants []TenantInfo `json:"tenants"`
 	History []TenantInfo `json:"history"`
+	Next    *Page        `json:"next,omitempty"`
 }
 
 // RingStats are one queue's counters.
@@ -163,6 +187,10 @@ type Stats struct {
 	Source  map[string]uint64 `json:"source,omitempty"` // e.g. AF_XDP statistics
 	Tenants []TenantStats     `json:"tenants"`
 	History []TenantStats     `json:"history"`
+	// Control are the control plane's counters (connections accepted and
+	// refused, accept errors, attaches refused by each limit...).
+	Control map[string]uint64 `json:"control,omitempty"`
+	Next    *Page             `json:"next,omitempty"`
 }
 
 // Status answers TStatus.
@@ -186,14 +214,27 @@ type Config map[string]string
 // Conn is a control connection.
 type Conn struct {
 	c   *net.UnixConn
-	buf []byte
-	oob []byte
+	max int // largest datagram Recv accepts
 }
 
-// NewConn wraps a connected SOCK_SEQPACKET unix socket.
-func NewConn(c *net.UnixConn) *Conn {
-	return &Conn{c: c, buf: make([]byte, MaxMessage), oob: make([]byte, syscall.CmsgSpace(4*MaxFDs))}
+// NewConn wraps a connected SOCK_SEQPACKET unix socket. Recv accepts
+// datagrams up to MaxMessage (replies); a server reading requests uses
+// NewServerConn.
+func NewConn(c *net.UnixConn) *Conn { return &Conn{c: c, max: MaxMessage} }
+
+// NewServerConn wraps an accepted connection whose Recv accepts at most max
+// bytes (MaxRequest if max <= 0) and refuses larger datagrams from their
+// length before allocating anything for them.
+func NewServerConn(c *net.UnixConn, max int) *Conn {
+	if max <= 0 {
+		max = MaxRequest
+	}
+	return &Conn{c: c, max: max}
 }
+
+// ErrTooLarge is wrapped by the error Recv returns for a datagram larger
+// than the connection accepts.
+var ErrTooLarge = errors.New("proto: message too large")
 
 // Dial connects to vnicd's socket.
 func Dial(path string) (*Conn, error) {
@@ -241,12 +282,49 @@ func (c *Conn) Send(t Type, body any, fds ...int) error {
 // Recv reads one message. It returns the type, the raw JSON body and any
 // descriptors received (the caller owns and must close them). A message
 // from another protocol version returns an error wrapping ErrVersion.
+//
+// Recv first waits for a datagram and learns its length without reading it
+// (MSG_PEEK|MSG_TRUNC); a datagram longer than the connection's limit is
+// discarded (its descriptors are closed by the kernel) and an error wrapping
+// ErrTooLarge is returned, so a peer cannot make Recv allocate more than the
+// limit. The read honours the socket's read deadline.
 func (c *Conn) Recv() (Type, []byte, []*os.File, error) {
-	n, oobn, flags, _, err := c.c.ReadMsgUnix(c.buf, c.oob)
+	raw, err := c.c.SyscallConn()
 	if err != nil {
 		return 0, nil, nil, fmt.Errorf("proto: receive: %w", err)
 	}
-	files, ferr := parseRights(c.oob[:oobn])
+	var (
+		size int
+		perr error
+	)
+	werr := raw.Read(func(fd uintptr) bool {
+		size, _, _, _, perr = syscall.Recvmsg(int(fd), nil, nil, syscall.MSG_PEEK|syscall.MSG_TRUNC|syscall.MSG_DONTWAIT)
+		return perr != syscall.EAGAIN && perr != syscall.EINTR
+	})
+	if werr != nil {
+		return 0, nil, nil, fmt.Errorf("proto: receive: %w", werr)
+	}
+	if perr != nil {
+		return 0, nil, nil, fmt.Errorf("proto: receive: %w", os.NewSyscallError("recvmsg", perr))
+	}
+	if size > c.max {
+		var one [1]byte
+		raw.Read(func(fd uintptr) bool { // drop it; SCM_RIGHTS without room are closed by the kernel
+			_, _, _, _, perr = syscall.Recvmsg(int(fd), one[:], nil, syscall.MSG_DONTWAIT)
+			return true
+		})
+		return 0, nil, nil, fmt.Errorf("%w: %d bytes, this side accepts at most %d", ErrTooLarge, size, c.max)
+	}
+	buf := make([]byte, max(size, 1))
+	var oob []byte
+	if c.max > MaxRequest { // replies may carry descriptors; requests never do
+		oob = make([]byte, syscall.CmsgSpace(4*MaxFDs))
+	}
+	n, oobn, flags, _, err := c.c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("proto: receive: %w", err)
+	}
+	files, ferr := parseRights(oob[:oobn])
 	closeAll := func() {
 		for _, f := range files {
 			f.Close()
@@ -262,25 +340,35 @@ func (c *Conn) Recv() (Type, []byte, []*os.File, error) {
 	}
 	if flags&(syscall.MSG_TRUNC|syscall.MSG_CTRUNC) != 0 {
 		closeAll()
-		return 0, nil, nil, fmt.Errorf("proto: message truncated (more than %d bytes or %d descriptors)", MaxMessage, MaxFDs)
+		return 0, nil, nil, fmt.Errorf("proto: message truncated (more than %d bytes or %d descriptors)", len(buf), MaxFDs)
 	}
-	if n < HeaderSize || binary.LittleEndian.Uint32(c.buf) != Magic {
+	t, body, err := Decode(buf[:n])
+	if err != nil {
 		closeAll()
-		return 0, nil, nil, fmt.Errorf("proto: not a vnic control message (%d bytes); is this the vnicd socket?", n)
+		return t, nil, nil, err
 	}
-	v := binary.LittleEndian.Uint16(c.buf[4:])
-	t := Type(binary.LittleEndian.Uint16(c.buf[6:]))
-	l := binary.LittleEndian.Uint32(c.buf[8:])
-	if v != Version {
-		closeAll()
-		return t, nil, nil, fmt.Errorf("%w: peer speaks version %d, this build speaks %d; use a client and vnicd from the same release", ErrVersion, v, Version)
-	}
-	if int(l) != n-HeaderSize {
-		closeAll()
-		return 0, nil, nil, fmt.Errorf("proto: header says %d body bytes, datagram has %d", l, n-HeaderSize)
-	}
-	body := append([]byte(nil), c.buf[HeaderSize:n]...)
 	return t, body, files, nil
+}
+
+// Decode checks one datagram's header and returns its type and body (which
+// aliases msg). Errors: not a vnic message, another protocol version
+// (wrapping ErrVersion, with the type still returned), or a length that
+// disagrees with the datagram's.
+func Decode(msg []byte) (Type, []byte, error) {
+	n := len(msg)
+	if n < HeaderSize || binary.LittleEndian.Uint32(msg) != Magic {
+		return 0, nil, fmt.Errorf("proto: not a vnic control message (%d bytes); is this the vnicd socket?", n)
+	}
+	v := binary.LittleEndian.Uint16(msg[4:])
+	t := Type(binary.LittleEndian.Uint16(msg[6:]))
+	l := binary.LittleEndian.Uint32(msg[8:])
+	if v != Version {
+		return t, nil, fmt.Errorf("%w: peer speaks version %d, this build speaks %d; use a client and vnicd from the same release", ErrVersion, v, Version)
+	}
+	if uint64(l) != uint64(n-HeaderSize) {
+		return 0, nil, fmt.Errorf("proto: header says %d body bytes, datagram has %d", l, n-HeaderSize)
+	}
+	return t, msg[HeaderSize:n], nil
 }
 
 func parseRights(oob []byte) ([]*os.File, error) {
@@ -304,9 +392,72 @@ func parseRights(oob []byte) ([]*os.File, error) {
 	return files, nil
 }
 
+// maxPages bounds the pages Call follows (a daemon bug or a hostile peer
+// must not make a client loop forever).
+const maxPages = 4096
+
 // Call sends a request and decodes the reply into out. A TError reply is
-// returned as *Error.
+// returned as *Error. For TTenants and TStats with a nil body and out a
+// *Tenants or *Stats, Call fetches every page and merges them.
 func (c *Conn) Call(t Type, body any, out any) ([]*os.File, error) {
+	if body == nil {
+		switch o := out.(type) {
+		case *Tenants:
+			if t == TTenants {
+				return nil, c.allPages(t, func(b []byte) (*Page, error) {
+					var p Tenants
+					if err := json.Unmarshal(b, &p); err != nil {
+						return nil, err
+					}
+					o.Tenants = append(o.Tenants, p.Tenants...)
+					o.History = append(o.History, p.History...)
+					return p.Next, nil
+				})
+			}
+		case *Stats:
+			if t == TStats {
+				return nil, c.allPages(t, func(b []byte) (*Page, error) {
+					var p Stats
+					if err := json.Unmarshal(b, &p); err != nil {
+						return nil, err
+					}
+					if o.Global == nil {
+						o.Global, o.Source, o.Control = p.Global, p.Source, p.Control
+					}
+					o.Tenants = append(o.Tenants, p.Tenants...)
+					o.History = append(o.History, p.History...)
+					return p.Next, nil
+				})
+			}
+		}
+	}
+	return c.call(t, body, out)
+}
+
+func (c *Conn) allPages(t Type, add func([]byte) (*Page, error)) error {
+	var page *Page
+	for i := 0; i < maxPages; i++ {
+		var raw json.RawMessage
+		files, err := c.call(t, page, &raw)
+		for _, f := range files {
+			f.Close()
+		}
+		if err != nil {
+			return err
+		}
+		next, err := add(raw)
+		if err != nil {
+			return fmt.Errorf("proto: decode reply: %w", err)
+		}
+		if next == nil {
+			return nil
+		}
+		page = next
+	}
+	return fmt.Errorf("proto: reply to request %d has more than %d pages", t, maxPages)
+}
+
+func (c *Conn) call(t Type, body any, out any) ([]*os.File, error) {
 	if err := c.Send(t, body); err != nil {
 		return nil, err
 	}

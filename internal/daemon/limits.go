@@ -1,0 +1,161 @@
+package daemon
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Limits bound what clients can make vnicd hold. Each has a vnicd run flag
+// (named in the field's comment) and a default that New fills in for a
+// zero value; docs/operations.md lists them. A negative value means "no
+// limit" where the comment says so.
+type Limits struct {
+	// MaxConns bounds open control connections (--max-conns, 256).
+	MaxConns int
+	// MaxConnsPerUID bounds one uid's open control connections
+	// (--max-conns-per-uid, 64). A tenant holds one connection.
+	MaxConnsPerUID int
+	// MaxTenantsPerUID bounds one uid's attached tenants
+	// (--max-tenants-per-uid, 16), so one client cannot take every slot.
+	MaxTenantsPerUID int
+	// FirstMessageTimeout closes a connection that sends nothing for this
+	// long after connecting (--first-message-timeout, 5s).
+	FirstMessageTimeout time.Duration
+	// ReplyTimeout closes a connection whose peer does not take a reply
+	// within this long (--reply-timeout, 2s).
+	ReplyTimeout time.Duration
+	// MaxRegionBytes bounds one tenant's shared region (rings, allocator,
+	// buffers) (--max-region, 1 GiB).
+	MaxRegionBytes int64
+	// MemoryBudget bounds the sum of every attached tenant's region, the
+	// shared memory vnicd populates (--memory-budget, half of MemTotal,
+	// at least 1 GiB).
+	MemoryBudget int64
+	// MaxName bounds a tenant name's length in bytes (--max-name, 64).
+	MaxName int
+}
+
+func (l *Limits) defaults() {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxConns, 256)
+	def(&l.MaxConnsPerUID, 64)
+	def(&l.MaxTenantsPerUID, 16)
+	def(&l.MaxName, 64)
+	if l.FirstMessageTimeout == 0 {
+		l.FirstMessageTimeout = 5 * time.Second
+	}
+	if l.ReplyTimeout == 0 {
+		l.ReplyTimeout = 2 * time.Second
+	}
+	if l.MaxRegionBytes == 0 {
+		l.MaxRegionBytes = 1 << 30
+	}
+	if l.MemoryBudget == 0 {
+		l.MemoryBudget = DefaultMemoryBudget()
+	}
+}
+
+// DefaultMemoryBudget is half of the machine's MemTotal, at least 1 GiB.
+func DefaultMemoryBudget() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+					return max(kb<<10/2, 1<<30)
+				}
+			}
+		}
+	}
+	return 1 << 30
+}
+
+// checkName accepts a tenant name of 1..max bytes that starts with a letter
+// and holds only letters, digits and . _ - : @ + (it becomes a metrics label
+// and a table cell; nothing in it can steer a terminal).
+func checkName(name string, max int) error {
+	if len(name) > max {
+		return fmt.Errorf("tenant name of %d bytes is longer than %d (--max-name); pick a shorter one", len(name), max)
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if i > 0 {
+			ok = ok || r >= '0' && r <= '9' || strings.ContainsRune("._-:@+", r)
+		}
+		if !ok {
+			return fmt.Errorf("tenant name %s: use a letter first, then letters, digits and . _ - : @ + only", strconv.QuoteToASCII(name))
+		}
+	}
+	return nil
+}
+
+// ruleOverlap reports whether some frame matches both rules. A default rule
+// claims nothing of its own (it takes what no rule claims), so it overlaps
+// nothing here; the engine allows one default tenant.
+type rule struct {
+	proto  uint8
+	lo, hi uint16 // 0,0 = any port
+	dst    netip.Prefix
+}
+
+func overlap(a, b rule) bool {
+	if a.proto != 0 && b.proto != 0 && a.proto != b.proto {
+		return false
+	}
+	anyA, anyB := a.lo == 0 && a.hi == 0, b.lo == 0 && b.hi == 0
+	if !anyA && !anyB && (a.hi < b.lo || b.hi < a.lo) {
+		return false
+	}
+	if a.dst.IsValid() && b.dst.IsValid() && !a.dst.Overlaps(b.dst) {
+		return false
+	}
+	return true
+}
+
+// control counts what the control plane refused and why (vnicctl counters,
+// /metrics as vnicd_control_total{event=...}).
+type control struct {
+	accepted, acceptErrors                     atomic.Uint64
+	refusedConns, refusedConnsUID              atomic.Uint64
+	firstMessageTimeouts, replyTimeouts        atomic.Uint64
+	tooLarge, badRequests                      atomic.Uint64
+	refusedTenants, refusedTenantsUID          atomic.Uint64
+	refusedRegion, refusedBudget               atomic.Uint64
+	refusedName, refusedClaim, refusedGeometry atomic.Uint64
+	refusedPause                               atomic.Uint64
+}
+
+func (c *control) snapshot() map[string]uint64 {
+	m := map[string]uint64{
+		"conns_accepted": c.accepted.Load(), "accept_errors": c.acceptErrors.Load(),
+		"conns_refused_total_limit": c.refusedConns.Load(), "conns_refused_uid_limit": c.refusedConnsUID.Load(),
+		"first_message_timeouts": c.firstMessageTimeouts.Load(), "reply_timeouts": c.replyTimeouts.Load(),
+		"requests_too_large": c.tooLarge.Load(), "bad_requests": c.badRequests.Load(),
+		"attach_refused_tenant_limit": c.refusedTenants.Load(), "attach_refused_uid_limit": c.refusedTenantsUID.Load(),
+		"attach_refused_region_limit": c.refusedRegion.Load(), "attach_refused_memory_budget": c.refusedBudget.Load(),
+		"attach_refused_name": c.refusedName.Load(), "attach_refused_claim": c.refusedClaim.Load(),
+		"attach_refused_geometry": c.refusedGeometry.Load(), "attach_refused_pause_policy": c.refusedPause.Load(),
+	}
+	return m
+}
+
+// controlNames returns the control counter names, sorted.
+func controlNames() []string {
+	var c control
+	var out []string
+	for k := range c.snapshot() {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
