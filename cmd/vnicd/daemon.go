@@ -74,7 +74,7 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 	if dist == synth.QueueShare || dist == synth.Replay {
 		return fmt.Errorf("--dist %s needs the tenant's queues, which the daemon learns only at attach; use uniform or zipf, or --local-consumers", dist)
 	}
-	sc := synth.Config{FrameSize: c.Int("frame-size"), Flows: c.Int("flows"), Dist: dist, Rate: c.Float64("rate"), Seed: 1}
+	sc := synth.Config{FrameSize: c.Int("frame-size"), Flows: c.Int("flows"), Dist: dist, Rate: c.Float64("rate"), Bucket: c.Int("rate-bucket"), Seed: 1}
 	if dist == synth.Zipf {
 		sc.ZipfS = c.Float64("zipf-s")
 	}
@@ -115,6 +115,8 @@ func limitFlags() []cli.Flag {
 		&cli.StringFlag{Name: "max-region", Value: "1GiB", Usage: "largest shared region (rings and buffers) one tenant may ask for, e.g. 512MiB"},
 		&cli.StringFlag{Name: "memory-budget", Value: "auto", Usage: "most shared memory all tenants' regions may take together (auto: half of MemTotal, at least 1GiB)"},
 		&cli.IntFlag{Name: "max-name", Value: 64, Usage: "longest tenant name, in bytes"},
+		// (not a limit: the synthetic source's token bucket)
+		&cli.IntFlag{Name: "rate-bucket", Value: 0, Usage: "with --rate: frames the synthetic source may send back to back after a pause (0: 32), so a descheduled vnicd catches up"},
 	}
 }
 

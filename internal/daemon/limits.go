@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -147,15 +146,4 @@ func (c *control) snapshot() map[string]uint64 {
 		"attach_refused_geometry": c.refusedGeometry.Load(), "attach_refused_pause_policy": c.refusedPause.Load(),
 	}
 	return m
-}
-
-// controlNames returns the control counter names, sorted.
-func controlNames() []string {
-	var c control
-	var out []string
-	for k := range c.snapshot() {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
