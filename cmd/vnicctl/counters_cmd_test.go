@@ -43,7 +43,7 @@ func TestCountersJSON(t *testing.T) {
 func TestCountersTable(t *testing.T) {
 	r, st := trafficRig(t)
 	// A detached tenant shows with its counters as they were.
-	gone := r.attach(client.AttachOptions{Name: "gone", Match: client.Match{Dst: "198.20.0.0/16"}}, false)
+	gone := r.attach(client.AttachOptions{Name: "gone", Match: client.Match{Proto: "tcp", DstPortLo: 9999, Dst: "198.20.0.0/16"}}, false)
 	gone.Close()
 	out := mustRun(t, "--socket", r.socket, "counters")
 	t.Logf("vnicctl counters:\n%s", out)

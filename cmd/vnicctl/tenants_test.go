@@ -21,7 +21,7 @@ func TestTenants(t *testing.T) {
 		t.Errorf("no tenants: %q", out)
 	}
 	r.attach(client.AttachOptions{Name: "app", Queues: 2, Match: client.Match{Proto: "udp", DstPortLo: 7000, DstPortHi: 7001}}, true)
-	gone := r.attach(client.AttachOptions{Name: "gone", Match: client.Match{Dst: "198.20.0.0/16"}}, false)
+	gone := r.attach(client.AttachOptions{Name: "gone", Match: client.Match{Proto: "tcp", DstPortLo: 9999, Dst: "198.20.0.0/16"}}, false)
 	gone.Close()
 	// A tenant that scribbles over its Ax cursor is found faulty when
 	// traffic reaches it, and disconnected.
