@@ -2,12 +2,12 @@
 GO        ?= go
 PKGS      ?= ./...
 # Debian packages the privileged tests and the demo use; installed when missing.
-APT_PKGS  ?= iproute2 ethtool tcpdump tcpreplay netsniff-ng iperf3
+APT_PKGS  ?= iproute2 ethtool tcpdump tcpreplay netsniff-ng iperf3 skopeo
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 FUZZTIME  ?= 10s
 
-.PHONY: bench-all all build test lint vet staticcheck race fuzz-smoke deps bench bench-smoke soak demo sim clean
+.PHONY: image bench-all all build test lint vet staticcheck race fuzz-smoke deps bench bench-smoke soak demo sim clean
 
 all: build
 
@@ -53,6 +53,15 @@ bench-smoke:
 
 soak:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 10m ./rss
+
+# image writes bin/vnic-image.tar, an OCI image (also a docker-archive) with
+# static vnicd, vnicctl and rxcount, built offline: docker load -i / podman
+# load -i take it. -buildvcs=auto overrides a GOFLAGS=-buildvcs=false so the
+# tag comes from the commit (internal/image).
+image:
+	mkdir -p bin/static
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -o bin/static/ ./cmd/vnicd ./cmd/vnicctl ./examples/rxcount
+	$(GO) run ./internal/image/mkimage -bin bin/static -o bin/vnic-image.tar
 
 demo: build
 	@scripts/demo.sh

@@ -23,6 +23,17 @@ import (
 
 // runDaemon serves tenants over the control socket.
 func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.Policy, key rss.Key) error {
+	if c.Bool("check") {
+		if c.String("source") == "synth" {
+			if _, err := parseSynthDist(c); err != nil {
+				return err
+			}
+		}
+		if _, err := limits(c); err != nil {
+			return err
+		}
+		return checked(c)
+	}
 	gid := -1
 	if g := c.String("socket-group"); g != "" {
 		grp, err := user.LookupGroup(g)
@@ -67,12 +78,9 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 		dcfg.SourceName, dcfg.SourceMode, dcfg.SourceStats = "xsk:"+c.String("iface"), w.mode, w.stats
 		return serve(c, dcfg)
 	}
-	dist, err := synth.ParseDist(c.String("dist"))
+	dist, err := parseSynthDist(c)
 	if err != nil {
-		return fmt.Errorf("--dist: %w", err)
-	}
-	if dist == synth.QueueShare || dist == synth.Replay {
-		return fmt.Errorf("--dist %s needs the tenant's queues, which the daemon learns only at attach; use uniform or zipf, or --local-consumers", dist)
+		return err
 	}
 	sc := synth.Config{FrameSize: c.Int("frame-size"), Flows: c.Int("flows"), Dist: dist, Rate: c.Float64("rate"), Bucket: c.Int("rate-bucket"), Seed: 1}
 	if dist == synth.Zipf {
@@ -168,4 +176,16 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size; give bytes with an optional KiB, MiB, GiB or TiB suffix, e.g. 512MiB", s)
 	}
 	return n * mult, nil
+}
+
+// parseSynthDist reads --dist for the daemon's synthetic source.
+func parseSynthDist(c *cli.Context) (synth.Dist, error) {
+	dist, err := synth.ParseDist(c.String("dist"))
+	if err != nil {
+		return dist, fmt.Errorf("--dist: %w", err)
+	}
+	if dist == synth.QueueShare || dist == synth.Replay {
+		return dist, fmt.Errorf("--dist %s needs the tenant's queues, which the daemon learns only at attach; use uniform or zipf, or --local-consumers", dist)
+	}
+	return dist, nil
 }

@@ -63,6 +63,7 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "debug-conservation", Usage: "with --local-consumers, check on every buffer move that each buffer is in exactly one place (slow)"},
 			&cli.BoolFlag{Name: "no-huge-pages", Usage: "do not try huge pages for tenant regions"},
 			&cli.IntFlag{Name: "max-tenants", Value: 64, Usage: "most tenants attached at once"},
+			&cli.BoolFlag{Name: "check", Usage: "validate the flags (and --config) and exit 0 if vnicd would accept them; the host is not consulted (group, CPUs, interface)"},
 		), limitFlags()...)),
 		Before: loadConfig,
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
@@ -103,6 +104,9 @@ func run(c *cli.Context) error {
 	}
 	if !c.Bool("local-consumers") {
 		return runDaemon(c, log, model, policy, key)
+	}
+	if c.Bool("check") {
+		return checked(c)
 	}
 	ecpu, ccpu := c.Int("emulator-cpu"), c.Int("consumer-cpu")
 	for _, cpu := range []int{ecpu, ccpu} {
@@ -283,6 +287,9 @@ func loadConfig(c *cli.Context) error {
 	}
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("--config %s: %w; give a YAML file of flag: value lines", path, err)
+	}
+	if err := configKeys(path, c.Command.Flags); err != nil {
+		return err
 	}
 	err := altsrc.InitInputSourceWithContext(c.Command.Flags, func(*cli.Context) (altsrc.InputSourceContext, error) {
 		return altsrc.NewYamlSourceFromFile(path)
