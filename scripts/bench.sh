@@ -33,3 +33,17 @@ if [ "${SMOKE:-0}" != 1 ] && [ "${RECEIVERS:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; 
 	echo "== receivers (real traffic through the veth testbed; root only)"
 	go test -run '^$' -bench Receivers -benchtime 1x -timeout 20m ./tests/ | tee "$out/receivers.txt"
 fi
+if [ "${BICHANNEL:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
+	# Issue 9: the bi-channel through vnicd vs over kernel UDP vs kernel
+	# TCP between two namespaced hosts, and Figure 16 (p95 against the
+	# offered rate). SMOKE=1 runs it briefly and keeps the figure in bench/.
+	echo "== bi-channel testbed (vnicd on the DUT end, engine on CPU 0; root only)"
+	if [ "${SMOKE:-0}" = 1 ]; then
+		csv="$out/bichannel-fig16.csv"
+		export BICH_REPS=1 BICH_PING_MS=200 BICH_PIPE_MS=200 BICH_BATCHES=200 BICH_FIG16_MS=100 BICH_FIG16_RATES=2000,20000
+	else
+		csv=docs/bichannel-fig16.csv
+	fi
+	BICH_FIG16_CSV="$csv" go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel.txt"
+	go run ./tests/fig16 -csv "$csv"
+fi

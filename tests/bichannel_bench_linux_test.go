@@ -1,0 +1,763 @@
+//go:build linux
+
+package tests
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/internal/testbed"
+)
+
+// Issue 9's bi-channel benchmarks (docs/bichannel.md, BENCHMARKS.md):
+// node 1 in the DUT namespace, node 0 in the peer namespace, both in this
+// process; vnicd (AF_XDP on the DUT's veth end, its engine pinned to CPU 0)
+// serves node 1's vNIC fast path. Variants, interleaved:
+//
+//   - bichannel: node 1 on the vNIC fast path (vnicd), node 0 on kernel UDP;
+//   - bichannel_kudp: both nodes on kernel UDP (ports vnicd does not claim);
+//   - tcp: plain kernel TCP between the same namespaces (length-prefixed
+//     frames, buffered reads, one write per batch).
+//
+// Workloads: 64 B ping-pong (rate, p50/p95/p99), pipelined 64 B echo with
+// BICH_WINDOW (32) in flight, 8 KiB streams both ways (a bi-channel message
+// carries one MTU, so 8 KiB is a SendBatch of six), CPU-seconds per million
+// messages of this process and of vnicd (/proc/<pid>/stat, getrusage), and
+// the bi-channel paper's Figure 16: p95 round trip against the offered rate
+// of 64 B messages, open loop, up to saturation.
+
+// Operations of the benchmark's echo server (first payload byte), the
+// same over the bi-channel and over kernel TCP.
+const (
+	biOpPing   = 'P' // echo the message
+	biOpSink   = 'T' // count it
+	biOpFinish = 'F' // u32 messages to expect in the sink: answer biOpDone once they arrived
+	biOpGen    = 'G' // u32 batches, u32 batch bytes: send that many back (type biOpData)
+	biOpDone   = 'D'
+	biOpData   = 'X'
+)
+
+// biFrags splits a batch of size bytes into messages of at most lim bytes.
+func biFrags(size, lim int) []int {
+	var fr []int
+	for size > 0 {
+		k := min(size, lim)
+		fr = append(fr, k)
+		size -= k
+	}
+	return fr
+}
+
+// biServer serves worker 0 of node e (the peer node) until ctx ends: it
+// runs to completion, answering each received batch with one SendBatch.
+func biServer(ctx context.Context, e *bichannel.Endpoint, peer int) error {
+	var msgs []bichannel.Message
+	var sink, want uint64
+	buf := make([]byte, bichannel.DefaultMaxPayload)
+	for i := range buf {
+		buf[i] = biOpData
+	}
+	var out [][]byte
+	var gen [][]byte
+	for {
+		var err error
+		msgs, err = e.RecvWait(ctx, 0, msgs[:0])
+		if err != nil {
+			return err
+		}
+		out = out[:0]
+		for _, m := range msgs {
+			d := m.Data
+			switch d[0] {
+			case biOpPing:
+				out = append(out, d) // valid until the next RecvWait
+			case biOpSink:
+				sink++
+			case biOpFinish:
+				want = uint64(binary.BigEndian.Uint32(d[1:]))
+			case biOpGen:
+				nb, size := int(binary.BigEndian.Uint32(d[1:])), int(binary.BigEndian.Uint32(d[5:]))
+				gen = gen[:0]
+				for _, k := range biFrags(size, bichannel.DefaultMaxPayload) {
+					gen = append(gen, buf[:k])
+				}
+				for range nb {
+					if _, err := e.SendBatchContext(ctx, peer, 0, gen); err != nil {
+						return err
+					}
+				}
+			}
+			if want != 0 && sink >= want {
+				out = append(out, []byte{biOpDone})
+				sink -= want
+				want = 0
+			}
+		}
+		if len(out) > 0 {
+			if _, err := e.SendBatchContext(ctx, peer, 0, out); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// biTCPServe serves one connection of the kernel TCP variant: frames are a
+// u32 length and the payload; replies are buffered and written when no
+// more input is buffered (one write per batch, as the bi-channel server
+// sends one batch per receive).
+func biTCPServe(c net.Conn) error {
+	defer c.Close()
+	br := bufio.NewReaderSize(c, 256<<10)
+	bw := bufio.NewWriterSize(c, 256<<10)
+	hdr := make([]byte, 4)
+	buf := make([]byte, 64<<10)
+	var sink uint64
+	for {
+		if _, err := io.ReadFull(br, hdr); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		n := int(binary.BigEndian.Uint32(hdr))
+		d := buf[:4+n]
+		if _, err := io.ReadFull(br, d[4:]); err != nil {
+			return err
+		}
+		switch d[4] {
+		case biOpPing:
+			copy(d, hdr)
+			bw.Write(d)
+		case biOpSink:
+			sink++
+		case biOpFinish:
+			if want := uint64(binary.BigEndian.Uint32(d[5:])); sink != want {
+				return fmt.Errorf("tcp sink: %d messages, want %d", sink, want)
+			}
+			sink = 0
+			bw.Write([]byte{0, 0, 0, 1, biOpDone})
+		case biOpGen:
+			nb, size := int(binary.BigEndian.Uint32(d[5:])), int(binary.BigEndian.Uint32(d[9:]))
+			out := make([]byte, 4+size)
+			binary.BigEndian.PutUint32(out, uint32(size))
+			out[4] = biOpData
+			for range nb {
+				bw.Write(out)
+			}
+		}
+		if br.Buffered() == 0 {
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// biConn is one variant: a request/response and streaming client.
+type biConn interface {
+	send(msg []byte) error
+	sendBatch(msgs [][]byte) error
+	recv() ([]byte, error) // the next message
+	maxMsg() int
+}
+
+type biClient struct {
+	ctx  context.Context
+	e    *bichannel.Endpoint
+	msgs []bichannel.Message
+	next int
+}
+
+func (c *biClient) send(m []byte) error { return c.e.SendContext(c.ctx, 0, 0, m) }
+func (c *biClient) sendBatch(ms [][]byte) error {
+	_, err := c.e.SendBatchContext(c.ctx, 0, 0, ms)
+	return err
+}
+func (c *biClient) maxMsg() int { return bichannel.DefaultMaxPayload }
+func (c *biClient) recv() ([]byte, error) {
+	for c.next == len(c.msgs) {
+		var err error
+		if c.msgs, err = c.e.RecvWait(c.ctx, 0, c.msgs[:0]); err != nil {
+			return nil, err
+		}
+		c.next = 0
+	}
+	c.next++
+	return c.msgs[c.next-1].Data, nil
+}
+
+type biTCPClient struct {
+	c   net.Conn
+	br  *bufio.Reader
+	out []byte
+	in  []byte
+}
+
+func newBiTCPClient(c net.Conn) *biTCPClient {
+	return &biTCPClient{c: c, br: bufio.NewReaderSize(c, 256<<10)}
+}
+
+func (c *biTCPClient) maxMsg() int { return 1 << 20 }
+func (c *biTCPClient) send(m []byte) error {
+	c.out = binary.BigEndian.AppendUint32(c.out[:0], uint32(len(m)))
+	c.out = append(c.out, m...)
+	_, err := c.c.Write(c.out)
+	return err
+}
+func (c *biTCPClient) sendBatch(ms [][]byte) error {
+	c.out = c.out[:0]
+	for _, m := range ms {
+		c.out = binary.BigEndian.AppendUint32(c.out, uint32(len(m)))
+		c.out = append(c.out, m...)
+	}
+	_, err := c.c.Write(c.out)
+	return err
+}
+func (c *biTCPClient) recv() ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr[:]))
+	if cap(c.in) < n {
+		c.in = make([]byte, n)
+	}
+	c.in = c.in[:n]
+	_, err := io.ReadFull(c.br, c.in)
+	return c.in, err
+}
+
+type biPingResult struct {
+	rate          float64 // round trips per second
+	n             int
+	p50, p95, p99 time.Duration
+}
+
+func biQuantiles(rtts []time.Duration) (p50, p95, p99 time.Duration) {
+	if len(rtts) == 0 {
+		return
+	}
+	slices.Sort(rtts)
+	q := func(f float64) time.Duration { return rtts[int(f*float64(len(rtts)-1))] }
+	return q(.5), q(.95), q(.99)
+}
+
+func biPingPong(l biConn, d time.Duration) (biPingResult, error) {
+	msg := make([]byte, 64)
+	msg[0] = biOpPing
+	rtts := make([]time.Duration, 0, 1<<16)
+	warm := time.Now().Add(100 * time.Millisecond)
+	var start time.Time
+	for {
+		t0 := time.Now()
+		if start.IsZero() && t0.After(warm) {
+			start = t0
+		}
+		if !start.IsZero() && t0.Sub(start) >= d {
+			break
+		}
+		binary.BigEndian.PutUint64(msg[8:], uint64(t0.UnixNano()))
+		if err := l.send(msg); err != nil {
+			return biPingResult{}, err
+		}
+		r, err := l.recv()
+		if err != nil {
+			return biPingResult{}, err
+		}
+		if len(r) != 64 || r[0] != biOpPing || binary.BigEndian.Uint64(r[8:]) != uint64(t0.UnixNano()) {
+			return biPingResult{}, fmt.Errorf("echo of %d bytes does not match the request", len(r))
+		}
+		if !start.IsZero() {
+			rtts = append(rtts, time.Since(t0))
+		}
+	}
+	res := biPingResult{rate: float64(len(rtts)) / d.Seconds(), n: len(rtts)}
+	res.p50, res.p95, res.p99 = biQuantiles(rtts)
+	return res, nil
+}
+
+// biPipelined keeps window 64-byte echo requests in flight for d: after
+// each reply it sends a new request (the replies of one receive answered
+// with one batch). It returns echoed requests per second.
+func biPipelined(l biConn, window int, d time.Duration) (float64, int, error) {
+	bufs := make([][]byte, window)
+	for i := range bufs {
+		bufs[i] = make([]byte, 64)
+		bufs[i][0] = biOpPing
+	}
+	if err := l.sendBatch(bufs); err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	end := start.Add(d)
+	done, outstanding := 0, window
+	for outstanding > 0 {
+		r, err := l.recv()
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(r) != 64 || r[0] != biOpPing {
+			return 0, 0, fmt.Errorf("pipelined: reply of %d bytes", len(r))
+		}
+		outstanding--
+		done++
+		if time.Now().Before(end) {
+			if err := l.send(bufs[0]); err != nil {
+				return 0, 0, err
+			}
+			outstanding++
+		}
+	}
+	return float64(done) / time.Since(start).Seconds(), done, nil
+}
+
+// biStreamTo sends batches of size bytes to the server (messages of at most
+// maxMsg bytes, one sendBatch per batch) and waits until they all arrived:
+// payload bytes per second, and the messages sent.
+func biStreamTo(l biConn, batches, size int) (float64, int, error) {
+	fr := biFrags(size, l.maxMsg())
+	buf := make([]byte, max(size, l.maxMsg()))
+	buf[0] = biOpSink
+	ms := make([][]byte, len(fr))
+	for i, k := range fr {
+		ms[i] = buf[:k]
+	}
+	t0 := time.Now()
+	for range batches {
+		if err := l.sendBatch(ms); err != nil {
+			return 0, 0, err
+		}
+	}
+	fin := []byte{biOpFinish, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(fin[1:], uint32(batches*len(fr)))
+	if err := l.send(fin); err != nil {
+		return 0, 0, err
+	}
+	r, err := l.recv()
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(r) != 1 || r[0] != biOpDone {
+		return 0, 0, fmt.Errorf("sink answered %q", r)
+	}
+	return float64(batches*size) / time.Since(t0).Seconds(), batches * len(fr), nil
+}
+
+// biStreamFrom asks the server for batches of size bytes and receives them.
+func biStreamFrom(l biConn, batches, size int) (float64, int, error) {
+	nmsg := batches * len(biFrags(size, l.maxMsg()))
+	req := []byte{biOpGen, 0, 0, 0, 0, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(req[1:], uint32(batches))
+	binary.BigEndian.PutUint32(req[5:], uint32(size))
+	t0 := time.Now()
+	if err := l.send(req); err != nil {
+		return 0, 0, err
+	}
+	var got int
+	for range nmsg {
+		r, err := l.recv()
+		if err != nil {
+			return 0, 0, err
+		}
+		if r[0] != biOpData {
+			return 0, 0, fmt.Errorf("stream: message of type %q", r[0])
+		}
+		got += len(r)
+	}
+	if got != batches*size {
+		return 0, 0, fmt.Errorf("stream: %d bytes, want %d", got, batches*size)
+	}
+	return float64(got) / time.Since(t0).Seconds(), nmsg, nil
+}
+
+// biOpenLoop offers 64-byte echo requests at rate per second for d (each
+// carries the time it was due: latency includes any wait in the sender, so
+// a saturated path shows it), and reports the achieved reply rate and the
+// round-trip quantiles. recv runs in its own goroutine.
+func biOpenLoop(l biConn, rate float64, d time.Duration) (achieved float64, p50, p95, p99 time.Duration, err error) {
+	n := int(rate * d.Seconds())
+	rtts := make([]time.Duration, 0, n)
+	recvErr := make(chan error, 1)
+	got := make(chan struct{})
+	epoch := time.Now()
+	go func() {
+		defer close(got)
+		for range n {
+			r, err := l.recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			if len(r) != 64 || r[0] != biOpPing {
+				recvErr <- fmt.Errorf("open loop: reply of %d bytes", len(r))
+				return
+			}
+			rtts = append(rtts, time.Since(epoch)-time.Duration(binary.BigEndian.Uint64(r[8:])))
+		}
+	}()
+	msg := make([]byte, 64)
+	msg[0] = biOpPing
+	interval := float64(time.Second) / rate
+	start := time.Now()
+	for i := range n {
+		due := start.Add(time.Duration(float64(i) * interval))
+		for {
+			now := time.Now()
+			if !now.Before(due) {
+				break
+			}
+			if due.Sub(now) > 200*time.Microsecond {
+				time.Sleep(due.Sub(now) - 100*time.Microsecond)
+			} else {
+				runtime.Gosched() // the receiving goroutine may share the CPU
+			}
+		}
+		binary.BigEndian.PutUint64(msg[8:], uint64(due.Sub(epoch)))
+		if err := l.send(msg); err != nil {
+			return 0, 0, 0, 0, err
+		}
+	}
+	select {
+	case <-got:
+	case err := <-recvErr:
+		return 0, 0, 0, 0, err
+	case <-time.After(10 * time.Second):
+		return 0, 0, 0, 0, fmt.Errorf("open loop at %.0f/s: %d of %d replies after 10s", rate, len(rtts), n)
+	}
+	select {
+	case err := <-recvErr:
+		return 0, 0, 0, 0, err
+	default:
+	}
+	el := time.Since(start)
+	p50, p95, p99 = biQuantiles(rtts)
+	return float64(n) / el.Seconds(), p50, p95, p99, nil
+}
+
+func biEnv(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func biMedian(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// ---- CPU accounting ----
+
+// selfCPU is this process's user+system time (getrusage, µs resolution).
+func selfCPU() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// biCPU measures the CPU this process and vnicd use during one workload.
+type biCPU struct {
+	vnicd      int
+	self0, vn0 time.Duration
+}
+
+func startCPU(vnicd int) biCPU {
+	c := biCPU{vnicd: vnicd, self0: selfCPU()}
+	c.vn0, _ = procCPU(vnicd)
+	return c
+}
+
+func (c biCPU) stop() (self, vnicd time.Duration) {
+	v, _ := procCPU(c.vnicd)
+	return selfCPU() - c.self0, v - c.vn0
+}
+
+// pinProcess puts every thread of this process on cpu (new threads inherit
+// the mask) and returns a function that restores each thread's mask.
+func pinProcess(cpu int) (restore func(), err error) {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, err
+	}
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		return nil, err
+	}
+	var one unix.CPUSet
+	one.Set(cpu)
+	for _, e := range ents {
+		tid, _ := strconv.Atoi(e.Name())
+		unix.SchedSetaffinity(tid, &one) // a thread that exited meanwhile: nothing to do
+	}
+	return func() {
+		ents, _ := os.ReadDir("/proc/self/task")
+		for _, e := range ents {
+			tid, _ := strconv.Atoi(e.Name())
+			unix.SchedSetaffinity(tid, &all)
+		}
+	}, nil
+}
+
+// ---- the benchmark ----
+
+// BenchmarkBichannelTestbed compares, in one testbed and one run, the
+// bi-channel through vnicd (node 1, DUT namespace) with the bi-channel
+// over kernel UDP on both ends and with plain kernel TCP between the same
+// two namespaces. See the comment at the top of this file; knobs:
+// BICH_REPS (3), BICH_PING_MS (1000), BICH_PIPE_MS (1000), BICH_WINDOW
+// (32), BICH_BATCHES (2000 x 8 KiB per stream), BICH_APP_CPU (-1: this
+// process's threads float over every CPU, vnicd's engine is pinned to CPU
+// 0; n: every thread of this process on CPU n, with GOMAXPROCS 1),
+// BICH_FIG16 (1: run the Figure 16 sweep), BICH_FIG16_MS (400 per point),
+// BICH_FIG16_CSV (where to write the sweep; go run ./tests/fig16 plots it).
+func BenchmarkBichannelTestbed(b *testing.B) {
+	reps := biEnv("BICH_REPS", 3)
+	pingD := time.Duration(biEnv("BICH_PING_MS", 1000)) * time.Millisecond
+	pipeD := time.Duration(biEnv("BICH_PIPE_MS", 1000)) * time.Millisecond
+	window := biEnv("BICH_WINDOW", 32)
+	batches := biEnv("BICH_BATCHES", 2000)
+	const size = 8 << 10
+	bed := newBiBed(b, 2, 1)
+	p := bed.pair(1, "bichannel-bench", true)
+	pu := bed.pair(1, "", false)
+	if o := pu.u0.Offloads(); true {
+		b.Logf("kernel UDP fast path (node 0): %v", o)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srvErr := make(chan error, 2)
+	go func() { srvErr <- biServer(ctx, p.n0, 1) }()
+	go func() { srvErr <- biServer(ctx, pu.n0, 1) }()
+
+	var ln net.Listener
+	if err := testbed.InNetns(bed.peer, func() (err error) {
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(bed.link.PeerIP, 0).String())
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	var swg sync.WaitGroup
+	var conns sync.Map
+	swg.Add(1)
+	go func() {
+		defer swg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Store(c, true)
+			swg.Add(1)
+			go func() {
+				defer swg.Done()
+				if err := biTCPServe(c); err != nil && !errors.Is(err, net.ErrClosed) {
+					b.Error(err)
+				}
+			}()
+		}
+	}()
+	var tc net.Conn
+	if err := testbed.InNetns(bed.dut, func() (err error) {
+		tc, err = net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	tc.(*net.TCPConn).SetNoDelay(true)
+	vnicdPid := bed.vnicd.Process.Pid
+
+	if cpu := biEnvInt("BICH_APP_CPU", -1); cpu >= 0 {
+		restore, err := pinProcess(cpu)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer restore()
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one CPU: one P, no time-slicing between Go's threads
+		b.Logf("placement: vnicd's engine on CPU 0 (--emulator-cpu 0), this process (node 0, node 1, the TCP client and server) on CPU %d", cpu)
+	}
+
+	variants := []struct {
+		name string
+		l    biConn
+	}{
+		{"bichannel", &biClient{ctx: ctx, e: p.n1}},
+		{"tcp", newBiTCPClient(tc)},
+		{"bichannel_kudp", &biClient{ctx: ctx, e: pu.n1}},
+	}
+	type series struct{ rate, p50, p95, p99, pipe, up, down, cpuPing, vnPing, cpuPipe, vnPipe, cpuStream, vnStream []float64 }
+	res := map[string]*series{}
+	for _, v := range variants {
+		res[v.name] = &series{}
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	perM := func(d time.Duration, msgs int) float64 { return d.Seconds() / float64(msgs) * 1e6 }
+	b.ResetTimer()
+	for rep := range reps {
+		for i := range variants {
+			v := variants[(i+rep)%len(variants)] // alternate which goes first
+			s := res[v.name]
+			c := startCPU(vnicdPid)
+			pr, err := biPingPong(v.l, pingD)
+			if err != nil {
+				b.Fatalf("%s ping-pong: %v", v.name, err)
+			}
+			self, vn := c.stop()
+			s.cpuPing, s.vnPing = append(s.cpuPing, perM(self, 2*pr.n)), append(s.vnPing, perM(vn, 2*pr.n))
+			c = startCPU(vnicdPid)
+			pipe, pn, err := biPipelined(v.l, window, pipeD)
+			if err != nil {
+				b.Fatalf("%s pipelined: %v", v.name, err)
+			}
+			self, vn = c.stop()
+			s.cpuPipe, s.vnPipe = append(s.cpuPipe, perM(self, 2*pn)), append(s.vnPipe, perM(vn, 2*pn))
+			c = startCPU(vnicdPid)
+			up, un, err := biStreamTo(v.l, batches, size)
+			if err != nil {
+				b.Fatalf("%s stream to the peer: %v", v.name, err)
+			}
+			down, dn, err := biStreamFrom(v.l, batches, size)
+			if err != nil {
+				b.Fatalf("%s stream from the peer: %v", v.name, err)
+			}
+			self, vn = c.stop()
+			s.cpuStream, s.vnStream = append(s.cpuStream, perM(self, un+dn)), append(s.vnStream, perM(vn, un+dn))
+			s.rate = append(s.rate, pr.rate)
+			s.p50, s.p95, s.p99 = append(s.p50, us(pr.p50)), append(s.p95, us(pr.p95)), append(s.p99, us(pr.p99))
+			s.pipe = append(s.pipe, pipe)
+			s.up, s.down = append(s.up, up/1e6), append(s.down, down/1e6)
+			b.Logf("rep %d %-14s: ping-pong %.0f/s p50 %v p95 %v p99 %v; pipelined (%d in flight) %.0f msg/s; 8KiB DUT->peer %.1f MB/s, peer->DUT %.1f MB/s; CPU-s per M msgs (this process / vnicd): ping-pong %.2f / %.2f, pipelined %.2f / %.2f, stream %.2f / %.2f",
+				rep, v.name, pr.rate, pr.p50, pr.p95, pr.p99, window, pipe, up/1e6, down/1e6,
+				s.cpuPing[rep], s.vnPing[rep], s.cpuPipe[rep], s.vnPipe[rep], s.cpuStream[rep], s.vnStream[rep])
+		}
+	}
+	b.StopTimer()
+	for _, v := range variants {
+		s := res[v.name]
+		b.ReportMetric(biMedian(s.rate), v.name+"_pingpong_rt/s")
+		b.ReportMetric(biMedian(s.p50), v.name+"_p50_us")
+		b.ReportMetric(biMedian(s.p95), v.name+"_p95_us")
+		b.ReportMetric(biMedian(s.p99), v.name+"_p99_us")
+		b.ReportMetric(biMedian(s.pipe), v.name+"_pipelined_msg/s")
+		b.ReportMetric(biMedian(s.up), v.name+"_8KiB_to_peer_MB/s")
+		b.ReportMetric(biMedian(s.down), v.name+"_8KiB_from_peer_MB/s")
+		b.ReportMetric(biMedian(s.cpuPing), v.name+"_pingpong_cpus/Mmsg")
+		b.ReportMetric(biMedian(s.vnPing), v.name+"_pingpong_vnicd_cpus/Mmsg")
+		b.ReportMetric(biMedian(s.cpuPipe), v.name+"_pipelined_cpus/Mmsg")
+		b.ReportMetric(biMedian(s.vnPipe), v.name+"_pipelined_vnicd_cpus/Mmsg")
+		b.ReportMetric(biMedian(s.cpuStream), v.name+"_stream_cpus/Mmsg")
+		b.ReportMetric(biMedian(s.vnStream), v.name+"_stream_vnicd_cpus/Mmsg")
+	}
+	bs, ts, ks := res["bichannel"], res["tcp"], res["bichannel_kudp"]
+	for _, x := range []struct {
+		name string
+		s    *series
+	}{{"bichannel (vNIC)", bs}, {"bichannel_kudp", ks}} {
+		b.Logf("medians of %d reps, %s / tcp: p50 %.2fx, p99 %.2fx (target <= 1); pipelined %.2fx (target >= 1.5); 8KiB to peer %.2fx, from peer %.2fx (target >= 1)",
+			reps, x.name, biMedian(x.s.p50)/biMedian(ts.p50), biMedian(x.s.p99)/biMedian(ts.p99), biMedian(x.s.pipe)/biMedian(ts.pipe),
+			biMedian(x.s.up)/biMedian(ts.up), biMedian(x.s.down)/biMedian(ts.down))
+	}
+
+	if os.Getenv("BICH_FIG16") != "0" {
+		biFigure16(b, []struct {
+			name string
+			l    biConn
+		}{variants[0], variants[1], variants[2]})
+	}
+
+	b.Logf("node 1 (vNIC): %+v; VNICFast %+v", p.n1.Stats(), p.v1.FastStats())
+	b.Logf("node 0 (kernel UDP, kudp pair): %+v; offloads %+v", pu.n0.Stats(), pu.u0.Offloads())
+	if l := bed.ledger(p.tenant); !l.balanced() {
+		b.Logf("vnicd ledger not (yet) balanced: %+v", l)
+	}
+	tc.Close()
+	ln.Close()
+	conns.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
+	cancel()
+	for range 2 {
+		if err := <-srvErr; err != nil && !errors.Is(err, context.Canceled) {
+			b.Errorf("bi-channel server: %v", err)
+		}
+	}
+	swg.Wait()
+}
+
+// biFigure16 sweeps the offered rate of 64-byte echo requests, open loop,
+// for each variant (interleaved per rate) until the variant saturates
+// (achieved below 90% of offered, or p95 above 20 ms), and writes the CSV
+// BICH_FIG16_CSV (if set).
+func biFigure16(b *testing.B, variants []struct {
+	name string
+	l    biConn
+}) {
+	d := time.Duration(biEnv("BICH_FIG16_MS", 400)) * time.Millisecond
+	rates := []float64{1000, 2000, 5000, 10000, 20000, 40000, 80000, 160000, 320000}
+	if s := os.Getenv("BICH_FIG16_RATES"); s != "" {
+		rates = rates[:0]
+		for _, f := range strings.Split(s, ",") {
+			r, err := strconv.ParseFloat(f, 64)
+			if err != nil {
+				b.Fatalf("BICH_FIG16_RATES: %v", err)
+			}
+			rates = append(rates, r)
+		}
+	}
+	var csv strings.Builder
+	csv.WriteString("variant,offered_per_s,achieved_per_s,p50_us,p95_us,p99_us\n")
+	saturated := map[string]bool{}
+	us := func(x time.Duration) float64 { return float64(x) / 1e3 }
+	for _, r := range rates {
+		for _, v := range variants {
+			if saturated[v.name] {
+				continue
+			}
+			ach, p50, p95, p99, err := biOpenLoop(v.l, r, d)
+			if err != nil {
+				b.Logf("figure 16: %s at %.0f/s: %v (stopping this variant)", v.name, r, err)
+				saturated[v.name] = true
+				continue
+			}
+			fmt.Fprintf(&csv, "%s,%.0f,%.0f,%.1f,%.1f,%.1f\n", v.name, r, ach, us(p50), us(p95), us(p99))
+			b.Logf("figure 16: %-14s offered %7.0f/s achieved %7.0f/s p50 %v p95 %v p99 %v", v.name, r, ach, p50, p95, p99)
+			if ach < 0.9*r || p95 > 20*time.Millisecond {
+				saturated[v.name] = true
+			}
+		}
+	}
+	if path := os.Getenv("BICH_FIG16_CSV"); path != "" {
+		if err := os.WriteFile(path, []byte(csv.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("figure 16: wrote %s (plot: go run ./tests/fig16 -csv %s)", path, path)
+	}
+}
+
+// biEnvInt is biEnv that also takes 0 and negative values.
+func biEnvInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
