@@ -20,6 +20,11 @@ const (
 	ModelRxBisect = 0
 	ModelPrivRing = 1
 	ModelShRing   = 2
+	// ModelDynShRing runs Listing 1 like ModelRxBisect: the engine's
+	// dynamic shared ring lends buffers across the queues of a group and
+	// reports each with a consumption notice, so the queues need nothing
+	// else.
+	ModelDynShRing = 3
 )
 
 // Options tune a tenant's queues.

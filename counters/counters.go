@@ -41,6 +41,11 @@ const (
 	TxBytes   // bytes of those frames
 	TxDropped // frames taken from the TX ring that the source cannot send (synthetic source)
 	TxBadDesc // TX descriptors naming a buffer outside the region or a bad length
+
+	// Written by the engine at each fold (NIC blocks).
+	IOWorkingSetBytes // gauge: bytes of the buffers the ring holds (Ax fill + Bx occupancy) × buffer size
+	DynShared         // gauge: 1 while the queue's dynshring group shares its rings, 0 while private
+	DynSwitches       // dynshring mode changes of the queue's group (counted on the group's first queue)
 	NumIDs
 )
 
@@ -76,6 +81,10 @@ var names = [NumIDs]string{
 	TxBytes:       "tx_bytes",
 	TxDropped:     "tx_dropped",
 	TxBadDesc:     "tx_bad_desc",
+
+	IOWorkingSetBytes: "io_working_set_bytes",
+	DynShared:         "dyn_shared",
+	DynSwitches:       "dyn_switches",
 }
 
 var helps = [NumIDs]string{
@@ -105,6 +114,10 @@ var helps = [NumIDs]string{
 	TxBytes:       "Bytes of frames handed to the wire.",
 	TxDropped:     "Frames taken from the TX ring that the source cannot send (synthetic source).",
 	TxBadDesc:     "TX descriptors naming a buffer outside the region or a bad length.",
+
+	IOWorkingSetBytes: "Bytes of packet buffers the ring holds: buffers posted in its Ax ring plus Bx entries not yet released, times the buffer size (notices counted as buffers: an upper bound).",
+	DynShared:         "1 while the queue's dynshring group shares its Ax rings, 0 while each queue uses its own.",
+	DynSwitches:       "Mode changes (shared to private or back) of the queue's dynshring group, counted on the group's first queue.",
 }
 
 // Name returns the stable snake_case name of id.
@@ -124,7 +137,9 @@ func (id ID) Help() string {
 }
 
 // Gauge reports whether id is a level rather than a monotonic count.
-func (id ID) Gauge() bool { return id == BxOccupancy || id == BxHighWater }
+func (id ID) Gauge() bool {
+	return id == BxOccupancy || id == BxHighWater || id == IOWorkingSetBytes || id == DynShared
+}
 
 // ByName returns the ID with the given name.
 func ByName(name string) (ID, bool) {

@@ -11,14 +11,18 @@ import (
 // Model selects how the engine supplies buffers to receive queues.
 type Model int
 
-// The three receive-ring designs.
+// The receive-ring designs.
 const (
 	RxBisect Model = iota
 	PrivRing
 	ShRing
+	// DynShRing is the paper's idealised dynamic shared ring: shared while
+	// the load is balanced, private rings under imbalance (see
+	// [DynConfig]).
+	DynShRing
 )
 
-var modelNames = []string{"rxbisect", "privring", "shring"}
+var modelNames = []string{"rxbisect", "privring", "shring", "dynshring"}
 
 func (m Model) String() string {
 	if m < 0 || int(m) >= len(modelNames) {
@@ -27,14 +31,14 @@ func (m Model) String() string {
 	return modelNames[m]
 }
 
-// ParseModel parses "rxbisect", "privring" or "shring".
+// ParseModel parses "rxbisect", "privring", "shring" or "dynshring".
 func ParseModel(s string) (Model, error) {
 	for i, n := range modelNames {
 		if strings.EqualFold(s, n) {
 			return Model(i), nil
 		}
 	}
-	return 0, fmt.Errorf("nic: unknown model %q; use rxbisect, privring or shring", s)
+	return 0, fmt.Errorf("nic: unknown model %q; use rxbisect, privring, shring or dynshring", s)
 }
 
 // Policy says what happens when no Ax ring of the association set has a buffer.
@@ -70,9 +74,12 @@ type Config struct {
 	Policy Policy
 	// Key is the RSS key (default rss.MicrosoftKey).
 	Key rss.Key
-	// ShGroup is the number of queues sharing one ring under ShRing
-	// (0 = all queues of a tenant).
+	// ShGroup is the number of queues sharing one ring under ShRing and
+	// DynShRing (0 = all queues of a tenant).
 	ShGroup int
+	// Dyn tunes DynShRing's imbalance detector (zero fields take the
+	// defaults).
+	Dyn DynConfig
 	// Batch is the most frames Step handles at once in Run (default 32).
 	Batch int
 	// FoldEvery is how many batches the engine accumulates counter deltas

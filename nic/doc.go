@@ -43,6 +43,12 @@
 //     (completion) ring. Cores mark finished descriptors in a shared bitmap and
 //     repost the longest freed run under a lock (client.ShGroup), so a slow
 //     core stops the head and its group's packets are dropped.
+//   - [DynShRing]: the paper's idealised dynamic shared ring over per-queue
+//     Ax rings: while a group's load is balanced its queues take buffers from
+//     all of the group's Ax rings in rotation (one striped shared ring, each
+//     lent buffer reported by a notice as under RxBisect: no shared-tail lock,
+//     no head-of-line blocking); under imbalance each queue takes only from
+//     its own ring. [DynConfig] defines the detector and its hysteresis.
 //
 // # Trust
 //

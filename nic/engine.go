@@ -56,9 +56,14 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.FoldEvery <= 0 {
 		cfg.FoldEvery = 1
 	}
-	if cfg.Model < RxBisect || cfg.Model > ShRing {
+	if cfg.Model < RxBisect || cfg.Model > DynShRing {
 		return nil, fmt.Errorf("nic: unknown model %d", cfg.Model)
 	}
+	dyn, err := cfg.Dyn.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dyn = dyn
 	h, err := rss.NewHasher(cfg.Key)
 	if err != nil {
 		return nil, fmt.Errorf("nic: %w", err)
@@ -91,6 +96,9 @@ func (e *Engine) AddTenant(cfg TenantConfig, r *shm.Region) (*Tenant, error) {
 	t, err := newTenant(cfg, r, e.cfg.Model, e.cfg.ShGroup)
 	if err != nil {
 		return nil, err
+	}
+	if e.cfg.Model == DynShRing {
+		t.dyn = newDynState(t, e.cfg.ShGroup, e.cfg.Dyn)
 	}
 	var conflict error
 	e.apply(func() {
@@ -220,6 +228,9 @@ func (e *Engine) frame(f []byte, now uint64) bool {
 		hash = e.hasher.HashTuple(t)
 		q = ten.reta.Queue(hash)
 	}
+	if ten.dyn != nil {
+		ten.dyn.arrive(ten, q)
+	}
 	d := &ten.delta[q]
 	flags := uint16(0)
 	if err != nil && err != rss.ErrNotIP {
@@ -235,6 +246,9 @@ func (e *Engine) frame(f []byte, now uint64) bool {
 	case starved:
 		if e.cfg.Policy == Pause {
 			d[counters.PausedBatches]++
+			if ten.dyn != nil {
+				ten.dyn.paused(ten, q)
+			}
 			return false
 		}
 		d[counters.DropAxStarved]++
@@ -295,6 +309,8 @@ func (e *Engine) take(ten *Tenant, q int) (j int, buf uint32, idx uint64, res ta
 	if e.cfg.Model == ShRing {
 		e.one[0] = ten.shared[q]
 		cands = e.one[:]
+	} else if ten.dyn != nil {
+		cands = ten.dyn.cands(q)
 	}
 	cur := e.batch + 1 // the batch in progress (finish increments e.batch)
 	if ten.bxFull[q] == cur {
@@ -446,4 +462,5 @@ func (e *Engine) gauge(ten *Tenant, q int) {
 	}
 	ten.blocks[q].Set(counters.BxOccupancy, uint64(occ))
 	ten.blocks[q].Max(counters.BxHighWater, uint64(occ))
+	e.gaugeExtra(ten, q, occ)
 }

@@ -303,8 +303,8 @@ func TestNoTenant(t *testing.T) {
 }
 
 func TestStepZeroAllocs(t *testing.T) {
-	for _, m := range []nic.Model{nic.RxBisect, nic.PrivRing, nic.ShRing} {
-		r := newRig(t, rigConfig{model: m, queues: 4, axSize: 64, bxSize: 256, bufs: 1024})
+	for _, m := range []nic.Model{nic.RxBisect, nic.PrivRing, nic.ShRing, nic.DynShRing} {
+		r := newRig(t, rigConfig{model: m, queues: 4, axSize: 64, bxSize: 256, bufs: 1024, dyn: nic.DynConfig{Window: 16}})
 		g := gen(t, r, synth.Config{Flows: 64, Seed: 2})
 		frames := make([][]byte, 0, 32)
 		if a := testing.AllocsPerRun(500, func() {

@@ -91,8 +91,8 @@ type Handoff struct {
 // RX ring never overflows and the kernel keeps the fill order). It is not
 // supported under ShRing.
 func (e *Engine) NewHandoff(ten *Tenant, socks []HandoffSocket, limit []int) (*Handoff, error) {
-	if e.cfg.Model == ShRing {
-		return nil, errors.New("nic: hand-off: the shring model is not supported; use rxbisect or privring")
+	if e.cfg.Model == ShRing || e.cfg.Model == DynShRing {
+		return nil, fmt.Errorf("nic: hand-off: the %s model is not supported; use rxbisect or privring", e.cfg.Model)
 	}
 	if len(socks) == 0 || len(limit) != len(socks) {
 		return nil, fmt.Errorf("nic: hand-off: %d sockets, %d limits: give one limit per socket", len(socks), len(limit))

@@ -34,7 +34,7 @@ func TestPropertyConservation(t *testing.T) {
 	var delivered, dropped uint64
 	for c := 0; total < budget; c++ {
 		cfg := rigConfig{
-			model:      nic.Model(r.IntN(3)),
+			model:      nic.Model(c % 4), // every model in turn
 			policy:     nic.Policy(r.IntN(2)),
 			queues:     1 + r.IntN(6),
 			axSize:     2 << r.IntN(8),
@@ -43,6 +43,12 @@ func TestPropertyConservation(t *testing.T) {
 			start:      []uint64{0, ^uint64(0) - uint64(r.IntN(5000)), r.Uint64()}[r.IntN(3)],
 		}
 		cfg.shGroup = 1 + r.IntN(cfg.queues)
+		if cfg.model == nic.DynShRing {
+			// Short windows and random thresholds, so that groups switch
+			// between shared and private often within a case.
+			cfg.dyn = nic.DynConfig{Window: 4 << r.IntN(9), High: 1 + 3*r.Float64(), Hold: 1 + r.IntN(4)}
+			cfg.dyn.Low = 1 + (cfg.dyn.High-1)*r.Float64()
+		}
 		// From scarce (fewer buffers than one Ax ring per queue) to plenty.
 		cfg.bufs = max(1, cfg.queues*cfg.axSize*(1+r.IntN(3))/(1+r.IntN(4))+r.IntN(64))
 		packets := 20_000 + r.IntN(budget/8)
@@ -59,6 +65,10 @@ func TestPropertyConservation(t *testing.T) {
 		}
 	}
 	t.Logf("%d packets over random cases (%d delivered, %d dropped and counted), zero conservation violations", total, delivered, dropped)
+	t.Logf("%d dynshring cases, %d mode switches", dynCases, dynSwitches)
+	if dynCases > 0 && dynSwitches == 0 {
+		t.Fatalf("the dynshring cases never switched between shared and private rings")
+	}
 	if delivered < uint64(total)/4 {
 		t.Fatalf("only %d of %d packets delivered: the cases exercise drops, not delivery", delivered, total)
 	}
@@ -84,7 +94,7 @@ func runProperty(t *testing.T, cfg rigConfig, packets int, seed uint64) (deliver
 	held := make([][]client.Packet, q) // packets an application is still processing
 	frames := make([][]byte, 0, 32)
 	var pending [][]byte
-	offered := 0
+	offered, stuck := 0, 0
 	for offered < packets || len(pending) > 0 {
 		if len(pending) == 0 {
 			frames = g.Next(frames[:0])
@@ -94,6 +104,27 @@ func runProperty(t *testing.T, cfg rigConfig, packets int, seed uint64) (deliver
 		}
 		n := rg.eng.Step(pending)
 		pending = pending[n:]
+		if n == 0 && len(pending) > 0 {
+			stuck++
+			if stuck%100 == 0 {
+				// Every core polled and released, yet the starved queue's
+				// core cannot refill: the pool is empty and the buffers sit
+				// in the other cores' allocator caches (below their flush
+				// threshold). An application that pauses flushes them.
+				for c := 0; c < q; c++ {
+					rg.cl.Alloc.Core(c).Flush()
+				}
+			}
+			if stuck > 10_000 {
+				var st []string
+				for c := 0; c < q; c++ {
+					st = append(st, fmt.Sprintf("q%d: shared %v, owed %d, cache %d, nic %v", c, rg.ten.Shared(c), rg.cl.Queue(c).Owed(), rg.cl.Alloc.Core(c).Len(), rg.region.Counters(shm.NICBlock, c).Snapshot().Map()))
+				}
+				t.Fatalf("the engine paused 10000 times in a row with every core polling: allocator %d available; %v", rg.cl.Alloc.Available(), st)
+			}
+		} else {
+			stuck = 0
+		}
 		for c := 0; c < q; c++ {
 			if r.Float64() >= speed[c] {
 				continue
@@ -130,11 +161,18 @@ func runProperty(t *testing.T, cfg rigConfig, packets int, seed uint64) (deliver
 	if cl[counters.OrderErrors] != 0 {
 		t.Fatalf("%d Ax order errors", cl[counters.OrderErrors])
 	}
-	if cfg.model != nic.RxBisect && s[counters.BorrowsIn] != 0 {
+	if (cfg.model == nic.PrivRing || cfg.model == nic.ShRing) && s[counters.BorrowsIn] != 0 {
 		t.Fatalf("%s borrowed", cfg.model)
 	}
 	if s[counters.BorrowsIn] != s[counters.BorrowsOut] || s[counters.Notices] != s[counters.BorrowsOut] {
 		t.Fatalf("borrows in %d, out %d, notices %d", s[counters.BorrowsIn], s[counters.BorrowsOut], s[counters.Notices])
 	}
+	if cfg.model == nic.DynShRing {
+		dynCases++
+		dynSwitches += s[counters.DynSwitches]
+	}
 	return s[counters.Packets], s.Drops()
 }
+
+// dynCases and dynSwitches record that the dynshring cases switched modes.
+var dynCases, dynSwitches uint64

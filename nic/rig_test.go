@@ -37,6 +37,7 @@ type rigConfig struct {
 	allocCache     int
 	noCheck        bool // no conservation checker (benchmarks)
 	foldEvery      int
+	dyn            nic.DynConfig
 }
 
 func alignedBytes(n int) []byte {
@@ -66,7 +67,7 @@ func newRig(t testing.TB, c rigConfig) *rig {
 	if c.noCheck {
 		check = nil
 	}
-	eng, err := nic.New(nic.Config{Model: c.model, Policy: c.policy, ShGroup: c.shGroup, EmulatorCPU: -1, FoldEvery: c.foldEvery})
+	eng, err := nic.New(nic.Config{Model: c.model, Policy: c.policy, ShGroup: c.shGroup, Dyn: c.dyn, EmulatorCPU: -1, FoldEvery: c.foldEvery})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,6 +70,7 @@ type Tenant struct {
 	axEmpty []uint64
 	bxFull  []uint64
 	wakeup  func(q int)
+	dyn     *dynState // DynShRing only
 	tx      []*ring.Consumer[shm.TxDesc]
 	comp    []*ring.Producer[shm.Completion]
 }

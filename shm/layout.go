@@ -93,7 +93,7 @@ const (
 	// mempool caches are 32 to 512; 64 keeps a cache within an Ax ring).
 	DefaultAllocCache = 64
 	MaxAllocCache     = 4096
-	MaxModel          = 2 // shring
+	MaxModel          = 3 // dynshring
 	sectionAlign      = 4096
 	ringAlign         = 256
 )

@@ -20,7 +20,7 @@ import (
 )
 
 // models in legend order, each with a fixed style.
-var models = []string{"rxbisect", "shring", "privring"}
+var models = []string{"rxbisect", "shring", "privring", "dynshring"}
 
 // panel is one plot: a line per model (and variant) of y against x.
 type panel struct {

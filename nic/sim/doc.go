@@ -4,7 +4,7 @@
 // over a region in ordinary memory, single-threaded, with a virtual clock,
 // so that the same Config (Seed included) gives the same [Report] on every
 // run. It is for reproducing the paper's experiments (see [Experiments] and
-// cmd/vnicsim) and for testing the three receive models under load that a
+// cmd/vnicsim) and for testing the four receive models under load that a
 // real machine could not offer reproducibly.
 //
 // # The model
@@ -46,9 +46,9 @@
 // Caches, DDIO, memory bandwidth and the cost of the engine itself: the
 // simulator shows buffer and delivery effects only (drops, throughput,
 // queueing latency, buffers in use), not the cache effects behind the
-// paper's working-set argument. shring is the static shared ring; the
-// paper's "dynamic shRing" that switches itself off under imbalance is not
-// modelled.
+// paper's working-set argument. shring is the static shared ring;
+// dynshring is the paper's idealised dynamic shared ring (nic.DynShRing:
+// shared while the load is balanced, private rings under imbalance).
 //
 // # Concurrency
 //

@@ -125,12 +125,23 @@ func shRing(ring int) Config {
 	return Config{Model: nic.ShRing, Queues: ExpCores, ShGroup: ExpCores, AxSize: ring, BxSize: ExpBx, Buffers: ring + ExpCores*ExpSlack, AllocCache: ExpAllocCache, BufSize: ExpBufSize}
 }
 
-// equalBudget returns the three models with the same buffer count: per-core
-// rings of perCore under privring and Ax rings of perCore under rxbisect,
-// one shared ring of ExpCores·perCore under shring.
-func equalBudget(perCore int) []Config {
-	return []Config{rxBisect(perCore), shRing(ExpCores * perCore), privRing(perCore)}
+// dynShRing is the dynamic shared ring over per-core rings of `ring`
+// descriptors: one striped shared ring of ExpCores·ring while balanced,
+// private rings of `ring` under imbalance (nic.DynConfig defaults), with
+// completion rings of ExpBx.
+func dynShRing(ring int) Config {
+	return Config{Model: nic.DynShRing, Queues: ExpCores, ShGroup: ExpCores, AxSize: ring, BxSize: ExpBx, Buffers: ExpCores * (ring + ExpSlack), AllocCache: ExpAllocCache, BufSize: ExpBufSize}
 }
+
+// equalBudget returns the four models with the same buffer count: per-core
+// rings of perCore under privring and dynshring and Ax rings of perCore
+// under rxbisect, one shared ring of ExpCores·perCore under shring.
+func equalBudget(perCore int) []Config {
+	return []Config{rxBisect(perCore), shRing(ExpCores * perCore), privRing(perCore), dynShRing(perCore)}
+}
+
+// summaryModels are the models the summaries of b, c and d report.
+var summaryModels = []string{"rxbisect", "shring", "privring", "dynshring"}
 
 // Experiment (a) parameters.
 const (
@@ -242,7 +253,7 @@ func ExpB(o Options) ([]Row, error) {
 // SummaryB reports the throughput loss with core 0 at 25% speed.
 func SummaryB(rows []Row) string {
 	s := "b: core 0 at 25% speed:"
-	for _, m := range []string{"rxbisect", "shring", "privring"} {
+	for _, m := range summaryModels {
 		slow := find(rows, "", m, func(r *Row) bool { return r.Value == 0.25 })
 		full := find(rows, "", m, func(r *Row) bool { return r.Value == 1 })
 		if slow == nil || full == nil {
@@ -288,7 +299,7 @@ func ExpC(o Options) ([]Row, error) {
 // SummaryC reports delivery at a 50% share.
 func SummaryC(rows []Row) string {
 	s := "c: queue 0 at 50% of the traffic:"
-	for _, m := range []string{"rxbisect", "shring", "privring"} {
+	for _, m := range summaryModels {
 		if r := find(rows, "", m, func(r *Row) bool { return r.Value == 0.5 }); r != nil {
 			_, ex := r.ThroughputExcept(0)
 			s += fmt.Sprintf(" %s delivers %.1f%% (others %.1f%%);", m, 100*r.DeliveredFrac, 100*ex)
@@ -329,7 +340,7 @@ func ExpD(o Options) ([]Row, error) {
 // SummaryD reports throughput and p99 at 80% load.
 func SummaryD(rows []Row) string {
 	s := "d: CAIDA-like replay at 80% load:"
-	for _, m := range []string{"rxbisect", "shring", "privring"} {
+	for _, m := range summaryModels {
 		if r := find(rows, "", m, func(r *Row) bool { return r.Value == 0.8 }); r != nil {
 			s += fmt.Sprintf(" %s throughput %.2f Mpps (%.1f%%), p99 %.0f µs;", m, r.Throughput/1e6, 100*r.ThroughputFrac, float64(r.Latency.P99)/1e3)
 		}

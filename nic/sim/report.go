@@ -53,6 +53,11 @@ type Report struct {
 	Latency                Latency // arrival to end of processing
 	PerCore                []CoreStats
 	ConservationViolations uint64
+	// DynSharedFrac is the fraction of ticks during Duration in which the
+	// dynshring group of queue 0 shared its rings; DynSwitches its mode
+	// changes (dynshring only).
+	DynSharedFrac float64
+	DynSwitches   uint64
 }
 
 // DropRate returns Drops / Offered.
@@ -124,6 +129,10 @@ func (s *sim) report(endNs uint64) (*Report, error) {
 	r.BxHighWater = nicTotal[counters.BxHighWater]
 	r.AllocFailures = cliTotal[counters.AllocFailures]
 	r.Handoffs = cliTotal[counters.Handoffs]
+	r.DynSwitches = nicTotal[counters.DynSwitches]
+	if s.arrTicks > 0 {
+		r.DynSharedFrac = float64(s.sharedTicks) / float64(s.arrTicks)
+	}
 
 	// The buffer audit: every buffer in exactly one place, nothing lost.
 	nv, first := s.check.Violations()
@@ -188,6 +197,7 @@ func CSVHeader() []string {
 		"bx_high_water", "working_set_peak", "working_set_mean", "distinct_buffers",
 		"lat_count", "lat_min_ns", "lat_p50_ns", "lat_p95_ns", "lat_p99_ns", "lat_p999_ns", "lat_max_ns",
 		"per_core_offered", "per_core_delivered", "per_core_drops",
+		"dyn_shared_frac", "dyn_switches",
 	}
 }
 
@@ -217,5 +227,6 @@ func (r *Row) CSV() []string {
 		per(func(c CoreStats) uint64 { return c.Offered }),
 		per(func(c CoreStats) uint64 { return c.Delivered }),
 		per(func(c CoreStats) uint64 { return c.Drops }),
+		f(r.DynSharedFrac), u(r.DynSwitches),
 	}
 }

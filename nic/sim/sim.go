@@ -60,6 +60,9 @@ type sim struct {
 	wsPeak    int
 	wsSum     uint64
 	samples   uint64
+	// dynshring: ticks within Duration, and those in which queue 0's
+	// group was shared
+	arrTicks, sharedTicks uint64
 }
 
 // Run simulates cfg and returns its report. It fails on an invalid
@@ -194,6 +197,12 @@ func (s *sim) tick(now uint64, arriving bool) {
 	nowPs, nextPs := now*1000, next*1000
 	for i := range s.cores {
 		s.runCore(&s.cores[i], nowPs, nextPs, arriving)
+	}
+	if arriving && s.cfg.Model == nic.DynShRing {
+		s.arrTicks++
+		if s.ten.Shared(0) {
+			s.sharedTicks++
+		}
 	}
 	inUse := s.cfg.Buffers - s.cl.Alloc.Available()
 	s.wsPeak = max(s.wsPeak, inUse)
