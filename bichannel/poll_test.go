@@ -248,7 +248,6 @@ func (q *stillQueue) Send(frames [][]byte) (int, error) {
 	return len(frames), nil
 }
 func (q *stillQueue) Wait(context.Context) error { return nil }
-func (q *stillQueue) Wake()                      {}
 
 type stillTenant struct{ q *stillQueue }
 

@@ -25,7 +25,6 @@ type vnicQueue interface {
 	Release(pkts []client.Packet)
 	Send(frames [][]byte) (int, error)
 	Wait(ctx context.Context) error
-	Wake()
 }
 
 // vnicTenant is what VNICFast uses of a *client.Tenant.
@@ -65,9 +64,8 @@ type VNICFast struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	life    sync.RWMutex // Poll, Wait, Send and Wake hold it shared; Close exclusively before unmapping
-	closed  atomic.Bool
-	tclosed bool // the tenant is closed (its eventfds too); guarded by life
+	life   sync.RWMutex // Poll, Wait and Send hold it shared; Close exclusively before unmapping
+	closed atomic.Bool
 
 	mu     sync.Mutex
 	routes atomic.Pointer[map[int]*vnicRoute]
@@ -376,8 +374,8 @@ func (v *VNICFast) Poll(worker int, dst []Datagram) ([]Datagram, error) {
 
 // Wait implements FastPoller: it polls worker's queue for VNICConfig.Spin
 // (keeping what arrives for the next Poll), then sleeps in
-// client.Queue.Wait (its own spin, then the need-wakeup flag and the
-// queue's eventfd) until a frame, a Wake or the end of ctx.
+// client.Queue.Wait (the need-wakeup flag, then vnicd's signal) until a
+// frame, a Wake or the end of ctx.
 func (v *VNICFast) Wait(ctx context.Context, worker int) error {
 	v.life.RLock()
 	defer v.life.RUnlock()
@@ -410,8 +408,9 @@ func (v *VNICFast) Wait(ctx context.Context, worker int) error {
 			runtime.Gosched()
 		}
 	}
-	// Sleep. The context is Wake's way in, whatever Queue.Wait watches
-	// (its Done channel or its Err); Wake then pokes the eventfd.
+	// Sleep. The context is Wake's way in: Wake cancels it, and
+	// Queue.Wait watches its context (it wakes its poll when the context
+	// ends). The allocation is on the way to sleep only.
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	vq.cmu.Lock()
@@ -447,12 +446,7 @@ func (v *VNICFast) Wake(worker int) {
 	if cancel == nil {
 		return // not asleep: the flag is enough
 	}
-	cancel()
-	v.life.RLock()
-	if !v.tclosed {
-		vq.q.Wake()
-	}
-	v.life.RUnlock()
+	cancel() // Queue.Wait watches its context (and wakes its poll when it ends)
 }
 
 // Recv implements FastPath: Poll, and Wait while nothing arrived.
@@ -484,7 +478,6 @@ func (v *VNICFast) Close() error {
 	}
 	v.life.Lock()
 	defer v.life.Unlock()
-	v.tclosed = true
 	return v.t.Close()
 }
 

@@ -158,8 +158,6 @@ func (q *fakeQueue) Wait(ctx context.Context) error {
 	}
 }
 
-func (q *fakeQueue) Wake() { signal(q.ready) }
-
 // carry delivers one frame, as vnicd's engine would.
 func (w *fakeWire) carry(f []byte) {
 	w.frames.Add(1)
