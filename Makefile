@@ -53,6 +53,7 @@ bench-smoke:
 
 soak:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 10m ./rss
+	VNIC_HANDOFF_ORDER_FRAMES=10000000 $(GO) test -count=1 -timeout 30m -run '^TestIntegrationHandoffOrder$$' -v ./tests/
 
 # image writes bin/vnic-image.tar, an OCI image (also a docker-archive) with
 # static vnicd, vnicctl and rxcount, built offline: docker load -i / podman

@@ -95,7 +95,21 @@ func NewCore(mem []byte, capacity int) (*Core, error) {
 
 // Put writes buf into the next free slot (used for the initial fill). It
 // reports false when the ring is full. Call Flush to publish.
-func (c *Core) Put(buf uint32) (bool, error) {
+//
+// Put never lets the core run more than the ring's capacity ahead of the
+// oldest unreported entry, even when the NIC's published cursor says more
+// slots are free: the NIC may consume entries long before it reports them
+// (the hand-off posts them to a fill ring), and a core that filled those
+// slots would find no slot free when the reports come, one per refill
+// (Listing 1's accounting is by reports, not by the NIC's cursor).
+func (c *Core) Put(buf uint32) (bool, error) { return c.put(buf, c.oldest) }
+
+// put writes buf into the next free slot if the core holds fewer than a
+// ring's worth of entries not reported before cursor oldest.
+func (c *Core) put(buf uint32, oldest uint64) (bool, error) {
+	if c.p.Cursor()-oldest >= uint64(c.p.Cap()) {
+		return false, c.p.Err()
+	}
 	n, err := c.p.Reserve(1)
 	if err != nil || n == 0 {
 		return false, err
@@ -116,7 +130,7 @@ func (c *Core) Refill(idx uint32, buf uint32) error {
 		return fmt.Errorf("%w: notice names Ax entry %d, the oldest unreported entry is %d", ErrOrder, idx, want)
 	}
 	c.p.Released(c.oldest + 1)
-	ok, err := c.Put(buf)
+	ok, err := c.put(buf, c.oldest+1)
 	if err != nil {
 		return err
 	}
@@ -131,8 +145,15 @@ func (c *Core) Refill(idx uint32, buf uint32) error {
 // with one store: once per batch, as in Listing 1.
 func (c *Core) Flush() { c.p.Publish() }
 
-// Free returns how many slots the core may fill now.
-func (c *Core) Free() (int, error) { return c.p.Reserve(c.p.Cap()) }
+// Free returns how many slots the core may fill now: the slots whose
+// entries were reported consumed (or never filled). It does not read the
+// NIC's cursor (see Put).
+func (c *Core) Free() (int, error) {
+	if err := c.p.Err(); err != nil {
+		return 0, err
+	}
+	return c.p.Cap() - int(c.p.Cursor()-c.oldest), nil
+}
 
 // Cursor returns the cursor of the next slot the core will fill.
 func (c *Core) Cursor() uint64 { return c.p.Cursor() }
