@@ -43,4 +43,5 @@ func TestMurmur3Vectors(t *testing.T) {
 		t.Errorf("Murmur3U64 allocates %v times", n)
 	}
 }
+
 var sink uint32
