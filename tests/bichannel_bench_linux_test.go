@@ -13,11 +13,11 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -424,8 +424,8 @@ func biOpenLoop(l biConn, rate float64, d time.Duration) (achieved float64, p50,
 			if !now.Before(due) {
 				break
 			}
-			if due.Sub(now) > 200*time.Microsecond {
-				time.Sleep(due.Sub(now) - 100*time.Microsecond)
+			if due.Sub(now) > 2*time.Millisecond { // a timer sleep overshoots by up to ~1ms here
+				time.Sleep(due.Sub(now) - time.Millisecond)
 			} else {
 				runtime.Gosched() // the receiving goroutine may share the CPU
 			}
@@ -477,21 +477,24 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// biCPU measures the CPU this process and vnicd use during one workload.
+// biCPU measures the CPU this process, the server process and vnicd use
+// during one workload.
 type biCPU struct {
-	vnicd      int
-	self0, vn0 time.Duration
+	vnicd, srv       int
+	self0, srv0, vn0 time.Duration
 }
 
-func startCPU(vnicd int) biCPU {
-	c := biCPU{vnicd: vnicd, self0: selfCPU()}
+func startCPU(vnicd, srv int) biCPU {
+	c := biCPU{vnicd: vnicd, srv: srv, self0: selfCPU()}
 	c.vn0, _ = procCPU(vnicd)
+	c.srv0, _ = procCPU(srv)
 	return c
 }
 
-func (c biCPU) stop() (self, vnicd time.Duration) {
+func (c biCPU) stop() (self, srv, vnicd time.Duration) {
 	v, _ := procCPU(c.vnicd)
-	return selfCPU() - c.self0, v - c.vn0
+	s, _ := procCPU(c.srv)
+	return selfCPU() - c.self0, s - c.srv0, v - c.vn0
 }
 
 // pinProcess puts every thread of this process on cpu (new threads inherit
@@ -540,55 +543,11 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 	batches := biEnv("BICH_BATCHES", 2000)
 	const size = 8 << 10
 	bed := newBiBed(b, 2, 1)
-	p := bed.pair(1, "bichannel-bench", true)
-	pu := bed.pair(1, "", false)
-	if o := pu.u0.Offloads(); true {
-		b.Logf("kernel UDP fast path (node 0): %v", o)
-	}
+	r := bed.remotePairs("bichannel-bench")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srvErr := make(chan error, 2)
-	go func() { srvErr <- biServer(ctx, p.n0, 1) }()
-	go func() { srvErr <- biServer(ctx, pu.n0, 1) }()
-
-	var ln net.Listener
-	if err := testbed.InNetns(bed.peer, func() (err error) {
-		ln, err = net.Listen("tcp", netip.AddrPortFrom(bed.link.PeerIP, 0).String())
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	var swg sync.WaitGroup
-	var conns sync.Map
-	swg.Add(1)
-	go func() {
-		defer swg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Store(c, true)
-			swg.Add(1)
-			go func() {
-				defer swg.Done()
-				if err := biTCPServe(c); err != nil && !errors.Is(err, net.ErrClosed) {
-					b.Error(err)
-				}
-			}()
-		}
-	}()
-	var tc net.Conn
-	if err := testbed.InNetns(bed.dut, func() (err error) {
-		tc, err = net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
-	tc.(*net.TCPConn).SetNoDelay(true)
-	vnicdPid := bed.vnicd.Process.Pid
-
+	vnicdPid, srvPid := bed.vnicd.Process.Pid, r.srv.Process.Pid
+	b.Logf("processes: vnicd (pid %d, DUT namespace, engine on CPU 0), the client (this process: node 1 of each pair, the TCP client), the server (pid %d, peer namespace: node 0 of each pair on kernel UDP, the TCP echo server)", vnicdPid, srvPid)
 	if cpu := biEnvInt("BICH_APP_CPU", -1); cpu >= 0 {
 		restore, err := pinProcess(cpu)
 		if err != nil {
@@ -596,18 +555,21 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 		}
 		defer restore()
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one CPU: one P, no time-slicing between Go's threads
-		b.Logf("placement: vnicd's engine on CPU 0 (--emulator-cpu 0), this process (node 0, node 1, the TCP client and server) on CPU %d", cpu)
+		b.Logf("placement: vnicd's engine on CPU 0 (--emulator-cpu 0), the client process on CPU %d", cpu)
 	}
 
 	variants := []struct {
 		name string
 		l    biConn
 	}{
-		{"bichannel", &biClient{ctx: ctx, e: p.n1}},
-		{"tcp", newBiTCPClient(tc)},
-		{"bichannel_kudp", &biClient{ctx: ctx, e: pu.n1}},
+		{"bichannel", &biClient{ctx: ctx, e: r.n1}},
+		{"tcp", newBiTCPClient(r.tcp)},
+		{"bichannel_kudp", &biClient{ctx: ctx, e: r.n1k}},
 	}
-	type series struct{ rate, p50, p95, p99, pipe, up, down, cpuPing, vnPing, cpuPipe, vnPipe, cpuStream, vnStream []float64 }
+	type series struct {
+		rate, p50, p95, p99, pipe, up, down                                                []float64
+		cpuPing, srvPing, vnPing, cpuPipe, srvPipe, vnPipe, cpuStream, srvStream, vnStream []float64
+	}
 	res := map[string]*series{}
 	for _, v := range variants {
 		res[v.name] = &series{}
@@ -619,21 +581,21 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 		for i := range variants {
 			v := variants[(i+rep)%len(variants)] // alternate which goes first
 			s := res[v.name]
-			c := startCPU(vnicdPid)
+			c := startCPU(vnicdPid, srvPid)
 			pr, err := biPingPong(v.l, pingD)
 			if err != nil {
 				b.Fatalf("%s ping-pong: %v", v.name, err)
 			}
-			self, vn := c.stop()
-			s.cpuPing, s.vnPing = append(s.cpuPing, perM(self, 2*pr.n)), append(s.vnPing, perM(vn, 2*pr.n))
-			c = startCPU(vnicdPid)
+			self, srv, vn := c.stop()
+			s.cpuPing, s.srvPing, s.vnPing = append(s.cpuPing, perM(self, 2*pr.n)), append(s.srvPing, perM(srv, 2*pr.n)), append(s.vnPing, perM(vn, 2*pr.n))
+			c = startCPU(vnicdPid, srvPid)
 			pipe, pn, err := biPipelined(v.l, window, pipeD)
 			if err != nil {
 				b.Fatalf("%s pipelined: %v", v.name, err)
 			}
-			self, vn = c.stop()
-			s.cpuPipe, s.vnPipe = append(s.cpuPipe, perM(self, 2*pn)), append(s.vnPipe, perM(vn, 2*pn))
-			c = startCPU(vnicdPid)
+			self, srv, vn = c.stop()
+			s.cpuPipe, s.srvPipe, s.vnPipe = append(s.cpuPipe, perM(self, 2*pn)), append(s.srvPipe, perM(srv, 2*pn)), append(s.vnPipe, perM(vn, 2*pn))
+			c = startCPU(vnicdPid, srvPid)
 			up, un, err := biStreamTo(v.l, batches, size)
 			if err != nil {
 				b.Fatalf("%s stream to the peer: %v", v.name, err)
@@ -642,15 +604,15 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 			if err != nil {
 				b.Fatalf("%s stream from the peer: %v", v.name, err)
 			}
-			self, vn = c.stop()
-			s.cpuStream, s.vnStream = append(s.cpuStream, perM(self, un+dn)), append(s.vnStream, perM(vn, un+dn))
+			self, srv, vn = c.stop()
+			s.cpuStream, s.srvStream, s.vnStream = append(s.cpuStream, perM(self, un+dn)), append(s.srvStream, perM(srv, un+dn)), append(s.vnStream, perM(vn, un+dn))
 			s.rate = append(s.rate, pr.rate)
 			s.p50, s.p95, s.p99 = append(s.p50, us(pr.p50)), append(s.p95, us(pr.p95)), append(s.p99, us(pr.p99))
 			s.pipe = append(s.pipe, pipe)
 			s.up, s.down = append(s.up, up/1e6), append(s.down, down/1e6)
-			b.Logf("rep %d %-14s: ping-pong %.0f/s p50 %v p95 %v p99 %v; pipelined (%d in flight) %.0f msg/s; 8KiB DUT->peer %.1f MB/s, peer->DUT %.1f MB/s; CPU-s per M msgs (this process / vnicd): ping-pong %.2f / %.2f, pipelined %.2f / %.2f, stream %.2f / %.2f",
+			b.Logf("rep %d %-14s: ping-pong %.0f/s p50 %v p95 %v p99 %v; pipelined (%d in flight) %.0f msg/s; 8KiB DUT->peer %.1f MB/s, peer->DUT %.1f MB/s; CPU-s per M msgs (client / server / vnicd): ping-pong %.2f / %.2f / %.2f, pipelined %.2f / %.2f / %.2f, stream %.2f / %.2f / %.2f",
 				rep, v.name, pr.rate, pr.p50, pr.p95, pr.p99, window, pipe, up/1e6, down/1e6,
-				s.cpuPing[rep], s.vnPing[rep], s.cpuPipe[rep], s.vnPipe[rep], s.cpuStream[rep], s.vnStream[rep])
+				s.cpuPing[rep], s.srvPing[rep], s.vnPing[rep], s.cpuPipe[rep], s.srvPipe[rep], s.vnPipe[rep], s.cpuStream[rep], s.srvStream[rep], s.vnStream[rep])
 		}
 	}
 	b.StopTimer()
@@ -664,6 +626,9 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 		b.ReportMetric(biMedian(s.up), v.name+"_8KiB_to_peer_MB/s")
 		b.ReportMetric(biMedian(s.down), v.name+"_8KiB_from_peer_MB/s")
 		b.ReportMetric(biMedian(s.cpuPing), v.name+"_pingpong_cpus/Mmsg")
+		b.ReportMetric(biMedian(s.srvPing), v.name+"_pingpong_server_cpus/Mmsg")
+		b.ReportMetric(biMedian(s.srvPipe), v.name+"_pipelined_server_cpus/Mmsg")
+		b.ReportMetric(biMedian(s.srvStream), v.name+"_stream_server_cpus/Mmsg")
 		b.ReportMetric(biMedian(s.vnPing), v.name+"_pingpong_vnicd_cpus/Mmsg")
 		b.ReportMetric(biMedian(s.cpuPipe), v.name+"_pipelined_cpus/Mmsg")
 		b.ReportMetric(biMedian(s.vnPipe), v.name+"_pipelined_vnicd_cpus/Mmsg")
@@ -687,21 +652,12 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 		}{variants[0], variants[1], variants[2]})
 	}
 
-	b.Logf("node 1 (vNIC): %+v; VNICFast %+v", p.n1.Stats(), p.v1.FastStats())
-	b.Logf("node 0 (kernel UDP, kudp pair): %+v; offloads %+v", pu.n0.Stats(), pu.u0.Offloads())
-	if l := bed.ledger(p.tenant); !l.balanced() {
+	b.Logf("node 1 (vNIC): %+v; VNICFast %+v", r.n1.Stats(), r.v1.FastStats())
+	b.Logf("node 1 (kernel UDP): %+v; offloads %v", r.n1k.Stats(), r.n1k.FastPath().(biNSUDP).Offloads())
+	if l := bed.ledger("bichannel-bench"); !l.balanced() {
 		b.Logf("vnicd ledger not (yet) balanced: %+v", l)
 	}
-	tc.Close()
-	ln.Close()
-	conns.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
 	cancel()
-	for range 2 {
-		if err := <-srvErr; err != nil && !errors.Is(err, context.Canceled) {
-			b.Errorf("bi-channel server: %v", err)
-		}
-	}
-	swg.Wait()
 }
 
 // biFigure16 sweeps the offered rate of 64-byte echo requests, open loop,
@@ -760,4 +716,169 @@ func biEnvInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// ---- the server process ----
+
+// biServerEnv, when set in the environment, makes this test binary the
+// benchmark's server process (TestHelperBichannelServer): the peer host's
+// end, in the peer namespace, with CPU accounted apart from the client's.
+const biServerEnv = "BICH_SERVER"
+
+// TestHelperBichannelServer is not a test: BenchmarkBichannelTestbed runs
+// this binary with BICH_SERVER set, inside the peer namespace, as the peer
+// host's process. It runs node 0 of the vNIC pair (kernel UDP fast path,
+// dialing node 1 at BICH_SRV_N1), node 0 of the kernel-UDP pair (dialing
+// BICH_SRV_N1K) and the TCP echo server, prints "ready <tcp address>" and
+// serves until its standard input closes.
+func TestHelperBichannelServer(t *testing.T) {
+	if os.Getenv(biServerEnv) == "" {
+		t.Skip("skipping: the server process of BenchmarkBichannelTestbed, run by it")
+	}
+	if err := biServerMain(os.Getenv("BICH_SRV_IP"), os.Getenv("BICH_SRV_N1"), os.Getenv("BICH_SRV_N1K")); err != nil {
+		fmt.Fprintln(os.Stderr, "server:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func biServerMain(ipS, n1, n1k string) error {
+	ip, err := netip.ParseAddr(ipS)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var eps []*bichannel.Endpoint
+	defer func() {
+		for _, e := range eps {
+			e.Close()
+		}
+	}()
+	errc := make(chan error, 3)
+	for i, target := range []string{n1, n1k} {
+		e, err := bichannel.New(bichannel.Config{NodeID: 0, Workers: 1, Listen: netip.AddrPortFrom(ip, 0).String(), Fast: bichannel.FastUDP,
+			UDP: bichannel.UDPConfig{IP: ip, BasePort: uint16(biPeerPort + 200*i)}})
+		if err != nil {
+			return err
+		}
+		eps = append(eps, e)
+		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+		err = e.Connect(cctx, []bichannel.Peer{{ID: 1, Addr: target}})
+		ccancel()
+		if err != nil {
+			return fmt.Errorf("connect to node 1 at %s: %w", target, err)
+		}
+		go func() { errc <- biServer(ctx, e, 1) }()
+	}
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(ip, 0).String())
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.(*net.TCPConn).SetNoDelay(true)
+			go func() {
+				if err := biTCPServe(c); err != nil && !errors.Is(err, net.ErrClosed) {
+					errc <- err
+				}
+			}()
+		}
+	}()
+	fmt.Printf("ready %s\n", ln.Addr())
+	go func() { io.Copy(io.Discard, os.Stdin); cancel() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// biRemote is the benchmark's client side (node 1 of each pair, in the
+// DUT namespace, in this process) and its server process.
+type biRemote struct {
+	n1, n1k *bichannel.Endpoint
+	v1      *bichannel.VNICFast
+	tcp     net.Conn
+	srv     *exec.Cmd
+	stdin   io.WriteCloser
+}
+
+// remotePairs starts node 1 of the vNIC pair (through vnicd) and of the
+// kernel-UDP pair in the DUT namespace, then the server process in the
+// peer namespace, which dials both, and connects to its TCP server.
+func (b *biBed) remotePairs(name string) *biRemote {
+	b.tb.Helper()
+	l := b.link
+	var dutMAC, peerMAC [6]byte
+	copy(dutMAC[:], l.DUTMAC)
+	copy(peerMAC[:], l.PeerMAC)
+	r := &biRemote{}
+	if err := testbed.InNetns(b.dut, func() (err error) {
+		r.n1, err = bichannel.New(bichannel.Config{NodeID: 1, Workers: 1, Listen: netip.AddrPortFrom(l.DUTIP, 0).String(), Fast: bichannel.FastVNIC,
+			VNIC: bichannel.VNICConfig{Socket: b.socket, Name: name, IP: l.DUTIP, MAC: dutMAC, PeerMAC: peerMAC, BasePort: biDUTPort}})
+		if err != nil {
+			return err
+		}
+		u1, err := bichannel.NewUDPFast(1, bichannel.UDPConfig{IP: l.DUTIP, BasePort: biDUTPort + 200})
+		if err != nil {
+			return err
+		}
+		r.n1k, err = bichannel.New(bichannel.Config{NodeID: 1, Workers: 1, Listen: netip.AddrPortFrom(l.DUTIP, 0).String(),
+			FastPath: biNSUDP{u1, b.dut}})
+		return err
+	}); err != nil {
+		b.tb.Fatal(err)
+	}
+	b.tb.Cleanup(func() { r.n1.Close(); r.n1k.Close() })
+	r.v1, _ = r.n1.FastPath().(*bichannel.VNICFast)
+	exe, err := os.Executable()
+	if err != nil {
+		b.tb.Fatal(err)
+	}
+	r.srv = exec.Command("ip", "netns", "exec", l.PeerNS, exe, "-test.run", "^TestHelperBichannelServer$")
+	r.srv.Env = append(os.Environ(), biServerEnv+"=1", "BICH_SRV_IP="+l.PeerIP.String(),
+		"BICH_SRV_N1="+r.n1.ControlAddr(), "BICH_SRV_N1K="+r.n1k.ControlAddr())
+	r.srv.Stderr = os.Stderr
+	out, err := r.srv.StdoutPipe()
+	if err != nil {
+		b.tb.Fatal(err)
+	}
+	if r.stdin, err = r.srv.StdinPipe(); err != nil {
+		b.tb.Fatal(err)
+	}
+	if err := r.srv.Start(); err != nil {
+		b.tb.Fatal(err)
+	}
+	b.tb.Cleanup(func() { r.stdin.Close(); stopProcess(r.srv) })
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	errc := make(chan error, 2)
+	go func() { errc <- r.n1.Connect(ctx, []bichannel.Peer{{ID: 0}}) }()
+	go func() { errc <- r.n1k.Connect(ctx, []bichannel.Peer{{ID: 0}}) }()
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "ready ") {
+		b.tb.Fatalf("server process: %q %v", sc.Text(), sc.Err())
+	}
+	go io.Copy(io.Discard, out)
+	for range 2 {
+		if err := <-errc; err != nil {
+			b.tb.Fatalf("node 1 connect: %v", err)
+		}
+	}
+	if err := testbed.InNetns(b.dut, func() (err error) {
+		r.tcp, err = net.DialTimeout("tcp", strings.TrimPrefix(sc.Text(), "ready "), 5*time.Second)
+		return err
+	}); err != nil {
+		b.tb.Fatal(err)
+	}
+	r.tcp.(*net.TCPConn).SetNoDelay(true)
+	b.tb.Cleanup(func() { r.tcp.Close() })
+	return r
 }
