@@ -8,13 +8,22 @@
 // For every frame it looks up ctx->rx_queue_index in the XSKMAP vnic_xsks
 // and redirects there with bpf_redirect_map(..., XDP_PASS): a queue
 // without a socket passes its frames to the kernel. What it claims is set
-// by [Config] in the one-entry array vnic_cfg:
+// by [Config], one entry of the hash map vnic_cfg (no preallocation, so
+// [Objects.SetConfig] replaces it atomically: a frame is judged by the old
+// or the new configuration, never a mix):
 //
+//   - nothing by default: the zero Config passes every frame to the kernel;
+//   - up to [MaxClaims] [Claim] rules (IP protocol, destination port range,
+//     destination prefix, IPv4 or IPv6), evaluated in order by an unrolled
+//     loop that stops at the claim count; a port range matches UDP and TCP
+//     that are not fragments (IPv6 without extension headers);
+//   - ClaimAll takes every frame except ARP (cuts the host off the
+//     interface: for dedicated NICs and test beds);
 //   - ARP (ethertype 0x0806) passes to the kernel, so the kernel keeps
 //     answering neighbour requests, unless RedirectARP is set;
-//   - with a port range, only UDP and TCP (IPv4 without a fragment offset,
-//     IPv6 without extension headers) with a destination port in the range
-//     are claimed; everything else passes to the kernel.
+//   - MinIPLen leaves claimed packets shorter than that to the kernel.
+//
+// vnicd keeps the claims equal to its attached tenants' match rules.
 //
 // Each verdict is counted per CPU in vnic_stats ([Objects.Counters]):
 // redirected, no socket on the queue, ARP passed, unclaimed, too short or

@@ -6,11 +6,11 @@ import (
 	"github.com/vnic/vnic/bpf"
 )
 
-// Load the program, claim only UDP/TCP port 4791 (everything else, and
+// Load the program, claim only UDP port 4791 (everything else, and
 // ARP, stays with the kernel), attach natively if possible, and log the
 // mode obtained.
 func ExampleLoad() {
-	objs, err := bpf.Load(bpf.Options{Queues: 8, Config: bpf.Config{PortLo: 4791, PortHi: 4791}})
+	objs, err := bpf.Load(bpf.Options{Queues: 8, Config: bpf.Config{Claims: []bpf.Claim{{Proto: 17, PortLo: 4791, PortHi: 4791}}}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -18,7 +18,8 @@ type Objects struct {
 	Program *ebpf.Program
 	// XSKs is vnic_xsks, the XSKMAP indexed by RX queue.
 	XSKs *ebpf.Map
-	// Config is vnic_cfg, one entry of flags and port range.
+	// Config is vnic_cfg, the one entry of flags and claims (a hash map
+	// without preallocation, so an update replaces the entry atomically).
 	Config *ebpf.Map
 	// Stats is vnic_stats, the per-CPU counters.
 	Stats *ebpf.Map
@@ -64,8 +65,9 @@ func Load(opts Options) (*Objects, error) {
 // Queues is the XSKMAP size.
 func (o *Objects) Queues() int { return o.queues }
 
-// SetConfig replaces the claim configuration; the program sees it at the
-// next frame.
+// SetConfig replaces the claim configuration atomically: each frame is
+// judged by the old or the new configuration as a whole, never a mix, and
+// frames after SetConfig returns see the new one.
 func (o *Objects) SetConfig(c Config) error {
 	if err := c.Validate(); err != nil {
 		return err

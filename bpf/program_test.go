@@ -1,7 +1,9 @@
 package bpf
 
 import (
+	"bytes"
 	"encoding/binary"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -62,29 +64,67 @@ func TestCollectionSpec(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []Config{{}, {RedirectARP: true}, {PortLo: 0, PortHi: 10}, {PortLo: 9000, PortHi: 9000}, {PortLo: 1, PortHi: 65535}} {
+	pfx := netip.MustParsePrefix
+	good := []Config{{}, {RedirectARP: true}, {ClaimAll: true},
+		{Claims: []Claim{{Proto: 17, PortLo: 9000, PortHi: 9000}}},
+		{Claims: []Claim{{PortLo: 1, PortHi: 65535}, {Dst: pfx("198.18.0.0/15")}, {Proto: 1}}},
+		{Claims: make([]Claim, 0, MaxClaims+1)}}
+	for _, c := range good {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%+v: %v", c, err)
 		}
 	}
-	for _, c := range []Config{{PortLo: 10}, {PortLo: 20, PortHi: 10}} {
+	many := make([]Claim, MaxClaims+1)
+	for i := range many {
+		many[i] = Claim{Proto: 17}
+	}
+	bad := []Config{{Claims: []Claim{{PortLo: 10}}}, {Claims: []Claim{{PortLo: 20, PortHi: 10}}},
+		{Claims: []Claim{{}}}, {Claims: []Claim{{Proto: 1, PortLo: 1, PortHi: 2}}}, {Claims: many}}
+	for _, c := range bad {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
 	}
-	if v := (Config{PortLo: 5, PortHi: 6, RedirectARP: true}).value(); v.Flags != FlagClaimPorts|FlagRedirectARP || v.PortLo != 5 || v.PortHi != 6 {
-		t.Errorf("value %+v", v)
+	if v := (Config{}).value(); len(v) != cfgSize || !bytes.Equal(v, make([]byte, cfgSize)) {
+		t.Errorf("zero config value %x", v)
 	}
-	if v := (Config{}).value(); v != (cfgValue{}) {
-		t.Errorf("zero config value %+v", v)
+	v := (Config{RedirectARP: true, MinIPLen: 64, Claims: []Claim{
+		{Proto: 17, PortLo: 5, PortHi: 6},
+		{Dst: pfx("10.1.2.3/8")},
+		{Proto: 6, Dst: pfx("2001:db8::/33")},
+	}}).value()
+	ne := binary.NativeEndian
+	if ne.Uint32(v[cfgOffFlags:]) != FlagRedirectARP || ne.Uint16(v[cfgOffMinIPLen:]) != 64 || ne.Uint16(v[cfgOffCount:]) != 3 {
+		t.Errorf("header %x", v[:cfgHdrSize])
 	}
-	if binary.Size(cfgValue{}) != cfgSize {
-		t.Errorf("cfgValue is %d bytes, the map holds %d", binary.Size(cfgValue{}), cfgSize)
+	r0 := v[cfgHdrSize:]
+	if r0[ruleOffProto] != 17 || r0[ruleOffPorts] != 1 || ne.Uint16(r0[ruleOffLo:]) != 5 || ne.Uint16(r0[ruleOffHi:]) != 6 || r0[ruleOffFamily] != 0 {
+		t.Errorf("rule 0 %x", r0[:ruleSize])
+	}
+	r1 := v[cfgHdrSize+ruleSize:]
+	if r1[ruleOffFamily] != 4 || r1[ruleOffPorts] != 0 || !bytes.Equal(r1[ruleOffAddr:ruleOffAddr+4], []byte{10, 0, 0, 0}) ||
+		!bytes.Equal(r1[ruleOffMask:ruleOffMask+8], []byte{255, 0, 0, 0, 0, 0, 0, 0}) {
+		t.Errorf("rule 1 %x", r1[:ruleSize])
+	}
+	r2 := v[cfgHdrSize+2*ruleSize:]
+	if r2[ruleOffFamily] != 6 || r2[ruleOffProto] != 6 || !bytes.Equal(r2[ruleOffMask:ruleOffMask+16], []byte{255, 255, 255, 255, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}) ||
+		!bytes.Equal(r2[ruleOffAddr:ruleOffAddr+5], []byte{0x20, 0x01, 0x0d, 0xb8, 0}) {
+		t.Errorf("rule 2 %x", r2[:ruleSize])
+	}
+	for c, want := range map[Claim]string{
+		{Proto: 17, PortLo: 9000, PortHi: 9099}: "udp ports 9000-9099",
+		{Proto: 6, PortLo: 80, PortHi: 80}:      "tcp port 80",
+		{Dst: pfx("198.18.1.1/15")}:             "to 198.18.0.0/15",
+		{Proto: 1, Dst: pfx("198.18.0.1/32")}:   "ip proto 1 to 198.18.0.1/32",
+	} {
+		if got := c.String(); got != want {
+			t.Errorf("%+v: %q, want %q", c, got, want)
+		}
 	}
 	if err := (Options{Queues: -1}).Validate(); err == nil {
 		t.Error("negative queues accepted")
 	}
-	if err := (Options{Config: Config{PortLo: 3, PortHi: 1}}).Validate(); err == nil {
+	if err := (Options{Config: Config{Claims: []Claim{{PortLo: 3, PortHi: 1}}}}).Validate(); err == nil {
 		t.Error("bad config accepted")
 	}
 }

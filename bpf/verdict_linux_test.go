@@ -2,6 +2,7 @@ package bpf_test
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -83,12 +84,29 @@ func TestIntegrationVerdicts(t *testing.T) {
 		frame []byte
 		want  string // counter that must move: claimed, arp, unclaimed, short
 	}
+	tcp4 := func(dport uint16) []byte { return pad(eth(0x0800, ipv4(5, tcp, 0, dport, 20))) }
+	dst4 := func(f []byte, a string) []byte {
+		copy(f[14+16:], netip.MustParseAddr(a).AsSlice())
+		return f
+	}
+	dst6 := func(f []byte, a string) []byte {
+		copy(f[14+24:], netip.MustParseAddr(a).AsSlice())
+		return f
+	}
 	claimAll := []row{
 		{"arp", arp, "arp"},
 		{"udp", udp4(53), "claimed"},
 		{"lldp", pad(eth(0x88cc, nil)), "claimed"},
 		{"bare ethernet header", eth(0x0800, nil), "claimed"},
 		{"ipv6", pad(eth(0x86dd, ipv6(udp, 1, 8))), "claimed"},
+	}
+	nothing := []row{
+		{"arp", arp, "arp"},
+		{"udp", udp4(9000), "unclaimed"},
+		{"tcp", tcp4(22), "unclaimed"},
+		{"icmp", pad(eth(0x0800, ipv4(5, icmp, 0, 0, 8))), "unclaimed"},
+		{"ipv6 nd", pad(eth(0x86dd, ipv6(58, 0, 24))), "unclaimed"},
+		{"bare ethernet header", eth(0x0800, nil), "unclaimed"},
 	}
 	ports := []row{
 		{"arp", arp, "arp"},
@@ -97,14 +115,14 @@ func TestIntegrationVerdicts(t *testing.T) {
 		{"udp below", udp4(8999), "unclaimed"},
 		{"udp above", udp4(9011), "unclaimed"},
 		{"udp port 0", udp4(0), "unclaimed"},
-		{"tcp in range", pad(eth(0x0800, ipv4(5, tcp, 0, 9005, 20))), "claimed"},
+		{"tcp in range", tcp4(9005), "claimed"},
 		{"icmp", pad(eth(0x0800, ipv4(5, icmp, 0, 9005, 8))), "unclaimed"},
 		{"ip options", pad(eth(0x0800, ipv4(6, udp, 0, 9005, 8))), "claimed"},
 		{"ip max options", eth(0x0800, ipv4(15, udp, 0, 9005, 8)), "claimed"},
 		{"ip max options, ports cut", eth(0x0800, ipv4(15, udp, 0, 9005, 8))[:14+60+3], "short"},
 		{"ihl below 5", pad(eth(0x0800, ipv4(4, udp, 0, 9005, 12))), "short"},
 		{"ipv4 header cut", eth(0x0800, make([]byte, 19)), "short"},
-		{"first fragment", pad(eth(0x0800, ipv4(5, udp, 0x2000, 9005, 8))), "claimed"},
+		{"first fragment passes (the kernel reassembles)", pad(eth(0x0800, ipv4(5, udp, 0x2000, 9005, 8))), "unclaimed"},
 		{"later fragment", pad(eth(0x0800, ipv4(5, udp, 0x0010, 9005, 8))), "unclaimed"},
 		{"ipv6 udp", pad(eth(0x86dd, ipv6(udp, 9001, 8))), "claimed"},
 		{"ipv6 tcp below", pad(eth(0x86dd, ipv6(tcp, 80, 20))), "unclaimed"},
@@ -115,34 +133,64 @@ func TestIntegrationVerdicts(t *testing.T) {
 	}
 	redirectARP := []row{
 		{"arp", arp, "claimed"},
-		{"udp", udp4(1), "claimed"},
+		{"udp", udp4(1), "unclaimed"},
 	}
 	udpOnly := []row{
 		{"udp in range", udp4(9005), "claimed"},
-		{"tcp in range passes", pad(eth(0x0800, ipv4(5, tcp, 0, 9005, 20))), "unclaimed"},
+		{"tcp in range passes", tcp4(9005), "unclaimed"},
 		{"ipv6 udp in range", pad(eth(0x86dd, ipv6(udp, 9001, 8))), "claimed"},
 		{"ipv6 tcp in range passes", pad(eth(0x86dd, ipv6(tcp, 9001, 20))), "unclaimed"},
 		{"udp outside", udp4(1), "unclaimed"},
 	}
-	arpAndPorts := []row{
-		{"arp", arp, "claimed"},
-		{"udp outside", udp4(1), "unclaimed"},
+	several := []row{
+		{"first claim", udp4(9000), "claimed"},
+		{"second claim", tcp4(80), "claimed"},
+		{"tcp to the udp range", tcp4(9000), "unclaimed"},
+		{"udp to the tcp port", udp4(80), "unclaimed"},
+		{"prefix claim, any protocol", dst4(pad(eth(0x0800, ipv4(5, icmp, 0, 0, 8))), "198.19.255.1"), "claimed"},
+		{"outside the prefix", dst4(pad(eth(0x0800, ipv4(5, icmp, 0, 0, 8))), "198.20.0.1"), "unclaimed"},
+		{"udp to the v4 host", dst4(udp4(7), "198.51.100.7"), "claimed"},
+		{"udp to the v4 host, other port", dst4(udp4(8), "198.51.100.7"), "unclaimed"},
+		{"udp to another host", dst4(udp4(7), "198.51.100.8"), "unclaimed"},
+		{"ipv6 in the prefix", dst6(pad(eth(0x86dd, ipv6(58, 0, 24))), "2001:db8:8000::1"), "claimed"},
+		{"ipv6 outside the prefix", dst6(pad(eth(0x86dd, ipv6(58, 0, 24))), "2001:db8::1"), "unclaimed"},
+		{"ipv4 against a v6 claim", dst4(udp4(1), "32.1.13.184"), "unclaimed"},
+		{"fragment to the prefix", dst4(pad(eth(0x0800, ipv4(5, udp, 0x0010, 9000, 8))), "198.18.0.9"), "claimed"},
+	}
+	// The last of MaxClaims claims still matches (the unrolled loop's end).
+	full := make([]bpf.Claim, bpf.MaxClaims)
+	for i := range full {
+		full[i] = bpf.Claim{Proto: udp, PortLo: uint16(1000 + i), PortHi: uint16(1000 + i)}
 	}
 	for _, tc := range []struct {
 		name string
 		cfg  bpf.Config
 		rows []row
 	}{
-		{"claim-all", bpf.Config{}, claimAll},
-		{"ports", bpf.Config{PortLo: 9000, PortHi: 9010}, ports},
+		{"nothing", bpf.Config{}, nothing},
+		{"claim-all", bpf.Config{ClaimAll: true}, claimAll},
+		{"claim-all ignores claims", bpf.Config{ClaimAll: true, Claims: []bpf.Claim{{Proto: udp, PortLo: 1, PortHi: 1}}}, claimAll},
+		{"ports", bpf.Config{Claims: []bpf.Claim{{PortLo: 9000, PortHi: 9010}}}, ports},
 		{"redirect-arp", bpf.Config{RedirectARP: true}, redirectARP},
-		{"arp-and-ports", bpf.Config{RedirectARP: true, PortLo: 9000, PortHi: 9000}, arpAndPorts},
-		{"udp-only", bpf.Config{PortLo: 9000, PortHi: 9010, UDPOnly: true}, udpOnly},
-		{"min-ip-len", bpf.Config{PortLo: 9000, PortHi: 9010, MinIPLen: 40}, []row{
+		{"udp-only", bpf.Config{Claims: []bpf.Claim{{Proto: udp, PortLo: 9000, PortHi: 9010}}}, udpOnly},
+		{"several", bpf.Config{Claims: []bpf.Claim{
+			{Proto: udp, PortLo: 9000, PortHi: 9000},
+			{Proto: tcp, PortLo: 80, PortHi: 80},
+			{Dst: netip.MustParsePrefix("198.18.0.0/15")},
+			{Proto: udp, PortLo: 7, PortHi: 7, Dst: netip.MustParsePrefix("198.51.100.7/32")},
+			{Dst: netip.MustParsePrefix("2001:db8:8000::/33")},
+		}}, several},
+		{"min-ip-len", bpf.Config{MinIPLen: 40, Claims: []bpf.Claim{{PortLo: 9000, PortHi: 9010}}}, []row{
 			{"udp 4-byte payload passes", pad(eth(0x0800, ipv4(5, udp, 0, 9005, 12))), "unclaimed"},
 			{"udp 12-byte payload claimed", pad(eth(0x0800, ipv4(5, udp, 0, 9005, 20))), "claimed"},
 			{"ipv6 udp claimed", pad(eth(0x86dd, ipv6(udp, 9001, 8))), "claimed"},
 		}},
+		{"full table", bpf.Config{Claims: full}, []row{
+			{"first", udp4(1000), "claimed"},
+			{"last", udp4(1000 + bpf.MaxClaims - 1), "claimed"},
+			{"after the last", udp4(1000 + bpf.MaxClaims), "unclaimed"},
+		}},
+		{"nothing again", bpf.Config{}, nothing},
 	} {
 		if err := objs.SetConfig(tc.cfg); err != nil {
 			t.Fatal(err)
@@ -174,7 +222,7 @@ func TestIntegrationVerdicts(t *testing.T) {
 			}
 		}
 	}
-	if err := objs.SetConfig(bpf.Config{PortLo: 2, PortHi: 1}); err == nil {
+	if err := objs.SetConfig(bpf.Config{Claims: []bpf.Claim{{PortLo: 2, PortHi: 1}}}); err == nil {
 		t.Error("SetConfig accepted an empty range")
 	}
 	if err := objs.Register(4, 0); err == nil {

@@ -73,7 +73,9 @@ if ! [ -S "$sock" ]; then
 	synthetic "vnicd could not attach to the testbed"
 	exit 0
 fi
-bin/rxcount --socket "$sock" --queues 4 --duration 14s --name demo-app &
+# The tenant claims UDP 9000-9099 (where trafgen sends): XDP takes only that
+# from the interface, everything else still reaches the kernel.
+bin/rxcount --socket "$sock" --queues 4 --duration 14s --name demo-app --ports 9000-9099 &
 rpid=$!
 sleep 1
 cat >"$dir/udp.cfg" <<CFG

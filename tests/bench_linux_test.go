@@ -590,7 +590,7 @@ func (e *rbBed) runVnicd(ctx context.Context, n int) (res rbResult, err error) {
 	defer logf.Close()
 	cmd := exec.Command("ip", "netns", "exec", e.bed.DUT, filepath.Join(binDir, "vnicd"), "run", "--source", "xsk", "--iface", e.link.DUTIf, "--xdp-mode", "native",
 		"--socket", sock, "--metrics-addr", "", "--log-format", "json", "--emulator-cpu", strconv.Itoa(rbVnicdCPU),
-		"--ax-size", "512", "--bx-size", "2048")
+		"--ax-size", "512", "--bx-size", "2048", "--claim-all") // the bench's own testbed
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return res, err

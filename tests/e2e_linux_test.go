@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,6 +103,12 @@ func (b *bed) startVnicd(extra ...string) {
 	args := append([]string{"netns", "exec", b.tb.DUT, filepath.Join(binDir, "vnicd"), "run", "--source", "xsk",
 		"--iface", b.link().DUTIf, "--socket", b.socket, "--metrics-addr", "", "--log-format", "json", "--emulator-cpu", "0",
 		"--ax-size", "512", "--bx-size", "2048"}, extra...)
+	if !slices.Contains(extra, "--claim-ports") && !slices.Contains(extra, "--no-claim-all") {
+		// The tests' default tenants receive everything: a namespaced
+		// testbed of their own, so taking every frame cuts nobody off.
+		args = append(args, "--claim-all")
+	}
+	args = slices.DeleteFunc(args, func(a string) bool { return a == "--no-claim-all" })
 	b.args = extra
 	var err error
 	b.log, err = os.CreateTemp(b.t.TempDir(), "vnicd-*.log")

@@ -236,7 +236,7 @@ func openXDP(dut testbed.Link, ns func(func() error) error, queues int) (*rbXDP,
 	r := &rbXDP{}
 	err := ns(func() error {
 		var err error
-		if r.objs, err = bpf.Load(bpf.Options{Queues: queues}); err != nil {
+		if r.objs, err = bpf.Load(bpf.Options{Queues: queues, Config: bpf.Config{ClaimAll: true}}); err != nil {
 			return err
 		}
 		var mode bpf.Mode

@@ -12,7 +12,7 @@ import (
 // Open a receive-only source on queues 0 and 1, registered in the XDP
 // program's XSKMAP, and hand frames to a consumer until ctx ends.
 func ExampleNewSource() {
-	objs, err := bpf.Load(bpf.Options{})
+	objs, err := bpf.Load(bpf.Options{Config: bpf.Config{Claims: []bpf.Claim{{Proto: 17, PortLo: 9000, PortHi: 9099}}}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func newRig(t *testing.T, mode bpf.Mode, sc xsk.Config) *rig {
 	}
 	r.veth = testutil.VethPair(t, r.xdp, r.peer, xdpName, peerIf, queues)
 	err := r.xdp.Do(func() error {
-		objs, err := bpf.Load(bpf.Options{Queues: queues})
+		objs, err := bpf.Load(bpf.Options{Queues: queues, Config: bpf.Config{ClaimAll: true}}) // a test bed of its own
 		if err != nil {
 			return err
 		}
@@ -331,7 +331,7 @@ func testRedirect(t *testing.T, mode bpf.Mode) {
 // XDP side's kernel.
 func TestIntegrationPortRange(t *testing.T) {
 	r := newRig(t, bpf.ModeNative, xsk.Config{})
-	if err := r.objs.SetConfig(bpf.Config{PortLo: rxPort, PortHi: rxPort}); err != nil {
+	if err := r.objs.SetConfig(bpf.Config{Claims: []bpf.Claim{{PortLo: rxPort, PortHi: rxPort}}}); err != nil {
 		t.Fatal(err)
 	}
 	var kfd int

@@ -64,7 +64,7 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 		}
 		defer w.Close()
 		dcfg.Source = &w.src
-		dcfg.OnAttach, dcfg.OnDetach = w.attach, w.detach
+		dcfg.OnAttach, dcfg.OnDetach = withClaims(w.claims, w.attach, w.detach)
 		dcfg.SourceName, dcfg.SourceMode, dcfg.SourceStats = "xsk:"+c.String("iface"), w.mode, w.stats
 		return serve(c, dcfg)
 	}
@@ -75,6 +75,7 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 		}
 		defer w.Close()
 		dcfg.Source, dcfg.Engine.Tx = w.src, w.src
+		dcfg.OnAttach, dcfg.OnDetach = withClaims(w.claims, nil, nil)
 		dcfg.SourceName, dcfg.SourceMode, dcfg.SourceStats = "xsk:"+c.String("iface"), w.mode, w.stats
 		return serve(c, dcfg)
 	}
@@ -93,6 +94,30 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 	dcfg.Source = nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil })
 	dcfg.SourceName, dcfg.SourceMode = "synth", fmt.Sprintf("synthetic %d-byte UDP, %d flows, %s; TX frames are counted and dropped", sc.FrameSize, sc.Flows, dist)
 	return serve(c, dcfg)
+}
+
+// withClaims runs the claim set's hooks around the source's own: a tenant
+// is claimed once its sockets are ready, and unclaimed before they close.
+func withClaims(s *claimSet, attach func(*nic.Engine, *nic.Tenant) error, detach func(*nic.Engine, *nic.Tenant)) (func(*nic.Engine, *nic.Tenant) error, func(*nic.Engine, *nic.Tenant)) {
+	return func(e *nic.Engine, t *nic.Tenant) error {
+			if attach != nil {
+				if err := attach(e, t); err != nil {
+					return err
+				}
+			}
+			if err := s.attach(e, t); err != nil {
+				if detach != nil {
+					detach(e, t)
+				}
+				return err
+			}
+			return nil
+		}, func(e *nic.Engine, t *nic.Tenant) {
+			s.detach(e, t)
+			if detach != nil {
+				detach(e, t)
+			}
+		}
 }
 
 func serve(c *cli.Context, cfg daemon.Config) error {

@@ -70,6 +70,7 @@ type handoffWire struct {
 	ifindex int
 	queues  []int
 	objs    *bpf.Objects
+	claims  *claimSet
 	link    interface{ Close() error }
 	src     nic.HandoffSource
 	mode    string
@@ -98,12 +99,12 @@ func (w *handoffWire) Close() {
 // openHandoff loads and attaches the XDP program as openWire does; the
 // sockets open when the tenant attaches.
 func openHandoff(c *cli.Context, log zerolog.Logger) (*handoffWire, error) {
-	x, err := attachXDP(c, "--handoff (with --source xsk)")
+	x, err := attachXDP(c, "--handoff (with --source xsk)", log)
 	if err != nil {
 		return nil, err
 	}
 	name, info, got := x.name, x.info, x.mode
-	w := &handoffWire{log: log, ifindex: x.index, objs: x.objs}
+	w := &handoffWire{log: log, ifindex: x.index, objs: x.objs, claims: x.claims}
 	w.link = x.link
 	w.queues = make([]int, max(info.RXQueues, 1))
 	for i := range w.queues {

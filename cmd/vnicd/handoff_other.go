@@ -12,8 +12,9 @@ import (
 )
 
 type handoffWire struct {
-	src  nic.HandoffSource
-	mode string
+	src    nic.HandoffSource
+	claims *claimSet
+	mode   string
 }
 
 func (w *handoffWire) Close()                   {}

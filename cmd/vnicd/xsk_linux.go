@@ -16,10 +16,11 @@ import (
 
 // wire is a frame source and sink attached to a real interface.
 type wire struct {
-	src  *xsk.Source
-	objs *bpf.Objects
-	link interface{ Close() error }
-	mode string
+	src    *xsk.Source
+	claims *claimSet
+	objs   *bpf.Objects
+	link   interface{ Close() error }
+	mode   string
 }
 
 func (w *wire) Close() {
@@ -63,12 +64,12 @@ func (w *wire) stats() map[string]uint64 {
 // then generic, unless --xdp-mode says otherwise) and opens one AF_XDP
 // socket per RX queue.
 func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
-	x, err := attachXDP(c, "--source xsk")
+	x, err := attachXDP(c, "--source xsk", log)
 	if err != nil {
 		return nil, err
 	}
-	name, info, cfg, got := x.name, x.info, x.cfg, x.mode
-	w := &wire{objs: x.objs, link: x.link}
+	name, info, got := x.name, x.info, x.mode
+	w := &wire{objs: x.objs, link: x.link, claims: x.claims}
 	queues := make([]int, max(info.RXQueues, 1))
 	for i := range queues {
 		queues[i] = i
@@ -81,13 +82,7 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 		return nil, fmt.Errorf("open AF_XDP sockets on %s: %w", name, err)
 	}
 	w.mode = fmt.Sprintf("xdp %s, af_xdp %s, %d queues", got, w.src.Mode(), len(queues))
-	claim := "all frames but ARP"
-	if cfg.PortHi != 0 {
-		claim = fmt.Sprintf("UDP/TCP ports %d-%d", cfg.PortLo, cfg.PortHi)
-		if cfg.UDPOnly {
-			claim = fmt.Sprintf("UDP ports %d-%d", cfg.PortLo, cfg.PortHi)
-		}
-	}
+	claim := x.claims.describe()
 	log.Info().Str("iface", name).Str("xdp_mode", got.String()).Str("af_xdp_mode", fmt.Sprint(w.src.Mode())).
 		Int("rx_queues", len(queues)).Int("mtu", info.MTU).Str("claims", claim).
 		Msg("XDP program attached through a bpf_link; frames it does not claim pass to the kernel")
@@ -99,19 +94,19 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 
 // xdp is the XDP program loaded and attached on the --iface interface.
 type xdp struct {
-	name  string
-	index int
-	info  bpf.Interface
-	cfg   bpf.Config
-	objs  *bpf.Objects
-	link  interface{ Close() error }
-	mode  bpf.Mode
+	name   string
+	index  int
+	info   bpf.Interface
+	claims *claimSet
+	objs   *bpf.Objects
+	link   interface{ Close() error }
+	mode   bpf.Mode
 }
 
 // attachXDP checks --iface, builds the claim configuration from the flags,
 // loads vnic_xdp and attaches it (native first, then generic, unless
 // --xdp-mode says otherwise). who names the flag that needed --iface.
-func attachXDP(c *cli.Context, who string) (*xdp, error) {
+func attachXDP(c *cli.Context, who string, log zerolog.Logger) (*xdp, error) {
 	x := &xdp{name: c.String("iface")}
 	if x.name == "" {
 		return nil, fmt.Errorf("%s needs --iface; give the interface whose frames vnicd should take", who)
@@ -128,15 +123,17 @@ func attachXDP(c *cli.Context, who string) (*xdp, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--xdp-mode: %w", err)
 	}
-	x.cfg = bpf.Config{RedirectARP: c.Bool("redirect-arp"), UDPOnly: c.Bool("claim-udp-only"), MinIPLen: uint16(c.Int("claim-min-ip-len"))}
-	if p := c.String("claim-ports"); p != "" {
-		if _, err := fmt.Sscanf(p, "%d-%d", &x.cfg.PortLo, &x.cfg.PortHi); err != nil || x.cfg.PortLo > x.cfg.PortHi {
-			return nil, fmt.Errorf("--claim-ports %q: give a range like 9000-9099", p)
-		}
+	base, err := baseClaims(c.Bool("claim-all"), c.String("claim-ports"), c.Bool("claim-udp-only"), c.Int("claim-min-ip-len"), c.Bool("redirect-arp"))
+	if err != nil {
+		return nil, err
 	}
-	if x.objs, err = bpf.Load(bpf.Options{Queues: max(x.info.RXQueues, 1), Config: x.cfg}); err != nil {
+	if base.ClaimAll {
+		log.Warn().Str("iface", x.name).Msg("--claim-all: vnicd takes every frame but ARP from this interface; the kernel gets no TCP, ICMP, neighbour discovery or DHCP on it, so the host loses it (use on a dedicated NIC or a test bed only)")
+	}
+	if x.objs, err = bpf.Load(bpf.Options{Queues: max(x.info.RXQueues, 1), Config: base}); err != nil {
 		return nil, fmt.Errorf("load the XDP program: %w; vnicd needs CAP_BPF and CAP_NET_ADMIN (run it as root or with the systemd unit)", err)
 	}
+	x.claims = newClaimSet(base, x.objs.SetConfig, log)
 	if x.link, x.mode, err = x.objs.Attach(ifc.Index, mode); err != nil {
 		x.objs.Close()
 		return nil, err

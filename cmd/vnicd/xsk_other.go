@@ -11,8 +11,9 @@ import (
 )
 
 type wire struct {
-	src  *xsk.Source
-	mode string
+	src    *xsk.Source
+	claims *claimSet
+	mode   string
 }
 
 func (w *wire) Close()                   {}
