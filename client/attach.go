@@ -163,8 +163,12 @@ func (t *Tenant) watch() {
 	}
 }
 
-// Err returns ErrDaemonGone once vnicd has gone away, else nil.
+// Err returns ErrDaemonGone once vnicd has gone away, ErrClosed for a
+// closed or nil tenant, else nil.
 func (t *Tenant) Err() error {
+	if t == nil || t.closed.Load() {
+		return ErrClosed
+	}
 	if t.gone != nil && t.gone.Load() && !t.closed.Load() {
 		return ErrDaemonGone
 	}
@@ -172,10 +176,15 @@ func (t *Tenant) Err() error {
 }
 
 // Close detaches from vnicd and unmaps the region. Packets still held
-// become invalid.
+// become invalid; call it after the queues' goroutines returned. Closing a
+// nil or closed tenant returns ErrClosed.
 func (t *Tenant) Close() error {
-	var err error
+	if t == nil {
+		return ErrClosed
+	}
+	err := ErrClosed
 	t.closeOnce.Do(func() {
+		err = nil
 		t.closed.Store(true)
 		if t.conn != nil {
 			// Detach synchronously, so that a new tenant with the same
@@ -206,6 +215,9 @@ func (t *Tenant) Close() error {
 // It polls for the Spin time, then sets the ring's need-wakeup flag and
 // sleeps on the queue's eventfd, so an idle application uses no CPU.
 func (q *Queue) Wait(ctx context.Context) error {
+	if q.dead() {
+		return ErrClosed
+	}
 	deadline := time.Now().Add(q.spin)
 	for i := 0; ; i++ {
 		if q.bx.Ready() {

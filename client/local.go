@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -53,11 +54,26 @@ type Tenant struct {
 	spin       time.Duration
 }
 
-// Queues returns the number of queues.
-func (t *Tenant) Queues() int { return len(t.queues) }
+// ErrClosed is returned by the methods of a closed or nil Tenant and of
+// its queues (a nil *Queue included): they never panic.
+var ErrClosed = errors.New("client: the tenant is closed (or nil): Attach a new one")
 
-// Queue returns queue i.
-func (t *Tenant) Queue(i int) *Queue { return t.queues[i] }
+// Queues returns the number of queues (0 for a nil or closed tenant).
+func (t *Tenant) Queues() int {
+	if t == nil || t.closed.Load() {
+		return 0
+	}
+	return len(t.queues)
+}
+
+// Queue returns queue i; nil (whose methods return ErrClosed or do
+// nothing) when t is nil or closed or i is out of range.
+func (t *Tenant) Queue(i int) *Queue {
+	if t == nil || t.closed.Load() || i < 0 || i >= len(t.queues) {
+		return nil
+	}
+	return t.queues[i]
+}
 
 // Local builds a tenant over a region this process already maps (the engine
 // and the application share one process: tests, the simulator, the demo).
@@ -77,7 +93,7 @@ func Local(r *shm.Region, o Options) (*Tenant, error) {
 		group = int(g.NumBx)
 	}
 	for i := range t.queues {
-		q := &Queue{id: i, model: g.Model, r: r, cache: a.Core(i), cnt: r.Counters(shm.ClientBlock, i),
+		q := &Queue{id: i, model: g.Model, r: r, cache: a.Core(i), cnt: r.Counters(shm.ClientBlock, i), closed: &t.closed,
 			check: o.Checker, batch: o.Batch, ents: make([]bx.Entry, 0, o.Batch), ids: make([]uint32, 0, max(o.Batch, 64))}
 		if q.bx, err = bx.NewCore(r.BxMem(i), int(g.BxSize)); err != nil {
 			return nil, fmt.Errorf("client: Bx ring %d: %w", i, err)

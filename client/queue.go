@@ -45,20 +45,40 @@ type Queue struct {
 	comp  *ring.Consumer[shm.Completion]
 	wake  *os.File // eventfd vnicd signals when need-wakeup is set (attached tenants)
 	gone  *atomic.Bool
-	spin  time.Duration
+	// closed is the tenant's: once it is set the region may be unmapped
+	// and every method returns ErrClosed or does nothing.
+	closed *atomic.Bool
+	spin   time.Duration
 	ents  []bx.Entry
 	local [counters.NumIDs]uint64
 }
 
-// ID returns the queue's index.
-func (q *Queue) ID() int { return q.id }
+// dead reports a nil queue or one of a closed tenant.
+func (q *Queue) dead() bool { return q == nil || q.closed.Load() }
+
+// ID returns the queue's index (-1 for a nil queue).
+func (q *Queue) ID() int {
+	if q == nil {
+		return -1
+	}
+	return q.id
+}
 
 // Counters returns the queue's client counter block.
-func (q *Queue) Counters() counters.Block { return q.cnt }
+func (q *Queue) Counters() counters.Block {
+	if q.dead() {
+		return counters.Block{}
+	}
+	return q.cnt
+}
 
 // Recv polls the Bx ring once and appends up to one batch of packets to
-// dst. It allocates nothing when dst has room for a batch.
+// dst. It allocates nothing when dst has room for a batch. On a nil queue
+// or a closed tenant it returns dst unchanged.
 func (q *Queue) Recv(dst []Packet) []Packet {
+	if q.dead() {
+		return dst
+	}
 	q.ents = q.bx.Poll(q.ents[:0], q.batch)
 	for i := range q.ents {
 		e := &q.ents[i]
@@ -127,8 +147,11 @@ func (q *Queue) payDebt() {
 }
 
 // Release frees the packets' buffers into this queue's allocator cache,
-// in bulk.
+// in bulk. It does nothing on a nil queue or a closed tenant.
 func (q *Queue) Release(pkts []Packet) {
+	if q.dead() {
+		return
+	}
 	for len(pkts) > 0 {
 		n := min(len(pkts), cap(q.ids))
 		ids := q.ids[:n]
@@ -151,7 +174,12 @@ func (q *Queue) Release(pkts []Packet) {
 }
 
 // Owed returns the Ax refills waiting for buffers.
-func (q *Queue) Owed() int { return q.debt }
+func (q *Queue) Owed() int {
+	if q.dead() {
+		return 0
+	}
+	return q.debt
+}
 
 func (q *Queue) flushCounters() {
 	for id, v := range q.local {
@@ -190,6 +218,9 @@ var ErrTooBig = errors.New("client: frame longer than a buffer")
 // many frames it posted: fewer when the TX ring or the allocator is full
 // (retry later). It allocates nothing.
 func (q *Queue) Send(frames [][]byte) (int, error) {
+	if q.dead() {
+		return 0, ErrClosed
+	}
 	if q.tx == nil {
 		return 0, errors.New("client: this region has no TX rings")
 	}
@@ -238,6 +269,9 @@ func (q *Queue) reap() {
 
 // TxPending returns the frames posted on the TX ring not yet completed.
 func (q *Queue) TxPending() int {
+	if q.dead() || q.tx == nil {
+		return 0
+	}
 	q.reap()
 	q.tx.Reserve(q.tx.Cap()) // reload the consumer cursor
 	return q.tx.Pending()
