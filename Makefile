@@ -7,12 +7,55 @@ BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 FUZZTIME  ?= 10s
 
-.PHONY: image bench-all all build test lint vet staticcheck race fuzz-smoke deps bench bench-smoke soak demo sim clean
+# The version --version prints (else the build information's, see
+# internal/buildinfo).
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS   ?= $(if $(VERSION),-X github.com/vnic/vnic/internal/buildinfo.Override=$(VERSION))
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+BINDIR    ?= $(PREFIX)/bin
+# systemd reads units and sysusers.d from /usr/local/lib too.
+UNITDIR   ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+DOCDIR    ?= $(PREFIX)/share/doc/vnic
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+
+.PHONY: image install uninstall bench-all all build test lint vet staticcheck race fuzz-smoke deps bench bench-smoke soak demo sim clean
 
 all: build
 
+# build compiles everything and puts the commands in bin/.
 build:
 	$(GO) build $(PKGS)
+	@mkdir -p bin
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/vnicd ./cmd/vnicctl
+
+# install copies the commands, the systemd unit (its paths follow PREFIX),
+# the sysusers.d file, shell completion and the operations guide under
+# DESTDIR/PREFIX. Then, as root: systemd-sysusers; systemctl daemon-reload.
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(DOCDIR) \
+		$(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	install -m 0755 bin/vnicd bin/vnicctl $(DESTDIR)$(BINDIR)/
+	sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/usr/local/share/doc/vnic/|$(DOCDIR)/|g' \
+		contrib/systemd/vnicd.service >$(DESTDIR)$(UNITDIR)/vnicd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/vnicd.service
+	install -m 0644 contrib/systemd/vnic.sysusers $(DESTDIR)$(SYSUSERSDIR)/vnic.conf
+	install -m 0644 docs/operations.md $(DESTDIR)$(DOCDIR)/operations.md
+	for c in vnicd vnicctl; do \
+		bin/$$c completion bash >$(DESTDIR)$(BASHCOMPDIR)/$$c && \
+		bin/$$c completion zsh >$(DESTDIR)$(ZSHCOMPDIR)/_$$c && \
+		bin/$$c completion fish >$(DESTDIR)$(FISHCOMPDIR)/$$c.fish || exit 1; \
+	done
+	@echo "installed under $(DESTDIR)$(PREFIX); as root run: systemd-sysusers && systemctl daemon-reload && systemctl enable --now vnicd"
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/vnicd $(DESTDIR)$(BINDIR)/vnicctl $(DESTDIR)$(UNITDIR)/vnicd.service \
+		$(DESTDIR)$(SYSUSERSDIR)/vnic.conf $(DESTDIR)$(DOCDIR)/operations.md \
+		$(DESTDIR)$(BASHCOMPDIR)/vnicd $(DESTDIR)$(BASHCOMPDIR)/vnicctl $(DESTDIR)$(ZSHCOMPDIR)/_vnicd \
+		$(DESTDIR)$(ZSHCOMPDIR)/_vnicctl $(DESTDIR)$(FISHCOMPDIR)/vnicd.fish $(DESTDIR)$(FISHCOMPDIR)/vnicctl.fish
 
 # deps installs what the tests need (Go modules come through the proxy).
 deps:
@@ -72,4 +115,4 @@ sim:
 	$(GO) run ./cmd/vnicsim -exp all -out docs/sim -seed 1
 
 clean:
-	rm -rf bench
+	rm -rf bench bin

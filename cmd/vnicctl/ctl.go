@@ -95,13 +95,24 @@ func dialError(path string, err error) error {
 		return &ctlError{code: exitNotRunning, err: err,
 			msg: fmt.Sprintf("vnicd is not running (nothing listens on %s, a stale socket left by a vnicd that did not stop cleanly); start it with: %s", path, startHint(path))}
 	case errors.Is(err, os.ErrPermission):
-		return &ctlError{code: exitPermission, err: err,
-			msg: fmt.Sprintf("no permission to connect to vnicd at %s; join the socket's group (sudo usermod -aG vnic $USER, then log in again) or use sudo", path)}
+		return &ctlError{code: exitPermission, err: err, msg: permissionHint(path, socketGroup(path))}
 	case errors.Is(err, syscall.EPROTOTYPE), errors.Is(err, syscall.ENOTSOCK):
 		return &ctlError{code: 1, err: err,
 			msg: fmt.Sprintf("%s is not vnicd's control socket; give the right one with --socket or VNIC_SOCKET", path)}
 	}
 	return &ctlError{code: 1, err: err, msg: fmt.Sprintf("connect to vnicd at %s: %v", path, err)}
+}
+
+// permissionHint tells a user refused by the socket at path which group
+// to join: the socket's own (vnicd --socket-group), or its directory's.
+func permissionHint(path, group string) string {
+	switch group {
+	case "":
+		return fmt.Sprintf("no permission to connect to vnicd at %s; join the group that owns it (ls -l %s) or use sudo", path, path)
+	case "root":
+		return fmt.Sprintf("no permission to connect to vnicd at %s: it belongs to group root, so only root may use it; restart vnicd with --socket-group GROUP (e.g. vnic) and join that group, or use sudo", path)
+	}
+	return fmt.Sprintf("no permission to connect to vnicd at %s; join its group %s (sudo usermod -aG %s $USER, then log in again) or use sudo", path, group, group)
 }
 
 func isSocket(path string) bool {

@@ -26,6 +26,8 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/vnic/vnic/internal/cliutil"
 )
 
 func main() {
@@ -46,7 +48,7 @@ func main() {
 
 // newApp builds the CLI writing to stdout and stderr; tests run it in-process.
 func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:           "vnicctl",
 		Usage:          "inspect vnicd, the userspace RxBisect virtual NIC",
 		Writer:         stdout,
@@ -56,6 +58,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		HideVersion:    true,
 		ExitErrHandler: func(*cli.Context, error) {}, // main reports errors and exits
 	}
+	cliutil.Setup(app)
+	return app
 }
 
 func commands() []*cli.Command {

@@ -54,7 +54,7 @@ func TestNotRunning(t *testing.T) {
 	}
 	// Permission denied (root would not see it, so build the error).
 	perm := &net.OpError{Op: "dial", Net: "unixpacket", Err: os.NewSyscallError("connect", syscall.EACCES)}
-	if err := dialError("/run/vnic/vnicd.sock", perm); !strings.Contains(err.Error(), "join the socket's group") ||
+	if err := dialError("/run/vnic/vnicd.sock", perm); !strings.Contains(err.Error(), "no permission to connect") ||
 		!strings.Contains(err.Error(), "or use sudo") || err.(*ctlError).ExitCode() != exitPermission {
 		t.Errorf("permission denied: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/vnic/vnic/internal/buildinfo"
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/rss"
@@ -134,8 +135,9 @@ func serve(c *cli.Context, cfg daemon.Config) error {
 	return d.Run(ctx)
 }
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is the build's (internal/buildinfo: module version or VCS
+// revision).
+var version = buildinfo.Version()
 
 // limitFlags are the control plane's limits (docs/operations.md, "Limits").
 func limitFlags() []cli.Flag {

@@ -12,6 +12,8 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
+
+	"github.com/vnic/vnic/internal/cliutil"
 )
 
 func main() {
@@ -22,7 +24,7 @@ func main() {
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:           "vnicd",
 		Usage:          "userspace virtual NIC daemon with the RxBisect receive interface",
 		Writer:         stdout,
@@ -34,6 +36,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			return fmt.Errorf("%w; run vnicd --help for the flags", err)
 		},
 	}
+	cliutil.Setup(app)
+	return app
 }
 
 // logFlags are accepted by every command.

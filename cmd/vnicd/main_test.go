@@ -56,3 +56,21 @@ func TestDebugConservation(t *testing.T) {
 		t.Fatalf("no conservation report:\n%s", out.String())
 	}
 }
+
+// TestVersionAndCompletion: --version prints the build's version; the
+// completion command prints a script for each shell and refuses others.
+func TestVersionAndCompletion(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := newApp(&out, &errb).Run([]string{"vnicd", "--version"}); err != nil || !strings.HasPrefix(out.String(), "vnicd ") || !strings.Contains(out.String(), "go1.") {
+		t.Fatalf("--version: %v, %q", err, out.String())
+	}
+	for _, sh := range []string{"bash", "zsh", "fish"} {
+		out.Reset()
+		if err := newApp(&out, &errb).Run([]string{"vnicd", "completion", sh}); err != nil || !strings.Contains(out.String(), "vnicd") {
+			t.Errorf("completion %s: %v, %q", sh, err, out.String())
+		}
+	}
+	if err := newApp(&out, &errb).Run([]string{"vnicd", "completion", "tcsh"}); err == nil {
+		t.Error("completion tcsh accepted")
+	}
+}

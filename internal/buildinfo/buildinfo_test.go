@@ -1,0 +1,33 @@
+package buildinfo
+
+import (
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+func TestFromBuildInfo(t *testing.T) {
+	for _, c := range []struct {
+		bi   debug.BuildInfo
+		want string
+	}{
+		{debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}}, "v1.2.3"},
+		{debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "devel"},
+		{debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "049a548d5d3e8f1c0a7b"}, {Key: "vcs.time", Value: "2026-11-30T19:00:00Z"}, {Key: "vcs.modified", Value: "true"}}},
+			"devel-049a548d5d3e+dirty (2026-11-30T19:00:00Z)"},
+		{debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}, {Key: "vcs.modified", Value: "false"}}}, "devel-abc"},
+	} {
+		if got := fromBuildInfo(&c.bi); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.bi, got, c.want)
+		}
+	}
+	if v := Version(); v == "" {
+		t.Error("empty version")
+	}
+	Override = "v9"
+	defer func() { Override = "" }()
+	if v := Long("vnicd"); !strings.HasPrefix(v, "vnicd v9 (go") {
+		t.Errorf("Long: %q", v)
+	}
+}
