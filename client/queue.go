@@ -49,8 +49,8 @@ type Queue struct {
 	// and every method returns ErrClosed or does nothing.
 	closed *atomic.Bool
 	spin   time.Duration
-	ents  []bx.Entry
-	local [counters.NumIDs]uint64
+	ents   []bx.Entry
+	local  [counters.NumIDs]uint64
 }
 
 // dead reports a nil queue or one of a closed tenant.
