@@ -148,6 +148,17 @@ type Config struct {
 	// peer dies or the Endpoint closes). SendContext takes a context
 	// instead.
 	SendTimeout time.Duration
+	// TolerateDeadPeers keeps the Endpoint working for the live peers
+	// when one dies (a quorum-replicated store goes on without a dead
+	// replica): only Send to the dead peer returns its *PeerError, Recv
+	// and RecvWait go on without error, Flush waits for the live peers
+	// only, and DeadPeers tells who is gone. Without it (the default, for
+	// operators such as a shuffle that need every peer), the first dead
+	// peer makes every Recv, RecvWait and Flush return its *PeerError.
+	// Either way a dead peer stays dead: there is no reconnection, a
+	// restarted node is refused (its id is taken) until every Endpoint is
+	// rebuilt.
+	TolerateDeadPeers bool
 	// RecvBatch is the most messages one Recv returns (default 64).
 	RecvBatch int
 

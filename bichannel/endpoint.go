@@ -371,8 +371,13 @@ func signal(c chan struct{}) {
 	}
 }
 
-// markDead records the first dead peer, for Recv and RecvWait.
+// markDead records the first dead peer, for Recv and RecvWait (unless
+// Config.TolerateDeadPeers).
 func (e *Endpoint) markDead(pe *PeerError) {
+	if e.cfg.TolerateDeadPeers {
+		signal(e.progress)
+		return
+	}
 	e.deadOnce.Do(func() {
 		e.deadErr.Store(pe)
 		close(e.anyDead)
@@ -644,6 +649,9 @@ func (e *Endpoint) FlushContext(ctx context.Context) error {
 		}
 		var left int64
 		for _, p := range ps {
+			if e.cfg.TolerateDeadPeers && p.isDead() {
+				continue // its messages are lost with it
+			}
 			left += p.unacked.Load()
 		}
 		if left == 0 {
@@ -658,6 +666,17 @@ func (e *Endpoint) FlushContext(ctx context.Context) error {
 			return fmt.Errorf("bichannel: flush: %d messages unacknowledged: %w", left, ctx.Err())
 		}
 	}
+}
+
+// DeadPeers returns the ids of the peers that are down, in no order.
+func (e *Endpoint) DeadPeers() []int {
+	var ids []int
+	for id, p := range e.peers() {
+		if p.isDead() {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // Stats returns a snapshot of the counters.
@@ -862,4 +881,14 @@ func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, viaTCP 
 		e.poller.Wake(w) // a TCP copy for a worker asleep in the fast path's Wait
 	}
 	p.kickAcks(urgent)
+}
+
+// isDead reports whether the peer is down.
+func (p *peer) isDead() bool {
+	select {
+	case <-p.dead:
+		return true
+	default:
+		return false
+	}
 }
