@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/vnic/vnic/bichannel"
+)
+
+// Place is where one node's sockets live: its address and hooks that make
+// its sockets (nil: this process's namespace).
+type Place struct {
+	IP        netip.Addr
+	Listen    func(network, addr string) (net.Listener, error)
+	Dial      func(ctx context.Context, network, addr string) (net.Conn, error)
+	ListenUDP func(network string, laddr *net.UDPAddr) (*net.UDPConn, error)
+	VNIC      bichannel.VNICConfig
+}
+
+func (p Place) listen(port int) (net.Listener, error) {
+	l := net.Listen
+	if p.Listen != nil {
+		l = p.Listen
+	}
+	return l("tcp", netip.AddrPortFrom(p.IP, uint16(port)).String())
+}
+
+// ClusterConfig is an in-process KV cluster: node 0 the primary, nodes
+// 1..len(Places)-1 the secondaries.
+type ClusterConfig struct {
+	Places    []Place
+	Shards    int
+	Transport string // "bi" or "tcp": the replication network
+	Fast      bichannel.FastMode
+	FastPath  func(node int) bichannel.FastPath // tests: an in-process network
+	Bi        bichannel.Config                  // template
+}
+
+// Cluster is a running KV cluster.
+type Cluster struct {
+	cfg        ClusterConfig
+	Primary    *Primary
+	Secondary  []*Secondary // [0] is nil
+	repls      []Repl
+	cancels    []context.CancelFunc
+	clientLn   net.Listener
+	ClientAddr string
+	wg         sync.WaitGroup
+	killed     []bool
+	pctx       context.Context // the primary's
+}
+
+// NewCluster connects the replication network and starts every node and
+// the primary's client listener.
+func NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
+	N := len(cfg.Places)
+	if N < 2 {
+		return nil, fmt.Errorf("kv: %d nodes: give a primary and at least one secondary", N)
+	}
+	cl := &Cluster{cfg: cfg, repls: make([]Repl, N), cancels: make([]context.CancelFunc, N), Secondary: make([]*Secondary, N), killed: make([]bool, N)}
+	switch cfg.Transport {
+	case "bi":
+		eps := make([]*bichannel.Endpoint, N)
+		peers := make([]bichannel.Peer, N)
+		for i, pl := range cfg.Places {
+			c := cfg.Bi
+			c.NodeID, c.Workers = i, cfg.Shards
+			c.Listen = netip.AddrPortFrom(pl.IP, 0).String()
+			c.ListenFunc, c.Dialer = pl.Listen, pl.Dial
+			c.Fast = cfg.Fast
+			c.UDP.IP, c.UDP.ListenUDP = pl.IP, pl.ListenUDP
+			c.VNIC = pl.VNIC
+			c.TolerateDeadPeers = true // the primary goes on with its quorum
+			if cfg.FastPath != nil {
+				c.FastPath = cfg.FastPath(i)
+			}
+			e, err := bichannel.New(c)
+			if err != nil {
+				for _, x := range eps[:i] {
+					x.Close()
+				}
+				return nil, fmt.Errorf("kv: node %d: %w", i, err)
+			}
+			eps[i], cl.repls[i] = e, BiRepl{e}
+			peers[i] = bichannel.Peer{ID: i, Addr: e.ControlAddr()}
+		}
+		errs := make([]error, N)
+		var wg sync.WaitGroup
+		for i, e := range eps {
+			// The primary talks to every secondary; secondaries to the
+			// primary only.
+			ps := peers[:1]
+			if i == 0 {
+				ps = peers
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[i] = e.Connect(ctx, append([]bichannel.Peer(nil), ps...)) }()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			cl.closeRepls()
+			return nil, err
+		}
+	case "tcp":
+		addrs := make([]string, N)
+		lns := make([]net.Listener, N)
+		for i, pl := range cfg.Places {
+			ln, err := pl.listen(0)
+			if err != nil {
+				for _, l := range lns[:i] {
+					l.Close()
+				}
+				return nil, fmt.Errorf("kv: node %d: %w", i, err)
+			}
+			lns[i], addrs[i] = ln, ln.Addr().String()
+		}
+		errs := make([]error, N)
+		var wg sync.WaitGroup
+		for i := range N {
+			peers := []int{0}
+			if i == 0 {
+				peers = nil
+				for j := 1; j < N; j++ {
+					peers = append(peers, j)
+				}
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := NewTCPRepl(ctx, i, cfg.Shards, addrs, peers, lns[i], cfg.Places[i].Dial)
+				if err != nil {
+					lns[i].Close()
+					errs[i] = err
+					return
+				}
+				cl.repls[i] = r
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			cl.closeRepls()
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("kv: transport %q: give bi or tcp", cfg.Transport)
+	}
+	for i := range N {
+		nctx, cancel := context.WithCancel(context.Background())
+		cl.cancels[i] = cancel
+		if i == 0 {
+			cl.pctx = nctx
+			cl.Primary = StartPrimary(nctx, cfg.Shards, N-1, cl.repls[0])
+		} else {
+			cl.Secondary[i] = StartSecondary(nctx, i, cfg.Shards, cl.repls[i])
+		}
+	}
+	ln, err := cfg.Places[0].listen(0)
+	if err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("kv: client listener: %w", err)
+	}
+	cl.clientLn, cl.ClientAddr = ln, ln.Addr().String()
+	cl.wg.Add(1)
+	go func() {
+		defer cl.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.(*net.TCPConn).SetNoDelay(true)
+			cl.wg.Add(1)
+			go func() {
+				defer cl.wg.Done()
+				cl.Primary.Serve(cl.pctx, c)
+			}()
+		}
+	}()
+	return cl, nil
+}
+
+// Kill stops secondary i abruptly: its shard workers end and its
+// replication connections close, as if its process died.
+func (cl *Cluster) Kill(i int) {
+	if i < 1 || i >= len(cl.repls) || cl.killed[i] {
+		return
+	}
+	cl.killed[i] = true
+	cl.repls[i].Close()
+	cl.cancels[i]()
+	cl.Secondary[i].Wait()
+}
+
+// Live returns the nodes not killed.
+func (cl *Cluster) Live() []int {
+	var ids []int
+	for i, k := range cl.killed {
+		if !k {
+			ids = append(ids, i)
+		}
+	}
+	return ids
+}
+
+func (cl *Cluster) closeRepls() {
+	for _, r := range cl.repls {
+		if r != nil {
+			r.Close()
+		}
+	}
+}
+
+// Close stops every node.
+func (cl *Cluster) Close() error {
+	if cl.clientLn != nil {
+		cl.clientLn.Close()
+	}
+	for _, c := range cl.cancels {
+		if c != nil {
+			c()
+		}
+	}
+	cl.closeRepls()
+	if cl.Primary != nil {
+		cl.Primary.Wait()
+	}
+	for _, s := range cl.Secondary {
+		if s != nil {
+			s.Wait()
+		}
+	}
+	cl.wg.Wait()
+	return nil
+}
+
+// CatchUp waits until every live secondary applied everything the primary
+// replicated, or the timeout passes.
+func (cl *Cluster) CatchUp(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		behind := ""
+		for sh, ps := range cl.Primary.Shard {
+			ps.mu.Lock()
+			last := ps.next - 1
+			ps.mu.Unlock()
+			for _, i := range cl.Live()[1:] {
+				r := cl.Secondary[i].Shard[sh]
+				r.mu.Lock()
+				if r.Applied < last {
+					behind = fmt.Sprintf("node %d shard %d applied up to %d of %d", i, sh, r.Applied, last)
+				}
+				r.mu.Unlock()
+			}
+		}
+		if behind == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kv: secondaries did not catch up in %v: %s", timeout, behind)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Check compares every live replica with the acknowledged log: each
+// acknowledged update is in the replica's log under its version, with its
+// key and value, and each key's current version is at least the newest
+// acknowledged one (later unacknowledged updates may have been applied
+// too). It also reports order violations (a newer version of a key
+// replaced by an older one).
+func (cl *Cluster) Check(acked []Acked) error {
+	var errs []error
+	for _, i := range cl.Live() {
+		for sh := range cl.cfg.Shards {
+			var rep *Replica
+			if i == 0 {
+				rep = cl.Primary.Shard[sh].Replica
+			} else {
+				rep = cl.Secondary[i].Shard[sh]
+			}
+			table, log, viol := rep.Snapshot()
+			if viol != 0 {
+				errs = append(errs, fmt.Errorf("node %d shard %d: %d order violations", i, sh, viol))
+			}
+			for j, u := range log {
+				if u.Version != uint64(j+1) {
+					errs = append(errs, fmt.Errorf("node %d shard %d: log entry %d has version %d", i, sh, j, u.Version))
+					break
+				}
+			}
+			lost := 0
+			for _, a := range acked {
+				if ShardOf(a.Key, cl.cfg.Shards) != sh {
+					continue
+				}
+				ok := a.Version >= 1 && a.Version <= uint64(len(log)) && log[a.Version-1].Key == a.Key && log[a.Version-1].Value == a.Value &&
+					table[a.Key].Version >= a.Version
+				if !ok {
+					if lost++; lost <= 3 {
+						errs = append(errs, fmt.Errorf("node %d shard %d: acknowledged update of key %d version %d is missing or different", i, sh, a.Key, a.Version))
+					}
+				}
+			}
+			if lost > 3 {
+				errs = append(errs, fmt.Errorf("node %d shard %d: %d acknowledged updates lost in all", i, sh, lost))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// loopback places n nodes on 127.0.0.1.
+func loopback(n int) []Place {
+	p := make([]Place, n)
+	for i := range p {
+		p[i].IP = netip.MustParseAddr("127.0.0.1")
+	}
+	return p
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/vnic/vnic/bichannel"
+)
+
+// Quorum replication over both replication networks, with one secondary
+// of two killed half-way through: the primary goes on with its quorum
+// (itself and the live secondary), every acknowledged update is on every
+// live replica under its version, dependent updates of a key keep their
+// order, and nothing offered goes unanswered. The bi-channel runs on an
+// in-process network that loses, duplicates and reorders 5% of the
+// datagrams.
+func TestKVQuorumOneReplicaDead(t *testing.T) {
+	for _, tr := range []string{"bi", "tcp"} {
+		t.Run(tr, func(t *testing.T) {
+			cfg := ClusterConfig{Places: loopback(3), Shards: 2, Transport: tr,
+				Bi: bichannel.Config{Flows: 2, BuffersPerFlow: 64, RetransmitTimeout: 10 * time.Millisecond,
+					HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 5 * time.Second}}
+			var ln *bichannel.LossyNet
+			if tr == "bi" {
+				var err error
+				if ln, err = bichannel.NewLossyNet(bichannel.LossyConfig{Loss: 0.05, Duplicate: 0.05, Reorder: 0.05, Seed: 11}); err != nil {
+					t.Fatal(err)
+				}
+				cfg.FastPath = func(int) bichannel.FastPath {
+					fp, err := ln.NewFastPath(cfg.Shards)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return fp
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cl, err := NewCluster(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				cl.Close()
+				if ln != nil {
+					ln.Wait()
+				}
+			}()
+			var killedAt time.Time
+			res, err := Load(ctx, LoadConfig{Addr: cl.ClientAddr, Rate: 4000, Duration: 1500 * time.Millisecond, Conns: 2, Keys: 50,
+				Seed: 1, KeepAcked: true, OnHalf: func() { killedAt = time.Now(); cl.Kill(2) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if killedAt.IsZero() {
+				t.Fatal("secondary 2 was never killed")
+			}
+			t.Logf("%d offered, %d answered in %v, p50 %v p99 %v; live nodes %v",
+				res.Offered, res.Answered, res.Elapsed.Round(time.Millisecond), res.Latency.Quantile(0.5), res.Latency.Quantile(0.99), cl.Live())
+			if res.Answered != res.Offered || res.Offered < 5000 {
+				t.Fatalf("%d of %d updates answered", res.Answered, res.Offered)
+			}
+			if res.OrderErrors != 0 {
+				t.Errorf("%d dependent updates answered out of order", res.OrderErrors)
+			}
+			if err := cl.CatchUp(10 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.Check(res.Acked); err != nil {
+				t.Fatal(err)
+			}
+			// The check sees a lost acknowledged update.
+			a := res.Acked[len(res.Acked)/2]
+			r := cl.Secondary[1].Shard[ShardOf(a.Key, cfg.Shards)]
+			r.mu.Lock()
+			r.Log[a.Version-1].Value[0] ^= 1
+			r.mu.Unlock()
+			if err := cl.Check(res.Acked); err == nil {
+				t.Error("Check missed a corrupted acknowledged update on secondary 1")
+			}
+			// Keys were updated again and again: the check saw dependent
+			// updates, on the primary and the surviving secondary.
+			if len(res.Acked) <= 50*10 {
+				t.Fatalf("only %d acknowledged updates", len(res.Acked))
+			}
+		})
+	}
+}

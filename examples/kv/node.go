@@ -1,0 +1,352 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+)
+
+// Sizes of the wire formats. A client request is 64 bytes: request id,
+// key, value; the reply is 16: request id, version (0: failed). A
+// replication message is a kind byte, a count and that many updates
+// (version, key, value: 64 bytes each); an acknowledgement is a kind byte
+// and the shard's version up to which the secondary applied everything
+// (versions double as sequence numbers).
+const (
+	ValueLen   = 48
+	ReqLen     = 8 + 8 + ValueLen
+	ReplyLen   = 16
+	UpdLen     = 8 + 8 + ValueLen
+	msgRepl    = 1
+	msgAck     = 2
+	ackLen     = 1 + 8
+	maxPerRepl = 20 // 2 + 20*64 = 1282 bytes: one MTU
+)
+
+// Update is one replicated update.
+type Update struct {
+	Version, Key uint64
+	Value        [ValueLen]byte
+}
+
+// Entry is a key's state on a replica.
+type Entry struct {
+	Version uint64
+	Value   [ValueLen]byte
+}
+
+// ShardOf maps a key to its shard.
+func ShardOf(key uint64, shards int) int {
+	x := key * 0x9e3779b97f4a7c15
+	return int((x >> 32) * uint64(shards) >> 32)
+}
+
+// Replica is the state every node keeps per shard: the table and the log
+// of applied updates (the test compares it with the acknowledged log).
+type Replica struct {
+	mu      sync.Mutex
+	Table   map[uint64]Entry
+	Log     []Update // applied, in version order
+	Applied uint64   // every version up to this is applied
+	// OrderViolations counts updates that would have replaced a key's
+	// newer version with an older one; always 0.
+	OrderViolations uint64
+}
+
+func newReplica() *Replica { return &Replica{Table: map[uint64]Entry{}} }
+
+func (r *Replica) apply(u *Update) {
+	if e, ok := r.Table[u.Key]; ok && e.Version >= u.Version {
+		r.OrderViolations++
+		return
+	}
+	r.Table[u.Key] = Entry{Version: u.Version, Value: u.Value}
+	r.Log = append(r.Log, *u)
+	r.Applied = u.Version
+}
+
+// Snapshot returns a copy of the shard's table and log.
+func (r *Replica) Snapshot() (map[uint64]Entry, []Update, uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := make(map[uint64]Entry, len(r.Table))
+	for k, v := range r.Table {
+		t[k] = v
+	}
+	return t, append([]Update(nil), r.Log...), r.OrderViolations
+}
+
+// Secondary applies the primary's updates of each shard in version order
+// and acknowledges, on the replication network, the version up to which
+// it applied everything.
+type Secondary struct {
+	ID, Shards int
+	Repl       Repl
+	Shard      []*Replica
+	wg         sync.WaitGroup
+}
+
+// StartSecondary runs a secondary's shard workers until ctx ends.
+func StartSecondary(ctx context.Context, id, shards int, repl Repl) *Secondary {
+	s := &Secondary{ID: id, Shards: shards, Repl: repl, Shard: make([]*Replica, shards)}
+	for sh := range shards {
+		r := newReplica()
+		s.Shard[sh] = r
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			early := map[uint64]Update{} // arrived ahead of a missing version
+			var ack [ackLen]byte
+			ack[0] = msgAck
+			repl.Receive(ctx, sh, func(peer int, m []byte) {
+				if len(m) < 2 || m[0] != msgRepl || len(m) != 2+int(m[1])*UpdLen {
+					return
+				}
+				r.mu.Lock()
+				for i := range int(m[1]) {
+					var u Update
+					b := m[2+i*UpdLen:]
+					u.Version, u.Key = binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
+					copy(u.Value[:], b[16:16+ValueLen])
+					if u.Version <= r.Applied {
+						continue
+					}
+					early[u.Version] = u
+				}
+				for {
+					u, ok := early[r.Applied+1]
+					if !ok {
+						break
+					}
+					delete(early, u.Version)
+					r.apply(&u)
+				}
+				binary.LittleEndian.PutUint64(ack[1:], r.Applied)
+				r.mu.Unlock()
+				repl.Send(peer, sh, ack[:])
+				repl.Flush(sh)
+			})
+		}()
+	}
+	return s
+}
+
+// Wait waits for the shard workers to end.
+func (s *Secondary) Wait() { s.wg.Wait() }
+
+// Primary serves clients over TCP and replicates every update to the
+// secondaries; it applies an update and answers the client once a
+// majority of all replicas (itself included) has it.
+type Primary struct {
+	Shards, Secondaries int
+	Repl                Repl
+	Shard               []*pshard
+	need                int // secondary acknowledgements an update needs
+	wg                  sync.WaitGroup
+	Served              atomic.Uint64
+}
+
+type request struct {
+	id, key uint64
+	value   [ValueLen]byte
+	c       *clientConn
+}
+
+type pending struct {
+	Update
+	id uint64
+	c  *clientConn
+}
+
+type pshard struct {
+	*Replica
+	reqs  chan request
+	next  uint64    // next version
+	queue []pending // replicated, not yet committed, in version order
+	acked []uint64  // per node: the version it acknowledged up to
+	dead  []bool    // per node
+	peers []int     // the secondaries' ids
+}
+
+// StartPrimary runs the primary's shard workers (node 0; secondaries are
+// nodes 1..secondaries) until ctx ends. Serve hands it client connections.
+func StartPrimary(ctx context.Context, shards, secondaries int, repl Repl) *Primary {
+	p := &Primary{Shards: shards, Secondaries: secondaries, Repl: repl, Shard: make([]*pshard, shards)}
+	p.need = (secondaries+1)/2 + 1 - 1 // a majority of 1+secondaries replicas, the primary being one
+	for sh := range shards {
+		ps := &pshard{Replica: newReplica(), reqs: make(chan request, 4096), next: 1,
+			acked: make([]uint64, secondaries+1), dead: make([]bool, secondaries+1)}
+		for i := 1; i <= secondaries; i++ {
+			ps.peers = append(ps.peers, i)
+		}
+		p.Shard[sh] = ps
+		p.wg.Add(2)
+		go func() { defer p.wg.Done(); p.replicate(ctx, sh, ps) }()
+		go func() {
+			defer p.wg.Done()
+			repl.Receive(ctx, sh, func(peer int, m []byte) {
+				if len(m) != ackLen || m[0] != msgAck || peer < 1 || peer > secondaries {
+					return
+				}
+				v := binary.LittleEndian.Uint64(m[1:])
+				ps.mu.Lock()
+				if v > ps.acked[peer] && v < ps.next {
+					ps.acked[peer] = v
+					p.commit(ps)
+				}
+				ps.mu.Unlock()
+			})
+		}()
+	}
+	return p
+}
+
+// commit applies and answers every queued update a quorum acknowledged;
+// the caller holds ps.mu.
+func (p *Primary) commit(ps *pshard) {
+	n := 0
+	for ; n < len(ps.queue); n++ {
+		v := ps.queue[n].Version
+		got := 0
+		for _, id := range ps.peers {
+			if ps.acked[id] >= v {
+				got++
+			}
+		}
+		if got < p.need {
+			break
+		}
+		q := &ps.queue[n]
+		ps.apply(&q.Update)
+		q.c.reply(q.id, v)
+		q.c = nil
+	}
+	if n > 0 {
+		p.Served.Add(uint64(n))
+		k := copy(ps.queue, ps.queue[n:])
+		clear(ps.queue[k:])
+		ps.queue = ps.queue[:k]
+	}
+}
+
+// replicate is shard sh's core worker: it takes the requests the client
+// connections routed to it, gives each the shard's next version and sends
+// them, batched, to shard sh of every live secondary.
+func (p *Primary) replicate(ctx context.Context, sh int, ps *pshard) {
+	msg := make([]byte, 2, 2+maxPerRepl*UpdLen)
+	msg[0] = msgRepl
+	for {
+		var r request
+		select {
+		case r = <-ps.reqs:
+		case <-ctx.Done():
+			return
+		}
+		msg = msg[:2]
+		ps.mu.Lock()
+		for {
+			u := Update{Version: ps.next, Key: r.key, Value: r.value}
+			ps.next++
+			ps.queue = append(ps.queue, pending{Update: u, id: r.id, c: r.c})
+			b := msg[len(msg) : len(msg)+UpdLen]
+			binary.LittleEndian.PutUint64(b, u.Version)
+			binary.LittleEndian.PutUint64(b[8:], u.Key)
+			copy(b[16:], u.Value[:])
+			msg = msg[:len(msg)+UpdLen]
+			if len(msg)+UpdLen > cap(msg) {
+				break
+			}
+			select {
+			case r = <-ps.reqs:
+				continue
+			default:
+			}
+			break
+		}
+		msg[1] = byte((len(msg) - 2) / UpdLen)
+		dead := ps.dead
+		ps.mu.Unlock()
+		for _, id := range ps.peers {
+			if dead[id] {
+				continue
+			}
+			if err := p.Repl.Send(id, sh, msg); err != nil {
+				if errors.Is(err, errPeerGone) {
+					ps.mu.Lock()
+					ps.dead[id] = true
+					ps.mu.Unlock()
+					continue
+				}
+				return
+			}
+		}
+		p.Repl.Flush(sh)
+	}
+}
+
+// Serve answers one client connection: it reads requests, routes each to
+// its key's shard (so updates of one key keep their order) and writes the
+// replies as they come, flushing when none is waiting.
+func (p *Primary) Serve(ctx context.Context, conn net.Conn) {
+	c := &clientConn{replies: make(chan [ReplyLen]byte, 8192)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		bw := bufio.NewWriterSize(conn, 16<<10)
+		for {
+			var r [ReplyLen]byte
+			select {
+			case r = <-c.replies:
+			case <-ctx.Done():
+				return
+			}
+			bw.Write(r[:])
+			for more := true; more; {
+				select {
+				case r = <-c.replies:
+					bw.Write(r[:])
+				default:
+					more = false
+				}
+			}
+			if bw.Flush() != nil {
+				return
+			}
+		}
+	}()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	br := bufio.NewReaderSize(conn, 16<<10)
+	var b [ReqLen]byte
+	for {
+		if _, err := io.ReadFull(br, b[:]); err != nil {
+			break
+		}
+		r := request{id: binary.LittleEndian.Uint64(b[:]), key: binary.LittleEndian.Uint64(b[8:]), c: c}
+		copy(r.value[:], b[16:])
+		select {
+		case p.Shard[ShardOf(r.key, p.Shards)].reqs <- r:
+		case <-ctx.Done():
+			return
+		}
+	}
+	<-done
+	conn.Close()
+}
+
+type clientConn struct{ replies chan [ReplyLen]byte }
+
+func (c *clientConn) reply(id, version uint64) {
+	var r [ReplyLen]byte
+	binary.LittleEndian.PutUint64(r[:], id)
+	binary.LittleEndian.PutUint64(r[8:], version)
+	c.replies <- r
+}
+
+// Wait waits for the shard workers to end.
+func (p *Primary) Wait() { p.wg.Wait() }

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// PlotLatency draws the paper's Figure 17 for the rows: p95 end-to-end
+// latency (solid) and p50/p99 (thin) against the achieved update rate, one
+// colour per replication network, into path (.png or .svg).
+func PlotLatency(rows []Row, path string) error {
+	p := plot.New()
+	p.Title.Text = "Quorum-replicated KV: client latency vs update rate (1 primary, 2 secondaries)"
+	p.X.Label.Text = "updates/s (answered)"
+	p.Y.Label.Text = "latency (µs)"
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	p.Legend.Left = true
+	styles := map[string]color.Color{"bi": color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, "tcp": color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255}}
+	names := map[string]string{"bi": "bi-channel", "tcp": "kernel TCP"}
+	for _, tr := range []string{"bi", "tcp"} {
+		for _, q := range []struct {
+			name  string
+			get   func(Row) float64
+			width vg.Length
+			dash  []vg.Length
+		}{
+			{"p95", func(r Row) float64 { return r.P95us }, 2, nil},
+			{"p50", func(r Row) float64 { return r.P50us }, 1, []vg.Length{vg.Points(2), vg.Points(2)}},
+			{"p99", func(r Row) float64 { return r.P99us }, 1, []vg.Length{vg.Points(6), vg.Points(2)}},
+		} {
+			var xys plotter.XYs
+			for _, r := range rows {
+				if r.Transport == tr && !r.Saturated && r.Run == 0 {
+					xys = append(xys, plotter.XY{X: r.Throughput, Y: q.get(r)})
+				}
+			}
+			if len(xys) == 0 {
+				continue
+			}
+			l, pts, err := plotter.NewLinePoints(xys)
+			if err != nil {
+				return err
+			}
+			l.Color, l.Width, l.Dashes = styles[tr], q.width, q.dash
+			pts.Color, pts.Shape = styles[tr], draw.CircleGlyph{}
+			pts.Radius = vg.Points(1.5)
+			p.Add(l, pts)
+			p.Legend.Add(fmt.Sprintf("%s %s", names[tr], q.name), l)
+		}
+	}
+	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}

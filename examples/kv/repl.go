@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/vnic/vnic/bichannel"
+)
+
+// Repl is the replication network between the primary and the
+// secondaries: reliable messages of at most MaxMsg bytes from shard worker
+// s of one node to shard worker s of another, in any order.
+type Repl interface {
+	// Send sends msg to shard s of node peer; msg may be reused at once.
+	// A dead peer makes it fail with an error wrapping errPeerGone.
+	Send(peer, s int, msg []byte) error
+	// Receive calls fn, from one goroutine, with every message for shard s
+	// until ctx ends or the transport closes. msg is valid during the call.
+	Receive(ctx context.Context, s int, fn func(peer int, msg []byte)) error
+	// Flush pushes out what Send buffered for shard s (kernel TCP; a no-op
+	// on the bi-channel, whose every message is a datagram).
+	Flush(s int)
+	MaxMsg() int
+	Close() error
+}
+
+var errPeerGone = errors.New("replica gone")
+
+// BiRepl replicates over the bi-channel: updates and their acknowledgements
+// travel on the fast path, the bi-channel's own acknowledgements and
+// credits asynchronously over TCP.
+type BiRepl struct{ E *bichannel.Endpoint }
+
+// Send implements Repl.
+func (b BiRepl) Send(peer, s int, msg []byte) error {
+	err := b.E.Send(peer, s, msg)
+	if errors.Is(err, bichannel.ErrPeerDown) {
+		return fmt.Errorf("%w: %w", errPeerGone, err)
+	}
+	return err
+}
+
+// Flush implements Repl.
+func (BiRepl) Flush(int) {}
+
+// MaxMsg implements Repl.
+func (BiRepl) MaxMsg() int { return bichannel.DefaultMaxPayload }
+
+// Close implements Repl.
+func (b BiRepl) Close() error { return b.E.Close() }
+
+// Receive implements Repl.
+func (b BiRepl) Receive(ctx context.Context, s int, fn func(peer int, msg []byte)) error {
+	msgs := make([]bichannel.Message, 0, 64)
+	for {
+		var err error
+		msgs, err = b.E.RecvWait(ctx, s, msgs[:0])
+		for _, m := range msgs {
+			fn(m.Peer, m.Data)
+		}
+		if err != nil && !errors.Is(err, bichannel.ErrPeerDown) {
+			return err
+		}
+	}
+}
+
+// TCPRepl replicates over kernel TCP: a connection per pair of nodes and
+// shard, 2-byte length framing, a buffered writer flushed by Flush (the
+// shard worker flushes when its queue runs dry, so batches form under
+// load), a reader goroutine per connection.
+type TCPRepl struct {
+	out [][]*tcpOut // [peer][shard]
+	in  [][]net.Conn
+	rmu []sync.Mutex
+	ln  net.Listener
+}
+
+type tcpOut struct {
+	mu   sync.Mutex
+	c    net.Conn
+	w    *bufio.Writer
+	dead bool
+}
+
+// NewTCPRepl connects node id (accepting on ln, at addrs[id]) to every node
+// in peers, one connection per shard each way.
+func NewTCPRepl(ctx context.Context, id, shards int, addrs []string, peers []int, ln net.Listener,
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)) (*TCPRepl, error) {
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	n := len(addrs)
+	t := &TCPRepl{out: make([][]*tcpOut, n), in: make([][]net.Conn, n), rmu: make([]sync.Mutex, shards), ln: ln}
+	for p := range n {
+		t.out[p] = make([]*tcpOut, shards)
+		t.in[p] = make([]net.Conn, shards)
+	}
+	want := len(peers) * shards
+	accepted := make(chan error, 1)
+	var amu sync.Mutex
+	go func() {
+		for range want {
+			conn, err := ln.Accept()
+			if err != nil {
+				accepted <- err
+				return
+			}
+			var hdr [4]byte
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.ReadFull(conn, hdr[:]); err != nil {
+				accepted <- err
+				return
+			}
+			conn.SetReadDeadline(time.Time{})
+			p, s := int(binary.BigEndian.Uint16(hdr[:])), int(binary.BigEndian.Uint16(hdr[2:]))
+			if p >= n || s >= shards {
+				accepted <- fmt.Errorf("kv: tcp: bad hello: node %d shard %d", p, s)
+				return
+			}
+			amu.Lock()
+			t.in[p][s] = conn
+			amu.Unlock()
+		}
+		accepted <- nil
+	}()
+	for _, p := range peers {
+		for s := range shards {
+			var (
+				conn net.Conn
+				err  error
+			)
+			for {
+				conn, err = dial(ctx, "tcp", addrs[p])
+				if err == nil || ctx.Err() != nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err != nil {
+				t.Close()
+				return nil, fmt.Errorf("kv: tcp: connect to node %d: %w", p, err)
+			}
+			conn.(*net.TCPConn).SetNoDelay(true)
+			var hdr [4]byte
+			binary.BigEndian.PutUint16(hdr[:], uint16(id))
+			binary.BigEndian.PutUint16(hdr[2:], uint16(s))
+			conn.Write(hdr[:])
+			t.out[p][s] = &tcpOut{c: conn, w: bufio.NewWriterSize(conn, 32<<10)}
+		}
+	}
+	var err error
+	select {
+	case err = <-accepted:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("kv: tcp: accepting: %w", err)
+	}
+	return t, nil
+}
+
+// Send implements Repl.
+func (t *TCPRepl) Send(peer, s int, msg []byte) error {
+	o := t.out[peer][s]
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dead {
+		return fmt.Errorf("%w: node %d", errPeerGone, peer)
+	}
+	var l [2]byte
+	binary.BigEndian.PutUint16(l[:], uint16(len(msg)))
+	o.w.Write(l[:])
+	if _, err := o.w.Write(msg); err != nil {
+		o.dead = true
+		return fmt.Errorf("%w: node %d: %w", errPeerGone, peer, err)
+	}
+	return nil
+}
+
+// Flush implements Repl.
+func (t *TCPRepl) Flush(s int) {
+	for p := range t.out {
+		if o := t.out[p][s]; o != nil {
+			o.mu.Lock()
+			if !o.dead && o.w.Buffered() > 0 {
+				o.c.SetWriteDeadline(time.Now().Add(time.Second))
+				if o.w.Flush() != nil {
+					o.dead = true
+				}
+			}
+			o.mu.Unlock()
+		}
+	}
+}
+
+// MaxMsg implements Repl.
+func (*TCPRepl) MaxMsg() int { return bichannel.DefaultMaxPayload }
+
+// Receive implements Repl.
+func (t *TCPRepl) Receive(ctx context.Context, s int, fn func(peer int, msg []byte)) error {
+	var wg sync.WaitGroup
+	for p := range t.in {
+		conn := t.in[p][s]
+		if conn == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Now()) })
+			defer stop()
+			br := bufio.NewReaderSize(conn, 32<<10)
+			buf := make([]byte, 0xffff)
+			for {
+				var l [2]byte
+				if _, err := io.ReadFull(br, l[:]); err != nil {
+					return // the peer is gone, or ctx ended
+				}
+				m := buf[:binary.BigEndian.Uint16(l[:])]
+				if _, err := io.ReadFull(br, m); err != nil {
+					return
+				}
+				t.rmu[s].Lock()
+				fn(p, m)
+				t.rmu[s].Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// Close implements Repl.
+func (t *TCPRepl) Close() error {
+	if t.ln != nil {
+		t.ln.Close()
+	}
+	for p := range t.out {
+		for s := range t.out[p] {
+			if o := t.out[p][s]; o != nil {
+				o.c.Close()
+			}
+			if c := t.in[p][s]; c != nil {
+				c.Close()
+			}
+		}
+	}
+	return nil
+}
