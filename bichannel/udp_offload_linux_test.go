@@ -230,3 +230,37 @@ func batchMsg(idx, size int) []byte {
 func netipAddrPort(u *UDPFast) netip.AddrPort {
 	return netip.AddrPortFrom(u.info.Addr, u.info.Ports[0])
 }
+
+// A batch of 8 messages through SendBatch (one UDP_SEGMENT sendmsg) and
+// RecvWait (GRO, run to completion) allocates nothing once warm.
+func TestSendBatchDoesNotAllocate(t *testing.T) {
+	cfg := Config{Workers: 1, Fast: FastUDP}
+	eps := newCluster(t, 2, cfg, nil)
+	a, z := eps[0], eps[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	bufs := make([][]byte, 8)
+	for i := range bufs {
+		bufs[i] = make([]byte, 1000)
+	}
+	var zm []Message
+	round := func() {
+		if _, err := a.SendBatchContext(ctx, 1, 0, bufs); err != nil {
+			t.Fatal(err)
+		}
+		for n := 0; n < len(bufs); {
+			var err error
+			if zm, err = z.RecvWait(ctx, 0, zm[:0]); err != nil {
+				t.Fatal(err)
+			}
+			n += len(zm)
+		}
+	}
+	for range 500 {
+		round()
+	}
+	if n := testing.AllocsPerRun(500, round); n >= 0.5 {
+		t.Errorf("%.2f allocations per batch of %d, want 0", n, len(bufs))
+	}
+	t.Logf("offloads: %v", a.FastPath().(*UDPFast).Offloads())
+}
