@@ -71,6 +71,7 @@ type Tenant struct {
 	bxFull  []uint64
 	wakeup  func(q int)
 	dyn     *dynState // DynShRing only
+	nodes   []int     // NUMA node of each queue
 	tx      []*ring.Consumer[shm.TxDesc]
 	comp    []*ring.Producer[shm.Completion]
 }
@@ -80,6 +81,9 @@ func (t *Tenant) Queues() int { return t.queues }
 
 // RETA returns the tenant's indirection table.
 func (t *Tenant) RETA() *rss.RETA { return t.reta }
+
+// Node returns queue q's NUMA node (TenantConfig.Nodes).
+func (t *Tenant) Node(q int) int { return t.nodes[q] }
 
 // Assoc returns the association set of Bx ring q (do not modify).
 func (t *Tenant) Assoc(q int) []int { return t.assoc[q] }
@@ -155,6 +159,10 @@ func newTenant(cfg TenantConfig, r *shm.Region, m Model, shGroup int) (*Tenant, 
 			}
 			rings[q].Node = cfg.Nodes[q]
 		}
+	}
+	t.nodes = make([]int, n)
+	for q := range rings {
+		t.nodes[q] = rings[q].Node
 	}
 	dist := cfg.Distance
 	if dist == nil {

@@ -67,6 +67,7 @@ func commands() []*cli.Command {
 		statusCommand(),
 		tenantsCommand(),
 		ringsCommand(),
+		diagnoseCommand(),
 		countersCommand(),
 		watchCommand(),
 		rssCommand(),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vnic/vnic/counters"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/numa"
 )
 
 func ringsCommand() *cli.Command {
@@ -66,6 +67,17 @@ func ringsCommand() *cli.Command {
 			if g := snapshot(st.Global); sel == "" && (g[counters.DropNoTenant] != 0 || g[counters.DropMalformed] != 0) {
 				fmt.Fprintf(c.App.Writer, "\nengine: %d frames matched no tenant (drops_no_tenant), %d malformed frames dropped\n",
 					g[counters.DropNoTenant], g[counters.DropMalformed])
+			}
+			if len(ts) > 0 {
+				llc := cacheInfo{}
+				if n, src, err := numa.LLC(); err == nil {
+					llc = cacheInfo{size: n, source: src}
+				}
+				fmt.Fprintln(c.App.Writer)
+				for _, t := range ts {
+					fmt.Fprintf(c.App.Writer, "%s: ", tenantLabel(t.TenantInfo, nameCounts(ts)))
+					writeWorkingSet(c.App.Writer, t, llc)
+				}
 			}
 			if c.Bool("legend") {
 				return writeLegend(c.App.Writer, ringColumns)

@@ -753,7 +753,9 @@ func (d *Daemon) detachID(id int, why string) {
 func tenantStats(t *tenant) proto.TenantStats {
 	st := proto.TenantStats{TenantInfo: t.info}
 	for q := 0; q < int(t.region.Geo.NumBx); q++ {
-		rs := proto.RingStats{Queue: q,
+		g := t.region.Geo
+		rs := proto.RingStats{Queue: q, Node: t.nt.Node(q), Assoc: append([]int(nil), t.nt.Assoc(q)...),
+			AxSize: int(g.AxSize), BxSize: int(g.BxSize), BufSize: int(g.BufSize),
 			NIC:    t.region.Counters(shm.NICBlock, q).Snapshot().Map(),
 			Client: t.region.Counters(shm.ClientBlock, q).Snapshot().Map()}
 		if p, c, ok := ring.Cursors(t.region.AxMem(q)); ok {

@@ -448,6 +448,9 @@ func TestMetrics(t *testing.T) {
 	if !strings.Contains(string(body), want) {
 		t.Fatalf("metrics lack %q", want)
 	}
+	if want := `vnicd_io_working_set_bytes{ring="0",side="nic",tenant="m"}`; !strings.Contains(string(body), want) {
+		t.Fatalf("metrics lack the working-set gauge %q", want)
+	}
 	_ = counters.Packets
 }
 

@@ -169,10 +169,17 @@ type Tenants struct {
 
 // RingStats are one queue's counters.
 type RingStats struct {
-	Queue  int               `json:"queue"`
-	AxFill int               `json:"ax_fill"`
-	NIC    map[string]uint64 `json:"nic"`
-	Client map[string]uint64 `json:"client"`
+	Queue  int `json:"queue"`
+	AxFill int `json:"ax_fill"`
+	// Geometry and association, for vnicctl diagnose (absent from older
+	// daemons).
+	Node    int               `json:"node,omitempty"`
+	Assoc   []int             `json:"assoc,omitempty"` // Ax rings the Bx ring takes from, in order
+	AxSize  int               `json:"ax_size,omitempty"`
+	BxSize  int               `json:"bx_size,omitempty"`
+	BufSize int               `json:"buf_size,omitempty"`
+	NIC     map[string]uint64 `json:"nic"`
+	Client  map[string]uint64 `json:"client"`
 }
 
 // TenantStats are one tenant's counters.

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vnic/vnic/internal/proto"
+)
+
+// diagFixture is a two-ring tenant whose ring 0 starves between the two
+// snapshots while ring 1, on another node and outside its association set,
+// keeps 96 buffers; ring 1 also drops 40 frames to a full Bx ring.
+func diagFixture() (before, after proto.Stats) {
+	info := proto.TenantInfo{ID: 3, Name: "kv", Queues: 2}
+	ring := func(q, node, fill int, assoc []int, nic map[string]uint64) proto.RingStats {
+		return proto.RingStats{Queue: q, Node: node, Assoc: assoc, AxSize: 128, BxSize: 256, BufSize: 2048, AxFill: fill, NIC: nic, Client: map[string]uint64{}}
+	}
+	before = proto.Stats{Tenants: []proto.TenantStats{{TenantInfo: info, Rings: []proto.RingStats{
+		ring(0, 0, 128, []int{0}, map[string]uint64{"packets": 1000}),
+		ring(1, 1, 128, []int{1}, map[string]uint64{"packets": 1000}),
+	}}}}
+	after = proto.Stats{Tenants: []proto.TenantStats{{TenantInfo: info, Rings: []proto.RingStats{
+		ring(0, 0, 0, []int{0}, map[string]uint64{"packets": 5000, "drops_ax_starved": 300, "ax_depletions": 310, "io_working_set_bytes": 256 * 2048}),
+		ring(1, 1, 96, []int{1}, map[string]uint64{"packets": 2000, "drops_bx_full": 40, "bx_occupancy": 250, "io_working_set_bytes": 346 * 2048}),
+	}}}}
+	return before, after
+}
+
+func TestDiagnoseOutput(t *testing.T) {
+	before, after := diagFixture()
+	vs := diagnoseStats(before, after, "kv", 5*time.Second)
+	if len(vs) != 1 || vs[0].Lost != 340 || vs[0].Primary.String() != "numa association" {
+		t.Fatalf("verdicts %+v", vs)
+	}
+	var b bytes.Buffer
+	if err := writeDiagnosis(&b, vs, after.Tenants, cacheInfo{size: 32 << 20, source: "sysfs L3"}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"verdict: numa association", "remote_spare_buffers", "compute saturation: 40 frames lost",
+		"core busy: 250 of 256", "action:", "I/O working set: 1.2 MiB over 2 rings (largest ring 692.0 KiB); last-level cache 32.0 MiB (sysfs L3): 4% of it"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	if err := writeJSON(&b, diagnoseJSON(vs, after, "kv", cacheInfo{size: 1 << 20, source: "--llc"})); err != nil {
+		t.Fatal(err)
+	}
+	var js []diagnosisJSON
+	if err := json.Unmarshal(b.Bytes(), &js); err != nil || len(js) != 1 || js[0].Verdict != "numa association" ||
+		js[0].WorkingSetBytes != 602*2048 || len(js[0].Findings) != 2 || js[0].Findings[0].Evidence[0].Counter != "drops_ax_starved" {
+		t.Fatalf("json %s: %v", b.String(), err)
+	}
+	b.Reset()
+	writeWorkingSet(&b, after.Tenants[0], cacheInfo{size: 1 << 20, source: "--llc"})
+	if !strings.Contains(b.String(), "larger than the cache") {
+		t.Errorf("a working set above the LLC is not flagged: %s", b.String())
+	}
+	// A tenant attached during the interval is not diagnosed.
+	if vs := diagnoseStats(proto.Stats{}, after, "", time.Second); len(vs) != 0 {
+		t.Fatalf("diagnosed a tenant absent from the first snapshot: %+v", vs)
+	}
+}
