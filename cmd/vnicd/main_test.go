@@ -16,7 +16,7 @@ func TestBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"run", "--model", "ring"}, "use rxbisect, privring or shring"},
+		{[]string{"run", "--model", "ring"}, "use rxbisect, privring, shring or dynshring"},
 		{[]string{"run", "--policy", "wait"}, "use drop or pause"},
 		{[]string{"run", "--emulator-cpu", "999"}, "pick one below"},
 		{[]string{"run", "--ax-size", "100", "--local-consumers"}, "power of two"},
@@ -28,7 +28,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"run", "--config", "/nonexistent.yaml"}, "YAML"},
 		{[]string{"run", "--nope"}, "--help"},
 		{[]string{"run", "extra"}, "takes only flags"},
-		{[]string{"run", "--config", bad}, "use rxbisect, privring or shring"}, // the file is read
+		{[]string{"run", "--config", bad}, "use rxbisect, privring, shring or dynshring"}, // the file is read
 		{[]string{"run", "--socket", "/proc/vnicd.sock", "--metrics-addr", ""}, "listen on /proc/vnicd.sock"},
 	} {
 		var out, errb bytes.Buffer
