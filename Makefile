@@ -6,6 +6,11 @@ APT_PKGS  ?= iproute2 ethtool tcpdump tcpreplay netsniff-ng iperf3 skopeo
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 FUZZTIME  ?= 10s
+# The bi-channel's decoders of what comes from the network (each briefly in
+# make test, for BICHANNEL_SOAK each in make soak).
+BICHANNEL_FUZZ ?= FuzzParseHello FuzzDatagram FuzzControlRecords FuzzHandshakeFrames FuzzReadFrame FuzzUDPPayload FuzzOnDatagram
+BICHANNEL_FUZZTIME ?= 3s
+BICHANNEL_SOAK ?= 2m
 
 # The version --version prints (else the build information's, see
 # internal/buildinfo).
@@ -77,6 +82,7 @@ race:
 
 fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rss
+	@for f in $(BICHANNEL_FUZZ); do $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(BICHANNEL_FUZZTIME) ./bichannel || exit 1; done
 
 test: deps build lint race fuzz-smoke
 	@echo "make test: all checks passed"
@@ -97,6 +103,7 @@ bench-smoke:
 soak:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 10m ./rss
 	VNIC_HANDOFF_ORDER_FRAMES=10000000 $(GO) test -count=1 -timeout 30m -run '^TestIntegrationHandoffOrder$$' -v ./tests/
+	@for f in $(BICHANNEL_FUZZ); do $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(BICHANNEL_SOAK) ./bichannel || exit 1; done
 
 # image writes bin/vnic-image.tar, an OCI image (also a docker-archive) with
 # static vnicd, vnicctl and rxcount, built offline: docker load -i / podman
