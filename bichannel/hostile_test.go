@@ -295,7 +295,23 @@ func hostileRun(t *testing.T, auth bool) {
 	if n := us[1].openSockets(); n != socks {
 		t.Errorf("node 1 has %d sending sockets, had %d before the attacks", n, socks)
 	}
+	// Let the receive loops drain what the attacker sent last.
 	var s Stats
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var bad, drops uint64
+		for _, e := range eps {
+			for w := range cfg.Workers {
+				e.Recv(w, nil) // run-to-completion fast paths receive in Recv
+			}
+			st := e.Stats()
+			bad += st.BadSource
+			drops += st.FastDrops
+		}
+		if bad+drops >= uint64(forged.Load()) || time.Now().After(deadline) {
+			s.FastDrops = drops
+			break
+		}
+	}
 	for _, e := range eps {
 		st := e.Stats()
 		s.BadHeader += st.BadHeader
@@ -324,7 +340,7 @@ func hostileRun(t *testing.T, auth bool) {
 			t.Errorf("%s: %d", what, got)
 		}
 	}
-	check("forged datagrams not all dropped for their source", s.BadSource, s.BadSource >= uint64(forged.Load()))
+	check("forged datagrams not all dropped for their source (or by a full socket buffer)", s.BadSource, s.BadSource+s.FastDrops >= uint64(forged.Load()))
 	check("no blind datagram dropped for its header", s.BadHeader, s.BadHeader > 0)
 	check("no blind datagram dropped for its node", s.UnknownNode, s.UnknownNode > 0)
 	check("no blind datagram dropped for its session", s.StaleSession, s.StaleSession > 0)
