@@ -180,7 +180,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 func step(ctx context.Context, o options, places []Place, fast bichannel.FastMode, t string, rate float64, run int) (Row, error) {
 	nodes := 1 + o.secondaries
 	cl, err := NewCluster(ctx, ClusterConfig{Places: places[:nodes], Shards: o.shards, Transport: t, Fast: fast,
-		Bi: bichannel.Config{Flows: 2, BuffersPerFlow: 256, RetransmitTimeout: 5 * time.Millisecond, AckDelay: time.Millisecond}})
+		Bi: bichannel.Config{Flows: 2, BuffersPerFlow: 256, RetransmitTimeout: 5 * time.Millisecond, AckDelay: time.Millisecond, HeartbeatTimeout: 10 * time.Second}})
 	if err != nil {
 		return Row{}, err
 	}

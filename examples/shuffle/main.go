@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,7 @@ type options struct {
 	rows                 []int
 	transports           []string
 	testbed, fast, csv   string
+	cpuprofile, plot     string
 	flows, buffers       int
 }
 
@@ -68,6 +70,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.testbed, "testbed", "", "put host i in namespace PREFIX-h<i> of `vnicctl testbed up --hosts N --prefix PREFIX` (default: loopback)")
 	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp (kernel sockets), vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock) or auto")
 	fs.StringVar(&o.csv, "csv", "", "also write the results to this CSV file")
+	fs.StringVar(&o.plot, "plot", "", "draw GB/s and CPU-s per GB against the table size into this .png or .svg")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the runs to this file")
 	fs.IntVar(&o.flows, "flows", 4, "bi-channel flows per worker and peer")
 	fs.IntVar(&o.buffers, "buffers", 256, "bi-channel receive buffers per flow (the credits)")
 	if err := fs.Parse(args); err != nil {
@@ -126,11 +130,22 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}()
 	for _, t := range o.transports {
 		c, err := NewCluster(ctx, ClusterConfig{Places: places, Workers: o.workers, Transport: t, Fast: fast, Seed: 1,
-			Bi: bichannel.Config{Flows: o.flows, BuffersPerFlow: o.buffers, Window: max(1024, 2*o.buffers)}})
+			Bi: bichannel.Config{Flows: o.flows, BuffersPerFlow: o.buffers, Window: max(1024, 2*o.buffers), HeartbeatTimeout: 10 * time.Second}})
 		if err != nil {
 			return err
 		}
 		clusters[t] = c
+	}
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var rows []Row
 	fmt.Fprintf(out, "%-4s %5s %7s %10s %3s %9s %8s %8s %8s %9s\n", "tr", "hosts", "workers", "rows/host", "run", "net MB", "s", "GB/s", "CPU-s", "CPU-s/GB")
@@ -163,7 +178,12 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 	}
 	if o.csv != "" {
-		return writeCSV(o.csv, rows)
+		if err := writeCSV(o.csv, rows); err != nil {
+			return err
+		}
+	}
+	if o.plot != "" {
+		return plotSweep(rows, o.plot)
 	}
 	return nil
 }

@@ -12,9 +12,10 @@ import (
 // many tuples; an end message closes a sender worker's stream to one
 // receiver worker with the sender's tally of what it sent there.
 const (
-	msgData = 1
-	msgEnd  = 2
-	endLen  = 1 + 8 + 8
+	sendBatch = 16 // messages per batched send
+	msgData   = 1
+	msgEnd    = 2
+	endLen    = 1 + 8 + 8
 )
 
 // HostConfig is one host's part of a shuffle.
@@ -140,24 +141,56 @@ func RunHost(ctx context.Context, c HostConfig, t *Table, tr Transport) (*HostRe
 		// Sender: scan, partition, batch, send.
 		go func() {
 			defer wg.Done()
-			bufs := make([][]byte, N)
-			for p := range bufs {
-				bufs[p] = make([]byte, 2, 2+perMsg*TupleLen)
-				bufs[p][0] = msgData
+			// Per destination, up to batch full messages wait to go out
+			// together (one UDP_SEGMENT send on the bi-channel).
+			batch := 1
+			if _, ok := tr.(BatchSender); ok {
+				batch = sendBatch
+			}
+			qs := make([][][]byte, N)
+			nq := make([]int, N)
+			for p := range qs {
+				qs[p] = make([][]byte, batch)
+				for i := range qs[p] {
+					qs[p][i] = make([]byte, 2, 2+perMsg*TupleLen)
+					qs[p][i][0] = msgData
+				}
 			}
 			var tup [TupleLen]byte
-			flush := func(p int) error {
-				b := bufs[p]
-				if len(b) == 2 {
+			send := func(p int) error {
+				n := nq[p]
+				if n == 0 {
 					return nil
 				}
-				b[1] = byte((len(b) - 2) / TupleLen)
-				netBytes[w] += uint64(len(b) - 2)
-				messages[w]++
-				err := tr.Send(p, w, b)
-				bufs[p] = b[:2]
+				var err error
+				if bs, ok := tr.(BatchSender); ok {
+					err = bs.SendBatch(p, w, qs[p][:n])
+				} else {
+					err = tr.Send(p, w, qs[p][0])
+				}
+				for i := range n {
+					qs[p][i] = qs[p][i][:2]
+				}
+				nq[p] = 0
 				return err
 			}
+			// seal closes the message being filled; it goes out with its
+			// batch.
+			seal := func(p int, force bool) error {
+				b := qs[p][nq[p]]
+				if len(b) > 2 {
+					b[1] = byte((len(b) - 2) / TupleLen)
+					netBytes[w] += uint64(len(b) - 2)
+					messages[w]++
+					qs[p][nq[p]] = b
+					nq[p]++
+				}
+				if nq[p] == batch || force {
+					return send(p)
+				}
+				return nil
+			}
+			flush := func(p int) error { return seal(p, true) }
 			key := t.Cols[0]
 			for r := lo; r < hi; r++ {
 				p := Partition(key[r], c.Seed, N)
@@ -167,13 +200,13 @@ func RunHost(ctx context.Context, c HostConfig, t *Table, tr Transport) (*HostRe
 					res.Local[w] = append(res.Local[w], tup[:]...) // gathered locally
 					continue
 				}
-				b := bufs[p]
+				b := qs[p][nq[p]]
 				b = b[:len(b)+TupleLen]
 				t.putTuple(b[len(b)-TupleLen:], r)
 				sent[w][p].add(b[len(b)-TupleLen:])
-				bufs[p] = b
+				qs[p][nq[p]] = b
 				if len(b) == cap(b) {
-					if err := flush(p); err != nil {
+					if err := seal(p, false); err != nil {
 						fail(fmt.Errorf("shuffle: host %d worker %d send to host %d: %w", c.ID, w, p, err))
 						return
 					}

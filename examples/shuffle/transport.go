@@ -30,12 +30,31 @@ type Transport interface {
 	Close() error
 }
 
+// BatchSender is a Transport that sends several messages to one worker
+// at once.
+type BatchSender interface {
+	SendBatch(peer, w int, msgs [][]byte) error
+}
+
 // BiTransport is the bi-channel: messages on the fast path, reliability
 // and credits on the TCP control path.
 type BiTransport struct{ E *bichannel.Endpoint }
 
 // Send implements Transport.
 func (b BiTransport) Send(peer, w int, msg []byte) error { return b.E.Send(peer, w, msg) }
+
+// SendBatch implements BatchSender: one UDP_SEGMENT send (or sendmmsg)
+// per batch on the kernel UDP fast path.
+func (b BiTransport) SendBatch(peer, w int, msgs [][]byte) error {
+	for len(msgs) > 0 {
+		n, err := b.E.SendBatch(peer, w, msgs)
+		if err != nil {
+			return err
+		}
+		msgs = msgs[n:]
+	}
+	return nil
+}
 
 // MaxMsg implements Transport.
 func (b BiTransport) MaxMsg() int { return bichannel.DefaultMaxPayload }
