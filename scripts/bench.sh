@@ -47,3 +47,8 @@ if [ "${BICHANNEL:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
 	BICH_FIG16_CSV="$csv" go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel.txt"
 	go run ./tests/fig16 -csv "$csv"
 fi
+if [ "${CASESTUDIES:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
+	# Issue 12: the hash shuffle and the quorum-replicated KV on a 4-host
+	# testbed, bi-channel vs kernel TCP (docs/shuffle.md, docs/kv.md).
+	scripts/casestudies.sh | tee "$out/casestudies.txt"
+fi

@@ -21,6 +21,7 @@ func PlotLatency(rows []Row, path string) error {
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
 	p.Legend.Left = true
+	p.Y.Min = 0
 	styles := map[string]color.Color{"bi": color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, "tcp": color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255}}
 	names := map[string]string{"bi": "bi-channel", "tcp": "kernel TCP"}
 	for _, tr := range []string{"bi", "tcp"} {

@@ -27,6 +27,7 @@ func plotSweep(rows []Row, path string) error {
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 		p.Add(plotter.NewGrid())
 		p.Legend.Top = true
+		p.Y.Min = 0
 		for _, tr := range []string{"bi", "tcp"} {
 			med := map[int][]float64{}
 			for _, r := range rows {
