@@ -69,9 +69,13 @@
 // Stats may be called from any goroutine, Connect once, Close at any time
 // (it unblocks every waiting call with ErrClosed).
 //
-// Inside, each Endpoint runs a receive goroutine per worker (draining the
-// fast path), an accept goroutine, and per peer a control reader, an
-// acknowledgement batcher, a retransmission timer and a heartbeat.
+// Inside, each Endpoint runs an accept goroutine and, per peer, a control
+// reader, an acknowledgement batcher, a retransmission timer and a
+// heartbeat. Fast paths that are FastPollers (VNICFast, UDPFast) run to
+// completion: Recv and RecvWait for worker w take worker w's datagrams off
+// its own queue on the caller's goroutine, as the paper's workers poll
+// their own NIC queue; other fast paths get a receive goroutine per worker.
+// SendBatch sends a run of messages with one fast-path call (FastBatcher).
 //
 // # Example
 //
