@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/rs/zerolog"
-	"github.com/rs/zerolog/log"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,9 +18,10 @@ type Options struct {
 	NoHuge bool   // do not try huge pages
 	Start  uint64 // initial ring cursors (tests start near 2^64)
 	Quiet  bool   // do not log the huge-page fallback
-	// Log receives the one line about the huge-page fallback (default: the
-	// global zerolog logger).
-	Log *zerolog.Logger
+	// Log, if set, receives the one line about the huge-page fallback
+	// (the region's name is in msg). The package logs nothing by itself, so
+	// applications importing client pull in no logging library.
+	Log func(msg string, err error)
 }
 
 // Create makes a region for g on a sealed memfd and maps it.
@@ -40,13 +39,8 @@ func Create(g Geometry, o Options) (*Region, error) {
 		if err == nil {
 			return r, nil
 		}
-		if !o.Quiet {
-			l := &log.Logger
-			if o.Log != nil {
-				l = o.Log
-			}
-			l.Info().Err(err).Str("region", name).
-				Msg("huge pages unavailable, using normal pages; reserve some with: echo 64 > /proc/sys/vm/nr_hugepages")
+		if !o.Quiet && o.Log != nil {
+			o.Log("region "+name+": huge pages unavailable, using normal pages; reserve some with: echo 64 > /proc/sys/vm/nr_hugepages", err)
 		}
 	}
 	return create(name, g, o.Start, total, false)

@@ -13,7 +13,7 @@ type Options struct {
 	NoHuge bool
 	Start  uint64
 	Quiet  bool
-	Log    any
+	Log    func(msg string, err error)
 }
 
 // Create needs memfd_create, which only Linux has.

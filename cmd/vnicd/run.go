@@ -125,7 +125,7 @@ func run(c *cli.Context) error {
 	if err := geo.Validate(); err != nil {
 		return fmt.Errorf("ring geometry: %w", err)
 	}
-	region, err := shm.Create(geo, shm.Options{Name: "vnic-demo"})
+	region, err := shm.Create(geo, shm.Options{Name: "vnic-demo", Log: func(msg string, err error) { log.Info().Err(err).Msg(msg) }})
 	if err != nil {
 		return fmt.Errorf("create the tenant region: %w", err)
 	}

@@ -609,7 +609,8 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 		return nil, err
 	}
 	geo.Tenant = uint32(id)
-	region, err := shm.Create(geo, shm.Options{Name: fmt.Sprintf("vnic-tenant-%d", id), NoHuge: d.cfg.NoHugePages, Log: &d.log})
+	region, err := shm.Create(geo, shm.Options{Name: fmt.Sprintf("vnic-tenant-%d", id), NoHuge: d.cfg.NoHugePages,
+		Log: func(msg string, err error) { d.log.Info().Err(err).Msg(msg) }})
 	if err != nil {
 		return fail(fmt.Errorf("create the region: %w", err))
 	}
