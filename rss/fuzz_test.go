@@ -9,7 +9,7 @@ var malformedReasons = []error{
 	ErrTruncatedEthernet, ErrTruncatedVLAN, ErrTooManyVLANs, ErrBadEtherType,
 	ErrBadIPVersion, ErrTruncatedIPv4, ErrBadIPv4HeaderLen, ErrBadIPv4TotalLen,
 	ErrTruncatedIPv6, ErrBadIPv6PayloadLen, ErrTruncatedExtHeader,
-	ErrTooManyExtHeaders, ErrTruncatedL4, ErrBadTCPHeaderLen, ErrBadUDPLen,
+	ErrTooManyExtHeaders, ErrTruncatedL4, ErrBadTCPHeaderLen, ErrBadUDPLen, ErrFragmentTooLong,
 }
 
 func FuzzParse(f *testing.F) {

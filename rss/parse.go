@@ -33,6 +33,7 @@ var (
 	ErrTruncatedL4        = malformed("truncated TCP or UDP header")
 	ErrBadTCPHeaderLen    = malformed("bad TCP data offset")
 	ErrBadUDPLen          = malformed("bad UDP length")
+	ErrFragmentTooLong    = malformed("IPv4 fragment ends past 65535 bytes")
 )
 
 func malformed(reason string) error { return fmt.Errorf("%w: %s", ErrMalformed, reason) }
@@ -135,7 +136,12 @@ func parseIPv4(p []byte, t *Tuple) error {
 	copy(t.Dst[:4], p[16:20])
 	t.Proto = p[9]
 	// MF flag (0x2000) or a non-zero fragment offset (0x1fff): a fragment.
-	if be16(p[6:])&0x3fff != 0 {
+	if f := be16(p[6:]); f&0x3fff != 0 {
+		// The reassembled datagram would exceed the 65535 bytes an IPv4
+		// total length can say (the "ping of death" shape): malformed.
+		if int(f&0x1fff)*8+total > 65535 {
+			return ErrFragmentTooLong
+		}
 		t.Fragment = true
 		return nil
 	}

@@ -51,6 +51,8 @@ func parseCases() []parseCase {
 		ok4("udp4 first fragment", ipv4Frame(ProtoUDP, 0x2000, nil, udp), ProtoUDP, false, true),
 		ok4("udp4 later fragment", ipv4Frame(ProtoUDP, 0x0010, nil, []byte{1, 2, 3, 4, 5, 6, 7, 8}), ProtoUDP, false, true),
 		ok4("udp4 last fragment", ipv4Frame(ProtoUDP, 0x0001, nil, nil), ProtoUDP, false, true),
+		// 8189*8 + 20 + 3 = 65535: the last byte a datagram may have.
+		ok4("udp4 fragment ending at 65535", ipv4Frame(ProtoUDP, 8189, nil, []byte{1, 2, 3}), ProtoUDP, false, true),
 		ok4("icmp4", ipv4Frame(1, 0, nil, make([]byte, 8)), 1, false, false),
 		ok4("ipv4 empty payload", ipv4Frame(1, 0, nil, nil), 1, false, false),
 		ok4("sctp4", ipv4Frame(132, 0, nil, make([]byte, 12)), 132, false, false),
@@ -66,6 +68,9 @@ func parseCases() []parseCase {
 
 		// Not IP.
 		bad("arp", cat(etherHdr(0x0806), make([]byte, 28)), ErrNotIP),
+		bad("udp4 fragment ending past 65535", ipv4Frame(ProtoUDP, 8189, nil, []byte{1, 2, 3, 4}), ErrFragmentTooLong),
+		bad("udp4 fragment at the highest offset", ipv4Frame(ProtoUDP, 0x1fff, nil, make([]byte, 8)), ErrFragmentTooLong),
+		bad("udp4 MF fragment past 65535", ipv4Frame(ProtoUDP, 0x2000|0x1fff, nil, make([]byte, 16)), ErrFragmentTooLong),
 		bad("lldp", cat(etherHdr(0x88cc), make([]byte, 40)), ErrNotIP),
 		bad("802.3 llc", cat(etherHdr(0x0026), make([]byte, 46)), ErrNotIP),
 		bad("arp in vlan", withVLAN(cat(etherHdr(0x0806), make([]byte, 28)), etherTypeVLAN, 1), ErrNotIP),
