@@ -93,7 +93,7 @@ var helps = [NumIDs]string{
 	DropBxFull:    "Frames dropped because the Bx ring was full (receive congestion).",
 	DropAxStarved: "Frames dropped because no Ax ring in the association set had a buffer (allocation starvation).",
 	DropNoTenant:  "Frames dropped because no tenant's match rule claimed them.",
-	DropMalformed: "Malformed frames dropped.",
+	DropMalformed: "Malformed frames dropped: empty frames, and malformed IP frames when no tenant has the default rule.",
 	DropBadBuffer: "Ax entries skipped because they named a buffer outside the tenant's region.",
 	AxDepletions:  "Times the linked Ax ring was found empty when a frame arrived.",
 	BorrowsOut:    "Buffers of this ring's Ax ring lent to other Bx rings.",

@@ -211,7 +211,13 @@ func (e *Engine) frame(f []byte, now uint64) bool {
 	parsed := err == nil
 	ten := e.pick(t, parsed)
 	if ten == nil {
-		e.gdelta[counters.DropNoTenant]++
+		if err != nil && err != rss.ErrNotIP {
+			// A malformed IP frame and no default tenant to take it:
+			// counted as malformed, not as unclaimed.
+			e.gdelta[counters.DropMalformed]++
+		} else {
+			e.gdelta[counters.DropNoTenant]++
+		}
 		return true
 	}
 	if !ten.dirty {

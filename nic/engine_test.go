@@ -293,9 +293,19 @@ func TestNoTenant(t *testing.T) {
 	if _, err := client.Local(reg, client.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	eng.Step([][]byte{udpFrame(t, 80), udpFrame(t, 53)})
-	if eng.Global().Load(counters.DropNoTenant) != 1 || reg.Counters(shm.NICBlock, 0).Load(counters.Packets) != 1 {
-		t.Fatal("no-tenant frame not counted, or matched frame lost")
+	// A malformed IP frame (IPv4 total length past the frame) with no
+	// default tenant is counted as malformed, not as unclaimed; a non-IP
+	// frame as unclaimed.
+	bad := udpFrame(t, 53)
+	bad[16], bad[17] = 0xff, 0xff
+	arp := make([]byte, 60)
+	arp[12], arp[13] = 0x08, 0x06
+	eng.Step([][]byte{udpFrame(t, 80), udpFrame(t, 53), bad, arp})
+	if eng.Global().Load(counters.DropNoTenant) != 2 || reg.Counters(shm.NICBlock, 0).Load(counters.Packets) != 1 {
+		t.Fatalf("no-tenant frames counted %d (want 2: port 80 and ARP), or matched frame lost", eng.Global().Load(counters.DropNoTenant))
+	}
+	if got := eng.Global().Load(counters.DropMalformed); got != 1 {
+		t.Fatalf("malformed frame without a default tenant: drops_malformed %d, want 1", got)
 	}
 	if _, err := eng.AddTenant(nic.TenantConfig{Name: "u"}, reg); err == nil {
 		t.Fatal("tenant with an empty match rule accepted")
