@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -167,7 +170,7 @@ func (o *Objects) Attach(ifindex int, mode Mode) (link.Link, Mode, error) {
 		return nil, 0, err
 	}
 	if in.XDPProgID != 0 {
-		return nil, 0, fmt.Errorf("bpf: attach to %s: XDP program %d is attached already: stop its owner or detach it with `ip link set dev %s xdp off`", in.Name, in.XDPProgID, in.Name)
+		return nil, 0, attachedError(in)
 	}
 	if in.RXQueues > o.queues {
 		return nil, 0, fmt.Errorf("bpf: attach to %s: it has %d RX queues but %s holds %d: load with Options.Queues >= %d", in.Name, in.RXQueues, XSKMapName, o.queues, in.RXQueues)
@@ -214,11 +217,79 @@ func (o *Objects) attach(in Interface, mode Mode) (link.Link, error) {
 	case errors.Is(err, unix.ERANGE) && in.Kind == "veth":
 		return nil, fmt.Errorf("%s: %w: MTU %d (or the peer's MTU) is above what native XDP on veth accepts; lower it or use --xdp-mode generic", prefix, err, in.MTU)
 	case errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST):
-		return nil, fmt.Errorf("%s: %w: another XDP program is attached: stop its owner or detach it with `ip link set dev %s xdp off`", prefix, err, in.Name)
+		if now, ierr := Inspect(in.Index); ierr == nil && now.XDPProgID != 0 {
+			return nil, fmt.Errorf("%s: %w", prefix, attachedError(now))
+		}
+		return nil, fmt.Errorf("%s: %w: another XDP program is attached: find its owner with bpftool net show dev %s", prefix, err, in.Name)
 	case errors.Is(err, os.ErrPermission):
 		return nil, fmt.Errorf("%s: %w: run as root or grant CAP_NET_ADMIN and CAP_BPF", prefix, err)
 	case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL):
 		return nil, fmt.Errorf("%s: %w: the driver does not support this mode; use --xdp-mode generic", prefix, err)
 	}
 	return nil, fmt.Errorf("%s: %w", prefix, err)
+}
+
+// LinkOwner is a process holding a bpf_link to an XDP program.
+type LinkOwner struct {
+	PID  int
+	Comm string // its command name, e.g. vnicd
+}
+
+// XDPLinkOwners returns the processes that hold a bpf_link to program
+// progID, found through /proc/<pid>/fdinfo (the kernel prints prog_id for
+// every bpf_link descriptor). Processes this one may not inspect are
+// skipped.
+func XDPLinkOwners(progID uint32) []LinkOwner {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := fmt.Sprintf("prog_id:\t%d\n", progID)
+	var out []LinkOwner
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		dir := filepath.Join("/proc", p.Name())
+		fds, err := os.ReadDir(filepath.Join(dir, "fd"))
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			target, err := os.Readlink(filepath.Join(dir, "fd", fd.Name()))
+			if err != nil || target != "anon_inode:bpf_link" {
+				continue
+			}
+			info, err := os.ReadFile(filepath.Join(dir, "fdinfo", fd.Name()))
+			if err != nil || !strings.Contains(string(info), want) {
+				continue
+			}
+			comm, _ := os.ReadFile(filepath.Join(dir, "comm"))
+			out = append(out, LinkOwner{PID: pid, Comm: strings.TrimSpace(string(comm))})
+			break
+		}
+	}
+	return out
+}
+
+// attachedError says who owns the XDP program already on in: a process
+// holding its bpf_link (a live vnicd, say, which must be stopped: `ip link
+// set ... xdp off` cannot remove a link), or nobody we can see.
+func attachedError(in Interface) error {
+	owners := XDPLinkOwners(in.XDPProgID)
+	if len(owners) == 0 {
+		return fmt.Errorf("bpf: attach to %s: XDP program %d is attached already, and no process this one can see holds it through a bpf_link: find its owner with bpftool net show dev %s, or use another interface", in.Name, in.XDPProgID, in.Name)
+	}
+	who := make([]string, len(owners))
+	for i, o := range owners {
+		who[i] = fmt.Sprintf("%s (pid %d)", o.Comm, o.PID)
+	}
+	o := owners[0]
+	hint := fmt.Sprintf("stop it (kill %d", o.PID)
+	if o.Comm == "vnicd" {
+		hint += ", or systemctl stop vnicd if systemd runs it"
+	}
+	hint += ") or give this vnicd another --iface"
+	return fmt.Errorf("bpf: attach to %s: XDP program %d is attached already through a bpf_link held by %s, which owns %s: %s", in.Name, in.XDPProgID, strings.Join(who, ", "), in.Name, hint)
 }

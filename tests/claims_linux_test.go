@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +134,16 @@ func TestIntegrationClaimsFollowTenants(t *testing.T) {
 		}
 	}
 	kernelPaths("before any tenant")
+
+	// A second vnicd on the same interface is refused, naming the first
+	// one's pid; it does not suggest ip link (useless on a bpf_link).
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", b.tb.DUT, filepath.Join(binDir, "vnicd"), "run", "--source", "xsk",
+		"--iface", l.DUTIf, "--socket", filepath.Join(t.TempDir(), "second.sock"), "--metrics-addr", "", "--log-format", "json").CombinedOutput()
+	cancel()
+	if want := fmt.Sprintf("vnicd (pid %d)", b.vnicd.Process.Pid); err == nil || !strings.Contains(string(out), want) || strings.Contains(string(out), "xdp off") {
+		t.Errorf("a second vnicd on %s: %v, want an error naming %q:\n%s", l.DUTIf, err, want, out)
+	}
 
 	ten, err := client.Attach(context.Background(), b.socket, client.AttachOptions{Name: "udp9000", Queues: 2,
 		Match: client.Match{Proto: "udp", DstPortLo: 9000, DstPortHi: 9099}})

@@ -97,6 +97,13 @@ func run(c *cli.Context) error {
 	if s := c.String("source"); s != "synth" && s != "xsk" {
 		return fmt.Errorf("--source %q: use synth or xsk", s)
 	}
+	if c.String("source") == "synth" {
+		for _, f := range []string{"iface", "xdp-mode", "claim-all", "claim-ports", "claim-udp-only", "claim-min-ip-len", "redirect-arp"} {
+			if c.IsSet(f) {
+				return fmt.Errorf("--%s works with --source xsk only, and --source is synth (the default, which generates frames itself): add --source xsk to take frames from the interface, or drop --%s", f, f)
+			}
+		}
+	}
 	if c.Bool("handoff") && (c.String("source") != "xsk" || c.Bool("local-consumers")) {
 		return fmt.Errorf("--handoff works with --source xsk only (and without --local-consumers): it lays the AF_XDP sockets over an attached tenant's region")
 	}
