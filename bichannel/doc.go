@@ -16,11 +16,16 @@
 // log line.
 //
 // The control path is one TCP connection per pair of nodes; the node with
-// the lower id dials. At connect, each side sends a hello: node id, worker
-// count, fast-path address, MAC, each worker's UDP port and receive queue,
-// the receive buffers per flow (the sender's credits), the duplicate
-// window, the largest payload and its RSS configuration
-// ([rss.Config.MarshalBinary]).
+// the lower id dials. At connect, each side sends a hello: node id, 64-bit
+// session, worker count, fast-path address, MAC, each worker's UDP port and
+// receive queue, the receive buffers per flow (the sender's credits), the
+// duplicate window, the largest payload and its RSS configuration
+// ([rss.Config.MarshalBinary]). The dialer speaks first; the acceptor sends
+// its hello only once the dialer has proved itself (authenticated mode) or
+// claimed an id this node accepts (see "Trust model"). Then each side
+// reserves the other's id, sets up its flows to it (the routes), tells it
+// the source port of every flow, publishes it (its datagrams are accepted
+// from then on) and says ready.
 //
 // # Queue targeting
 //
@@ -58,6 +63,80 @@
 // (heartbeats included) arrived for [Config.HeartbeatTimeout] is dead for
 // good: Send, Recv, RecvWait and Flush then return a [*PeerError]
 // (errors.Is(err, [ErrPeerDown])) instead of hanging.
+//
+// # Trust model
+//
+// The library assumes the network between the nodes may carry a third
+// party's traffic. What that party can do depends on the mode.
+//
+// Authenticated mode ([Config.ClusterKey] set; every node needs the same
+// key). The handshake is a mutual HMAC-SHA256 challenge-response over both
+// node ids and both sides' 32-byte nonces: the dialer sends its id, the id
+// it dialed and its nonce; the acceptor answers with its nonce and its
+// proof; the dialer checks it and sends its own proof, then its hello; the
+// acceptor checks that and only then sends its hello. Both derive two
+// SipHash-2-4 keys from the cluster key and the transcript (an HKDF-style
+// extract and expand with HMAC-SHA256), one per direction, and every
+// fast-path datagram carries a 64-bit tag over its header (node, session,
+// worker, flow, sequence number, length) and payload. The tag is checked
+// in one place, before the message is looked at (after the header, the
+// peer, its session, the ranges and the source). A third party without the
+// key:
+//   - cannot learn a node's session, ports, flows or RSS configuration
+//     (only that a bichannel node of some id listens there);
+//   - cannot inject, replace or suppress a message, or make a sender
+//     believe one was received: a forged datagram fails its tag (BadTag),
+//     a replayed one is a duplicate, one from an older session is stale;
+//   - cannot take a peer's id (an id is reserved for the first
+//     authenticated claimant), redirect a node's datagrams, or open
+//     sockets on it: routes are installed only after the id is reserved;
+//   - can open control connections: each is refused (counted by reason,
+//     one log line a second naming the source), bounded by
+//     [Config.HandshakeTimeout], by [Config.MaxPending] in total and
+//     [Config.MaxPendingPerIP] per source address, and by a 64 KiB frame
+//     cap checked before allocating. Holding every slot from many
+//     addresses delays new peers (a denial of service, not a compromise);
+//   - can flood the fast-path ports: datagrams are dropped and counted,
+//     at the cost of a SipHash each; the socket buffers may overflow and
+//     honest messages then arrive by TCP retransmission.
+//
+// Not covered, in either mode: payloads are not encrypted; and the
+// control connection is authenticated at its start only, so an attacker
+// on the path who can hijack a TCP connection (not just reach the ports)
+// can inject acknowledgements and retransmitted messages. Use IPsec or
+// WireGuard between the nodes against that.
+//
+// Unauthenticated mode (no ClusterKey: New logs one line saying so). Every
+// host that can reach the ports is trusted to some degree:
+//   - a fast-path datagram is accepted only from the address and source
+//     port of the flow its header names (BadSource otherwise), so a third
+//     party must spoof IP source addresses (raw sockets, and a network
+//     without ingress filtering) and know the 64-bit session to inject a
+//     message; one that can, can inject messages and suppress real ones;
+//   - the acceptor speaks only after the dialer claimed an id among this
+//     node's lower-id peers; the first claimant of an id takes it (the
+//     race: a third party connecting before the real peer becomes that
+//     peer, and the real one is refused). [Config.CheckPeerAddr] closes it
+//     for parties that cannot use a peer's IP: accepted connections must
+//     come from the configured address of the id they claim (and dialers
+//     connect from their listener's address). Without it, any TCP client
+//     can take the id of a peer that has not connected yet;
+//   - the bounds on connections, the counters and the log lines are those
+//     of the authenticated mode.
+//
+// In every mode an acknowledgement of a message never sent is counted
+// (Stats.BadAcks) and ignored, never a reason to give up on a peer, and
+// credits beyond the receiver's buffers are clamped (CreditViolations).
+//
+// Ports to firewall, letting only the cluster's nodes in: the control
+// listener ([Config.Listen], TCP); the workers' fast-path ports (UDP:
+// [UDPConfig.BasePort] to BasePort+Workers-1, or the ports the kernel
+// chose, shown in Endpoint.Info; vNIC: [VNICConfig.BasePort] to
+// BasePort+Workers-1); and the flows' source ports ([Config.MinPort] to
+// MaxPort, UDP), which are bound but receive nothing. With the vNIC fast
+// path vnicd's XDP program takes the claimed UDP ports before netfilter
+// sees them: a host firewall does not filter them; filter in front of the
+// host, or use the authenticated mode.
 //
 // # Concurrency
 //
