@@ -44,6 +44,7 @@ type options struct {
 	duration                         time.Duration
 	testbed, fast, csv, plot         string
 	kill                             bool
+	fromCSV                          string
 }
 
 func main() {
@@ -75,6 +76,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp, vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock) or auto")
 	fs.StringVar(&o.csv, "csv", "", "write the results to this CSV file")
 	fs.StringVar(&o.plot, "plot", "", "draw latency against rate (the paper's Figure 17) into this .png or .svg")
+	fs.StringVar(&o.fromCSV, "from-csv", "", "run nothing: redraw -plot from this CSV (written by -csv)")
 	fs.BoolVar(&o.kill, "kill", false, "kill secondary 2 half-way through each step and check every live replica against the acknowledged log")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -113,6 +115,16 @@ type Row struct {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
+	if o.fromCSV != "" {
+		rows, err := readCSV(o.fromCSV)
+		if err != nil {
+			return err
+		}
+		if o.plot == "" {
+			return fmt.Errorf("kv: -from-csv needs -plot")
+		}
+		return PlotLatency(rows, o.plot)
+	}
 	fast, err := bichannel.ParseFastMode(o.fast)
 	if err != nil {
 		return err

@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"os"
+	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -17,11 +20,12 @@ func PlotLatency(rows []Row, path string) error {
 	p := plot.New()
 	p.Title.Text = "Quorum-replicated KV: client latency vs update rate (1 primary, 2 secondaries)"
 	p.X.Label.Text = "updates/s (answered)"
-	p.Y.Label.Text = "latency (µs)"
+	p.Y.Label.Text = "latency (µs, log scale)"
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
 	p.Legend.Left = true
-	p.Y.Min = 0
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	styles := map[string]color.Color{"bi": color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, "tcp": color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255}}
 	names := map[string]string{"bi": "bi-channel", "tcp": "kernel TCP"}
 	for _, tr := range []string{"bi", "tcp"} {
@@ -56,4 +60,24 @@ func PlotLatency(rows []Row, path string) error {
 		}
 	}
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}
+
+// readCSV reads rows written by writeCSV (to redraw a plot).
+func readCSV(path string) ([]Row, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rows []Row
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n")[1:] {
+		f := strings.Split(line, ",")
+		if len(f) != 14 {
+			return nil, fmt.Errorf("kv: %s line %d: %d fields, want 14", path, i+2, len(f))
+		}
+		num := func(s string) float64 { v, _ := strconv.ParseFloat(s, 64); return v }
+		rows = append(rows, Row{Transport: f[0], Run: int(num(f[1])), Offered: num(f[2]), Throughput: num(f[3]),
+			P50us: num(f[4]), P95us: num(f[5]), P99us: num(f[6]), MaxUs: num(f[7]), Answered: uint64(num(f[8])), Failed: uint64(num(f[9])),
+			CPUs: num(f[10]), Saturated: f[11] == "true", Killed: f[12] == "true", Verified: f[13] == "true"})
+	}
+	return rows, nil
 }
