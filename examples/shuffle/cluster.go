@@ -37,6 +37,9 @@ type ClusterConfig struct {
 	FastPath func(host int) bichannel.FastPath
 	Bi       bichannel.Config // template: the fields the cluster sets are ignored
 	Seed     uint32
+	// MaxMsg is the largest message on either transport (0: 1400 bytes,
+	// one Ethernet MTU); above 1472 the testbed needs a larger MTU.
+	MaxMsg int
 }
 
 // Cluster is the connected transports of every host.
@@ -76,7 +79,7 @@ func NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				t, err := NewTCPTransport(ctx, TCPConfig{ID: i, Workers: cfg.Workers, Addrs: addrs, Listener: lns[i], Dial: cfg.Places[i].Dial})
+				t, err := NewTCPTransport(ctx, TCPConfig{ID: i, Workers: cfg.Workers, Addrs: addrs, Listener: lns[i], Dial: cfg.Places[i].Dial, MaxMsg: cfg.MaxMsg})
 				if err != nil {
 					lns[i].Close()
 					errs[i] = err
@@ -101,6 +104,7 @@ func NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			c.Fast = cfg.Fast
 			c.UDP.IP, c.UDP.ListenUDP = pl.IP, pl.ListenUDP
 			c.VNIC = pl.VNIC
+			c.MaxPayload = cfg.MaxMsg
 			if cfg.FastPath != nil {
 				c.FastPath = cfg.FastPath(i)
 			}
@@ -111,7 +115,7 @@ func NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 				}
 				return nil, fmt.Errorf("shuffle: host %d: %w", i, err)
 			}
-			eps[i], cl.trs[i] = e, BiTransport{e}
+			eps[i], cl.trs[i] = e, BiTransport{E: e, Max: cfg.MaxMsg}
 			peers[i] = bichannel.Peer{ID: i, Addr: e.ControlAddr()}
 		}
 		errs := make([]error, N)

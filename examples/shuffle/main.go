@@ -44,6 +44,7 @@ type options struct {
 	cpuprofile, plot     string
 	flows, buffers       int
 	rto                  time.Duration
+	msg                  int
 }
 
 func main() {
@@ -74,6 +75,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.plot, "plot", "", "draw GB/s and CPU-s per GB against the table size into this .png or .svg")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the runs to this file")
 	fs.IntVar(&o.flows, "flows", 4, "bi-channel flows per worker and peer")
+	fs.IntVar(&o.msg, "msg", 1400, "message size in bytes (tuples per message: (msg-2)/128); above 1472 the testbed needs --mtu msg+28 or more")
 	fs.IntVar(&o.buffers, "buffers", 256, "bi-channel receive buffers per flow (the credits)")
 	fs.DurationVar(&o.rto, "rto", 100*time.Millisecond, "bi-channel least retransmission timeout (a loaded machine delays acknowledgements; too short a timeout resends what was not lost)")
 	if err := fs.Parse(args); err != nil {
@@ -131,7 +133,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 	}()
 	for _, t := range o.transports {
-		c, err := NewCluster(ctx, ClusterConfig{Places: places, Workers: o.workers, Transport: t, Fast: fast, Seed: 1,
+		c, err := NewCluster(ctx, ClusterConfig{Places: places, Workers: o.workers, Transport: t, Fast: fast, Seed: 1, MaxMsg: o.msg,
 			Bi: bichannel.Config{Flows: o.flows, BuffersPerFlow: o.buffers, Window: max(1024, 2*o.buffers), RetransmitTimeout: o.rto, AckDelay: min(time.Millisecond, o.rto/4), HeartbeatTimeout: 10 * time.Second}})
 		if err != nil {
 			return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -38,7 +39,10 @@ type BatchSender interface {
 
 // BiTransport is the bi-channel: messages on the fast path, reliability
 // and credits on the TCP control path.
-type BiTransport struct{ E *bichannel.Endpoint }
+type BiTransport struct {
+	E   *bichannel.Endpoint
+	Max int // the largest message: the Endpoint's MaxPayload (0: the default)
+}
 
 // Send implements Transport.
 func (b BiTransport) Send(peer, w int, msg []byte) error { return b.E.Send(peer, w, msg) }
@@ -57,7 +61,7 @@ func (b BiTransport) SendBatch(peer, w int, msgs [][]byte) error {
 }
 
 // MaxMsg implements Transport.
-func (b BiTransport) MaxMsg() int { return bichannel.DefaultMaxPayload }
+func (b BiTransport) MaxMsg() int { return cmp.Or(b.Max, bichannel.DefaultMaxPayload) }
 
 // Close implements Transport.
 func (b BiTransport) Close() error { return b.E.Close() }
@@ -89,6 +93,7 @@ type TCPTransport struct {
 	in                 [][]net.Conn
 	rmu                []sync.Mutex // per worker: Receive's callbacks run one at a time
 	ln                 net.Listener
+	maxMsg             int
 }
 
 type tcpOut struct {
@@ -103,6 +108,7 @@ type TCPConfig struct {
 	Addrs       []string     // every host's listen address, by id
 	Listener    net.Listener // this host's, listening on Addrs[ID]; closed by Close
 	Dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	MaxMsg      int // the largest message (0: bichannel.DefaultMaxPayload, as the bi-channel's)
 }
 
 // NewTCPTransport accepts on Listener, connects to every other host (one
@@ -113,7 +119,7 @@ func NewTCPTransport(ctx context.Context, c TCPConfig) (*TCPTransport, error) {
 		dial = c.Dial
 	}
 	n := len(c.Addrs)
-	t := &TCPTransport{id: c.ID, hosts: n, workers: c.Workers, out: make([][]*tcpOut, n), in: make([][]net.Conn, n), rmu: make([]sync.Mutex, c.Workers)}
+	t := &TCPTransport{id: c.ID, hosts: n, workers: c.Workers, out: make([][]*tcpOut, n), in: make([][]net.Conn, n), rmu: make([]sync.Mutex, c.Workers), maxMsg: c.MaxMsg}
 	ln := c.Listener
 	t.ln = ln
 	var err error
@@ -190,7 +196,7 @@ func NewTCPTransport(ctx context.Context, c TCPConfig) (*TCPTransport, error) {
 }
 
 // MaxMsg implements Transport.
-func (t *TCPTransport) MaxMsg() int { return bichannel.DefaultMaxPayload }
+func (t *TCPTransport) MaxMsg() int { return cmp.Or(t.maxMsg, bichannel.DefaultMaxPayload) }
 
 // Send implements Transport.
 func (t *TCPTransport) Send(peer, w int, msg []byte) error {
