@@ -23,11 +23,11 @@ func countersCommand() *cli.Command {
 			"tenant with its info and rings[] of {queue, ax_fill, nic{counter: value}, client{counter: value}}.",
 		Flags: []cli.Flag{
 			socketFlag(),
-			outputFlag("table", "json"),
+			outputFlag(),
 			&cli.BoolFlag{Name: "nonzero", Usage: "table: leave out counters that are zero everywhere"},
 		},
 		Action: func(c *cli.Context) error {
-			format, err := outputFormat(c, "table", "json")
+			format, err := outputFormat(c)
 			if err != nil {
 				return err
 			}
@@ -35,7 +35,7 @@ func countersCommand() *cli.Command {
 			if err := request(c, proto.TStats, &st); err != nil {
 				return err
 			}
-			if format == "json" {
+			if format == outJSON {
 				if st.Tenants == nil {
 					st.Tenants = []proto.TenantStats{}
 				}

@@ -26,11 +26,33 @@ const defaultSocket = "/run/vnic/vnicd.sock"
 const callTimeout = 5 * time.Second
 
 // Exit statuses other than 1 (a generic failure), so scripts can tell why
-// vnicctl failed without parsing its message.
+// vnicctl failed without parsing its message. exitHelp lists them.
 const (
+	exitUsage      = 2 // a wrong command, flag or argument
 	exitNotRunning = 3 // like LSB "program is not running"
 	exitPermission = 4 // like LSB "user had insufficient privilege"
+	exitNotFound   = 5 // the tenant (or other object) asked for does not exist
 )
+
+// exitHelp documents the exit statuses in --help.
+const exitHelp = `EXIT STATUS:
+   0  success
+   1  any other failure (vnicd answered with an error, a request timed out, ...)
+   2  usage: unknown command, bad flag or argument value
+   3  vnicd is not running (no socket, or nothing listens on it)
+   4  permission denied on vnicd's socket (join its group, or use sudo)
+   5  not found: no tenant with that name or id`
+
+// usageError is a mistake on the command line (exit status 2).
+func usageError(format string, a ...any) error {
+	return &ctlError{code: exitUsage, msg: fmt.Sprintf(format, a...)}
+}
+
+// notFoundError is an object the user named that does not exist (exit
+// status 5).
+func notFoundError(format string, a ...any) error {
+	return &ctlError{code: exitNotFound, msg: fmt.Sprintf(format, a...)}
+}
 
 // ctlError is an error with an exit status for main.
 type ctlError struct {
@@ -179,21 +201,30 @@ func request(c *cli.Context, t proto.Type, out any) error {
 	return cl.call(t, out)
 }
 
-// outputFlag is -o/--output with the given formats, the first the default.
-func outputFlag(formats ...string) cli.Flag {
-	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: formats[0],
-		Usage: "output format: " + strings.Join(formats, " or ")}
+// Output formats, the same on every command: text (tables that fit in
+// 100 columns), wide (every column) and json (for scripts).
+const (
+	outText = "text"
+	outWide = "wide"
+	outJSON = "json"
+)
+
+// outputFlag is -o/--output: text, wide or json.
+func outputFlag() cli.Flag {
+	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: outText,
+		Usage: "output format: text (fits in 100 columns), wide (every column) or json"}
 }
 
-// outputFormat checks -o against formats.
-func outputFormat(c *cli.Context, formats ...string) (string, error) {
-	o := c.String("output")
-	for _, f := range formats {
-		if o == f {
-			return o, nil
-		}
+// outputFormat checks -o; "table", the old name of text, is still read.
+func outputFormat(c *cli.Context) (string, error) {
+	switch o := c.String("output"); o {
+	case outText, "table", "":
+		return outText, nil
+	case outWide, outJSON:
+		return o, nil
+	default:
+		return "", usageError("-o %q: use text, wide or json", o)
 	}
-	return "", fmt.Errorf("unknown output format %q; use %s", o, strings.Join(formats, " or "))
 }
 
 // writeJSON prints v indented, with a final newline.

@@ -29,10 +29,10 @@ func diagnoseCommand() *cli.Command {
 			&cli.StringFlag{Name: "tenant", Aliases: []string{"t"}, Usage: "only this tenant (`NAME|ID`)"},
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: 5 * time.Second, Usage: "time between the two counter snapshots"},
 			&cli.StringFlag{Name: "llc", Usage: "last-level cache size to compare the working set with (e.g. 32M; default: sysfs, else /proc/cpuinfo)"},
-			outputFlag("text", "json"),
+			outputFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			format, err := outputFormat(c, "text", "json")
+			format, err := outputFormat(c)
 			if err != nil {
 				return err
 			}
@@ -78,7 +78,7 @@ func diagnoseCommand() *cli.Command {
 				return err
 			}
 			vs := diagnoseStats(before, after, sel, time.Since(t0))
-			if format == "json" {
+			if format == outJSON {
 				return writeJSON(c.App.Writer, diagnoseJSON(vs, after, sel, llc))
 			}
 			return writeDiagnosis(c.App.Writer, vs, selectTenants(after.Tenants, sel), llc)

@@ -5,8 +5,10 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vnic/vnic/internal/proto"
 )
@@ -80,14 +82,19 @@ func TestGoldenOutput(t *testing.T) {
 	var b bytes.Buffer
 	render := map[string]func() error{
 		"status":        func() error { return writeStatus(&b, status) },
-		"tenants":       func() error { return writeTenants(&b, tenants, false) },
-		"tenants-all":   func() error { return writeTenants(&b, tenants, true) },
-		"rings":         func() error { return writeRings(&b, cur.Tenants) },
+		"tenants":       func() error { return writeTenants(&b, tenants, false, false) },
+		"tenants-all":   func() error { return writeTenants(&b, tenants, true, false) },
+		"tenants-wide":  func() error { return writeTenants(&b, tenants, true, true) },
+		"rings":         func() error { return writeRings(&b, cur.Tenants, false) },
+		"rings-wide":    func() error { return writeRings(&b, cur.Tenants, true) },
 		"counters":      func() error { return writeCounters(&b, cur, false) },
 		"counters-nz":   func() error { return writeCounters(&b, cur, true) },
 		"counters-json": func() error { return writeJSON(&b, cur) },
 		"watch": func() error {
-			return writeWatchBlock(&b, prev, cur, time.Date(2026, 11, 30, 1, 2, 3, 0, time.UTC), 2*time.Second, "", false)
+			return writeWatchBlock(&b, prev, cur, time.Date(2026, 11, 30, 1, 2, 3, 0, time.UTC), 2*time.Second, "", false, false)
+		},
+		"watch-wide": func() error {
+			return writeWatchBlock(&b, prev, cur, time.Date(2026, 11, 30, 1, 2, 3, 0, time.UTC), 2*time.Second, "", false, true)
 		},
 	}
 	for name, f := range render {
@@ -97,6 +104,13 @@ func TestGoldenOutput(t *testing.T) {
 				t.Fatal(err)
 			}
 			golden(t, name, b.Bytes())
+			if !strings.HasSuffix(name, "-wide") && !strings.HasSuffix(name, "-json") {
+				for i, line := range strings.Split(b.String(), "\n") {
+					if n := utf8.RuneCountInString(line); n > 100 {
+						t.Errorf("%s line %d is %d columns wide (at most 100 without -o wide): %q", name, i+1, n, line)
+					}
+				}
+			}
 		})
 	}
 }

@@ -11,7 +11,10 @@
 // The commands that talk to vnicd take --socket (before or after the
 // command name; default $VNIC_SOCKET, then /run/vnic/vnicd.sock). When vnicd
 // is not running they say so in one sentence, with the command that starts
-// it, and exit with status 3 (4: permission denied; 1: other errors).
+// it, and exit with status 3. Exit statuses (also in vnicctl --help): 0 ok,
+// 1 other failure, 2 usage, 3 vnicd not running, 4 permission denied,
+// 5 not found (no such tenant). Every command takes -o text|wide|json:
+// text tables fit in 100 columns, wide shows every column.
 //
 // Subcommands are listed in commands; each lives in its own file.
 package main
@@ -23,6 +26,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -59,6 +63,43 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ExitErrHandler: func(*cli.Context, error) {}, // main reports errors and exits
 	}
 	cliutil.Setup(app)
+	// An unknown command is a usage error (2), not urfave's "no help
+	// topic" (3, which vnicctl uses for "vnicd is not running").
+	app.Action = func(c *cli.Context) error {
+		if c.NArg() > 0 {
+			return usageError("unknown command %q; vnicctl --help lists the commands", c.Args().First())
+		}
+		return cli.ShowAppHelp(c)
+	}
+	app.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+		return usageError("%v; vnicctl --help lists the commands and flags", err)
+	}
+	app.CustomAppHelpTemplate = cli.AppHelpTemplate + "\n" + exitHelp + "\n"
+	var setUsage func([]*cli.Command, string)
+	setUsage = func(cmds []*cli.Command, parent string) {
+		for _, cmd := range cmds {
+			name := strings.TrimSpace(parent + " " + cmd.Name)
+			if own := cmd.OnUsageError; own != nil {
+				cmd.OnUsageError = func(c *cli.Context, err error, sub bool) error {
+					return usageError("%v", own(c, err, sub))
+				}
+			} else {
+				cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+					return usageError("%v; vnicctl %s --help lists its flags", err, name)
+				}
+			}
+			if cmd.Action == nil && len(cmd.Subcommands) > 0 {
+				cmd.Action = func(c *cli.Context) error {
+					if c.NArg() > 0 {
+						return usageError("unknown command %q; vnicctl %s --help lists its commands", c.Args().First(), name)
+					}
+					return cli.ShowSubcommandHelp(c)
+				}
+			}
+			setUsage(cmd.Subcommands, name)
+		}
+	}
+	setUsage(app.Commands, "")
 	return app
 }
 

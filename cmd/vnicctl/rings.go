@@ -28,10 +28,10 @@ func ringsCommand() *cli.Command {
 			&cli.StringFlag{Name: "tenant", Aliases: []string{"t"}, Usage: "only this tenant (`NAME|ID`)"},
 			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also show detached tenants (their counters as they were at detach)"},
 			&cli.BoolFlag{Name: "legend", Usage: "explain every column after the table"},
-			outputFlag("table", "json"),
+			outputFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			format, err := outputFormat(c, "table", "json")
+			format, err := outputFormat(c)
 			if err != nil {
 				return err
 			}
@@ -51,9 +51,9 @@ func ringsCommand() *cli.Command {
 			sel := c.String("tenant")
 			ts = selectTenants(ts, sel)
 			if sel != "" && len(ts) == 0 {
-				return fmt.Errorf("no tenant named or numbered %q is attached; vnicctl tenants lists them (--all for detached ones)", sel)
+				return notFoundError("no tenant named or numbered %q is attached; vnicctl tenants lists them (--all for detached ones)", sel)
 			}
-			if format == "json" {
+			if format == outJSON {
 				if ts == nil {
 					ts = []proto.TenantStats{}
 				}
@@ -61,7 +61,7 @@ func ringsCommand() *cli.Command {
 			}
 			if len(ts) == 0 {
 				fmt.Fprintln(c.App.Writer, "no tenant attached, so no rings (vnicctl tenants --all lists detached ones)")
-			} else if err := writeRings(c.App.Writer, ts); err != nil {
+			} else if err := writeRings(c.App.Writer, ts, format == outWide); err != nil {
 				return err
 			}
 			if g := snapshot(st.Global); sel == "" && (g[counters.DropNoTenant] != 0 || g[counters.DropMalformed] != 0) {
@@ -80,7 +80,7 @@ func ringsCommand() *cli.Command {
 				}
 			}
 			if c.Bool("legend") {
-				return writeLegend(c.App.Writer, ringColumns)
+				return writeLegend(c.App.Writer, tableColumns(format == outWide))
 			}
 			return nil
 		},
@@ -110,9 +110,22 @@ func ringRows(ts []proto.TenantStats, snap func(t proto.TenantStats, r proto.Rin
 	return rows
 }
 
-func writeRings(w io.Writer, ts []proto.TenantStats) error {
+func writeRings(w io.Writer, ts []proto.TenantStats, wide bool) error {
 	rows := ringRows(ts, func(_ proto.TenantStats, r proto.RingStats) counters.Snapshot { return ringSnapshot(r) })
-	return counters.WriteTable(w, []string{"ax_fill"}, ringColumns, rows, 0)
+	return counters.WriteTable(w, []string{"ax_fill"}, tableColumns(wide), rows, 0)
+}
+
+// narrowRingColumns are the columns of rings and watch that fit in 100
+// columns (with tenant names up to 12 characters): what was delivered, the
+// Bx level, borrowing, and the two drop causes. -o wide shows ringColumns.
+var narrowRingColumns = []counters.ID{counters.Packets, counters.BxOccupancy, counters.BorrowsIn,
+	counters.DropBxFull, counters.DropAxStarved}
+
+func tableColumns(wide bool) []counters.ID {
+	if wide {
+		return ringColumns
+	}
+	return narrowRingColumns
 }
 
 // writeLegend explains the columns with the counters' own help sentences.

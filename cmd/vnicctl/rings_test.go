@@ -33,7 +33,7 @@ func table(t *testing.T, out string) map[string]map[string]string {
 
 func TestRings(t *testing.T) {
 	r, st := trafficRig(t)
-	out := mustRun(t, "--socket", r.socket, "rings")
+	out := mustRun(t, "--socket", r.socket, "rings", "-o", "wide")
 	t.Logf("vnicctl rings:\n%s", out)
 	rows := table(t, out)
 	if len(rows) != 4 {
@@ -80,7 +80,7 @@ func TestRings(t *testing.T) {
 	}
 
 	// --tenant by name and by ID; the legend explains the columns.
-	out = mustRun(t, "--socket", r.socket, "rings", "--tenant", "lazy", "--legend")
+	out = mustRun(t, "--socket", r.socket, "rings", "--tenant", "lazy", "--legend", "-o", "wide")
 	if rows := table(t, out); len(rows) != 1 || rows["lazy/0"] == nil {
 		t.Errorf("--tenant lazy:\n%s", out)
 	}
@@ -92,6 +92,21 @@ func TestRings(t *testing.T) {
 	}
 	if _, _, err := run(t, "--socket", r.socket, "rings", "--tenant", "nobody"); err == nil || !strings.Contains(err.Error(), "vnicctl tenants") {
 		t.Errorf("--tenant nobody: %v", err)
+	}
+	// rings and watch agree: a tenant that does not exist is "not found"
+	// (5); a wrong command or flag is a usage error (2), never the "not
+	// running" status (3).
+	for _, args := range [][]string{{"rings", "--tenant", "nobody"}, {"watch", "--tenant", "nobody", "--count", "1"}} {
+		_, _, err := run(t, append([]string{"--socket", r.socket}, args...)...)
+		if ce, ok := err.(*ctlError); !ok || ce.ExitCode() != exitNotFound {
+			t.Errorf("%v: %v, want exit status %d", args, err, exitNotFound)
+		}
+	}
+	for _, args := range [][]string{{"bogus"}, {"rings", "--nope"}, {"rings", "-o", "yaml"}, {"watch", "--interval", "1ms"}, {"testbed", "frobnicate"}} {
+		_, _, err := run(t, append([]string{"--socket", r.socket}, args...)...)
+		if ce, ok := err.(*ctlError); !ok || ce.ExitCode() != exitUsage {
+			t.Errorf("%v: %v, want exit status %d", args, err, exitUsage)
+		}
 	}
 	var ts []proto.TenantStats
 	if err := json.Unmarshal([]byte(mustRun(t, "--socket", r.socket, "rings", "-o", "json", "-t", "app")), &ts); err != nil {

@@ -37,7 +37,7 @@ func rssHashCommand() *cli.Command {
 			&cli.StringFlag{Name: "proto", Value: "udp", Usage: "udp or tcp hash addresses and ports; none hashes the addresses only"},
 			&cli.IntFlag{Name: "reta", Value: rss.DefaultRETASize, Usage: "indirection table size, a power of two"},
 			&cli.IntFlag{Name: "queues", Usage: "number of receive queues the table spreads over (required)"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "output format: text or json"},
+			outputFlag(),
 		},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return fmt.Errorf("rss hash: %v: run 'vnicctl rss hash --help' for the flags", err)
@@ -64,11 +64,11 @@ type rssHashResult struct {
 func rssHash(c *cli.Context) error {
 	l, err := rssLookup(c)
 	if err != nil {
-		return fmt.Errorf("rss hash: %w", err)
+		return usageError("rss hash: %v", err)
 	}
-	output := c.String("output")
-	if output != "text" && output != "json" {
-		return fmt.Errorf("rss hash: unknown output format %q: use -o text or -o json", output)
+	output, err := outputFormat(c)
+	if err != nil {
+		return usageError("rss hash: %v", err)
 	}
 	hash, index, queue, err := rss.Resolve(l)
 	if err != nil {
@@ -146,6 +146,10 @@ func rssLookup(c *cli.Context) (rss.Lookup, error) {
 	if n := l.RETASize; n < 1 || n > rss.MaxRETASize || n&(n-1) != 0 {
 		return rss.Lookup{}, fmt.Errorf("--reta %d is not a power of two from 1 to %d: use %d unless the NIC you emulate says otherwise", n, rss.MaxRETASize, rss.DefaultRETASize)
 	}
+	if l.Queues > l.RETASize {
+		return rss.Lookup{}, fmt.Errorf("--queues %d exceeds the %d-entry indirection table (--reta %d), so queues %d and up would never receive: give --queues %d or fewer, or a larger --reta such as %d",
+			l.Queues, l.RETASize, l.RETASize, l.RETASize, l.RETASize, nextPow2(l.Queues))
+	}
 	return l, nil
 }
 
@@ -159,4 +163,13 @@ func flagAddr(c *cli.Context, name, what string) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("--%s %q is not an IP address: give one such as 198.18.0.1 or 2001:db8::1", name, s)
 	}
 	return a, nil
+}
+
+// nextPow2 is the smallest power of two >= n.
+func nextPow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
 }

@@ -126,7 +126,9 @@ func TestRSSHashBadInput(t *testing.T) {
 		{base("--queues", "0"), "give 1 to 65536 queues"},
 		{base("--reta", "100"), "--reta 100 is not a power of two"},
 		{base("--reta", "0"), "not a power of two"},
-		{base("-o", "yaml"), "use -o text or -o json"},
+		{base("-o", "yaml"), "use text, wide or json"},
+		{base("--queues", "200"), "exceeds the 128-entry indirection table"},
+		{base("--queues", "200", "--reta", "64"), "a larger --reta such as 256"},
 		{base("extra"), "give everything as flags"},
 	} {
 		t.Run(strings.Join(c.args[2:], " "), func(t *testing.T) {
@@ -140,6 +142,9 @@ func TestRSSHashBadInput(t *testing.T) {
 			}
 			if out != "" {
 				t.Errorf("printed %q on error", out)
+			}
+			if ce, ok := err.(*ctlError); !ok || ce.ExitCode() != exitUsage {
+				t.Errorf("exit status of %v is not %d (usage)", err, exitUsage)
 			}
 		})
 	}
@@ -165,7 +170,9 @@ func TestExitStatus(t *testing.T) {
 		stderr   string
 	}{
 		{strings.Join(append(msTCP, "--queues", "4"), " "), 0, "hash:  0x51ccc178\n", ""},
-		{"rss hash --src nowhere --dst 198.18.0.2 --queues 4", 1, "", "vnicctl: rss hash: --src \"nowhere\" is not an IP address"},
+		{"rss hash --src nowhere --dst 198.18.0.2 --queues 4", exitUsage, "", "vnicctl: rss hash: --src \"nowhere\" is not an IP address"},
+		{"bogus", exitUsage, "", "vnicctl: unknown command \"bogus\""},
+		{"--socket /nonexistent/vnicd.sock status", exitNotRunning, "", "vnicctl: vnicd is not running"},
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestMainProcess$")
 		cmd.Env = append(os.Environ(), "VNICCTL_TEST_MAIN_ARGS="+c.args)
@@ -187,6 +194,27 @@ func TestExitStatus(t *testing.T) {
 		}
 		if c.stderr != "" && (!strings.HasPrefix(errw.String(), c.stderr) || strings.Count(errw.String(), "\n") != 1) {
 			t.Errorf("%s: stderr %q, want one line starting with %q", c.args, errw.String(), c.stderr)
+		}
+	}
+}
+
+// TestTestbedListAndQueues: testbed list groups namespaces by testbed;
+// testbed up refuses --queues 0 instead of making 2.
+func TestTestbedListAndQueues(t *testing.T) {
+	got := listTestbeds([]string{"vnic-dut", "vnic-p0", "vnic-p1", "demo1-br", "demo1-h0", "demo1-h1", "other", "x-p0", "vt12-dut"}, "")
+	if len(got) != 3 || got[0].Prefix != "demo1" || len(got[0].Namespaces) != 3 || got[1].Prefix != "vnic" || len(got[1].Namespaces) != 3 || got[2].Prefix != "vt12" {
+		t.Errorf("listTestbeds: %+v", got)
+	}
+	if got := listTestbeds([]string{"vnic-dut", "demo1-br"}, "vnic"); len(got) != 1 || got[0].Prefix != "vnic" {
+		t.Errorf("listTestbeds --prefix vnic: %+v", got)
+	}
+	if _, _, err := run(t, "testbed", "list", "--prefix", "vnic-h11-none", "-o", "json"); err != nil {
+		t.Errorf("testbed list: %v", err)
+	}
+	for _, args := range [][]string{{"testbed", "up", "--queues", "0", "--prefix", "h11none"}, {"testbed", "up", "--peers", "0", "--prefix", "h11none"}} {
+		_, _, err := run(t, args...)
+		if ce, ok := err.(*ctlError); !ok || ce.ExitCode() != exitUsage || !strings.Contains(err.Error(), "give 1 or more") {
+			t.Errorf("%v: %v", args, err)
 		}
 	}
 }

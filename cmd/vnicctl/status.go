@@ -15,9 +15,9 @@ func statusCommand() *cli.Command {
 		Name:      "status",
 		Usage:     "show whether vnicd runs, and how: version, uptime, model, policy, frame source, tenants",
 		UsageText: "vnicctl status\nvnicctl --socket /tmp/vnicd.sock status -o json",
-		Flags:     []cli.Flag{socketFlag(), outputFlag("text", "json")},
+		Flags:     []cli.Flag{socketFlag(), outputFlag()},
 		Action: func(c *cli.Context) error {
-			format, err := outputFormat(c, "text", "json")
+			format, err := outputFormat(c)
 			if err != nil {
 				return err
 			}
@@ -25,7 +25,7 @@ func statusCommand() *cli.Command {
 			if err := request(c, proto.TStatus, &st); err != nil {
 				return err
 			}
-			if format == "json" {
+			if format == outJSON {
 				return writeJSON(c.App.Writer, st)
 			}
 			return writeStatus(c.App.Writer, st)

@@ -47,7 +47,9 @@ func TestStatus(t *testing.T) {
 			t.Errorf("%v: status %+v", args, st)
 		}
 	}
-	if _, _, err := run(t, "status", "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "use text or json") {
+	if _, _, err := run(t, "status", "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "use text, wide or json") {
+		t.Errorf("-o yaml: %v", err)
+	} else if ce, ok := err.(*ctlError); !ok || ce.ExitCode() != exitUsage {
 		t.Errorf("-o yaml: %v", err)
 	}
 }

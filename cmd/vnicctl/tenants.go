@@ -19,10 +19,10 @@ func tenantsCommand() *cli.Command {
 		Flags: []cli.Flag{
 			socketFlag(),
 			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list detached tenants (vnicd keeps the last ones, with their counters)"},
-			outputFlag("table", "json"),
+			outputFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			format, err := outputFormat(c, "table", "json")
+			format, err := outputFormat(c)
 			if err != nil {
 				return err
 			}
@@ -33,22 +33,22 @@ func tenantsCommand() *cli.Command {
 			if !c.Bool("all") {
 				ts.History = nil
 			}
-			if format == "json" {
+			if format == outJSON {
 				if ts.Tenants == nil {
 					ts.Tenants = []proto.TenantInfo{}
 				}
 				return writeJSON(c.App.Writer, ts)
 			}
-			return writeTenants(c.App.Writer, ts, c.Bool("all"))
+			return writeTenants(c.App.Writer, ts, c.Bool("all"), format == outWide)
 		},
 	}
 }
 
-func writeTenants(w io.Writer, ts proto.Tenants, all bool) error {
+func writeTenants(w io.Writer, ts proto.Tenants, all, wide bool) error {
 	if len(ts.Tenants) == 0 {
 		fmt.Fprintln(w, "no tenant attached (applications attach with client.Attach on the socket)")
 	} else {
-		if err := tenantTable(w, ts.Tenants, false); err != nil {
+		if err := tenantTable(w, ts.Tenants, false, wide); err != nil {
 			return err
 		}
 	}
@@ -61,10 +61,10 @@ func writeTenants(w io.Writer, ts proto.Tenants, all bool) error {
 		return nil
 	}
 	fmt.Fprintf(w, "detached (the last %d, oldest first):\n", len(ts.History))
-	return tenantTable(w, ts.History, true)
+	return tenantTable(w, ts.History, true, wide)
 }
 
-func tenantTable(w io.Writer, ts []proto.TenantInfo, detached bool) error {
+func tenantTable(w io.Writer, ts []proto.TenantInfo, detached, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	heads := []string{"ID", "NAME", "PID", "UID", "QUEUES", "MATCH", "ATTACHED"}
 	if detached {
@@ -76,6 +76,9 @@ func tenantTable(w io.Writer, ts []proto.TenantInfo, detached bool) error {
 		faulty := "no"
 		if t.Faulty != "" {
 			faulty = t.Faulty
+			if !wide {
+				faulty = "yes (-o wide)"
+			}
 		}
 		cells := []string{fmt.Sprint(t.ID), dash(t.Name), fmt.Sprint(t.PID), fmt.Sprint(t.UID), fmt.Sprint(t.Queues),
 			matchString(t.Match), dash(t.Attached)}

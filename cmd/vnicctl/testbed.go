@@ -2,7 +2,11 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"regexp"
+	"sort"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -28,6 +32,12 @@ func testbedCommand() *cli.Command {
 					&cli.IntFlag{Name: "queues", Value: 2, Usage: "queues per veth end"},
 					&cli.IntFlag{Name: "mtu", Value: 1500, Usage: "MTU of the veth pairs"}),
 				Action: func(c *cli.Context) error {
+					if q := c.Int("queues"); q < 1 {
+						return usageError("testbed up: --queues %d: give 1 or more queues per veth end, e.g. --queues 2", q)
+					}
+					if p := c.Int("peers"); p < 1 {
+						return usageError("testbed up: --peers %d: give 1 or more peer hosts, e.g. --peers 1", p)
+					}
 					if c.IsSet("hosts") && c.Int("hosts") < 2 {
 						return fmt.Errorf("testbed: --hosts %d: give 2 or more (or leave it out for the device-under-test testbed)", c.Int("hosts"))
 					}
@@ -52,6 +62,37 @@ func testbedCommand() *cli.Command {
 				},
 			},
 			{
+				Name:  "list",
+				Usage: "list the testbeds that exist (their prefixes and namespaces)",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "prefix", Usage: "only this testbed"},
+					outputFlag(),
+				},
+				Action: func(c *cli.Context) error {
+					format, err := outputFormat(c)
+					if err != nil {
+						return err
+					}
+					beds := listTestbeds(netnsNames(), c.String("prefix"))
+					if format == outJSON {
+						if beds == nil {
+							beds = []testbedInfo{}
+						}
+						return writeJSON(c.App.Writer, beds)
+					}
+					if len(beds) == 0 {
+						fmt.Fprintln(c.App.Writer, "no testbed (create one with: sudo vnicctl testbed up --prefix NAME)")
+						return nil
+					}
+					tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+					fmt.Fprintln(tw, "PREFIX\tNAMESPACES")
+					for _, b := range beds {
+						fmt.Fprintf(tw, "%s\t%s\n", b.Prefix, strings.Join(b.Namespaces, " "))
+					}
+					return tw.Flush()
+				},
+			},
+			{
 				Name:  "down",
 				Usage: "remove every namespace of the testbed (the veth pairs go with them)",
 				Flags: flags,
@@ -66,6 +107,50 @@ func testbedCommand() *cli.Command {
 			},
 		},
 	}
+}
+
+// testbedInfo is one testbed of vnicctl testbed list.
+type testbedInfo struct {
+	Prefix     string   `json:"prefix"`
+	Namespaces []string `json:"namespaces"`
+}
+
+// netnsNames lists the named network namespaces (ip netns).
+func netnsNames() []string {
+	ents, _ := os.ReadDir("/run/netns")
+	out := make([]string, 0, len(ents))
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+var testbedNS = regexp.MustCompile(`^(.+)-(dut|br|p[0-9]+|h[0-9]+)$`)
+
+// listTestbeds groups namespace names made by testbed up by prefix (a
+// testbed has a <prefix>-dut or a <prefix>-br namespace).
+func listTestbeds(names []string, only string) []testbedInfo {
+	by := map[string][]string{}
+	anchor := map[string]bool{}
+	for _, n := range names {
+		m := testbedNS.FindStringSubmatch(n)
+		if m == nil || (only != "" && m[1] != only) {
+			continue
+		}
+		by[m[1]] = append(by[m[1]], n)
+		if m[2] == "dut" || m[2] == "br" {
+			anchor[m[1]] = true
+		}
+	}
+	var out []testbedInfo
+	for p, ns := range by {
+		if anchor[p] {
+			sort.Strings(ns)
+			out = append(out, testbedInfo{Prefix: p, Namespaces: ns})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Prefix < out[j].Prefix })
+	return out
 }
 
 // printHosts describes a multi-host testbed and how to run vnicd on each

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -28,18 +29,23 @@ func watchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: time.Second, Usage: "time between refreshes"},
 			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Usage: "stop after `N` refreshes (0: until Ctrl-C)"},
 			&cli.StringFlag{Name: "tenant", Aliases: []string{"t"}, Usage: "only this tenant (`NAME|ID`)"},
+			outputFlag(),
 		},
 		Action: watch,
 	}
 }
 
 func watch(c *cli.Context) error {
+	format, err := outputFormat(c)
+	if err != nil {
+		return err
+	}
 	interval, count := c.Duration("interval"), c.Int("count")
 	if interval < 10*time.Millisecond {
-		return fmt.Errorf("--interval %v is too short to measure rates; use 10ms or more", interval)
+		return usageError("--interval %v is too short to measure rates; use 10ms or more", interval)
 	}
 	if count < 0 {
-		return fmt.Errorf("--count %d: give a number of refreshes, or 0 for no limit", count)
+		return usageError("--count %d: give a number of refreshes, or 0 for no limit", count)
 	}
 	cl, err := connect(c)
 	if err != nil {
@@ -50,9 +56,13 @@ func watch(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	sel := c.String("tenant")
+	if sel != "" && len(selectTenants(prev.Tenants, sel)) == 0 {
+		return notFoundError("no tenant named or numbered %q is attached; vnicctl tenants lists them", sel)
+	}
 	then := time.Now()
 	w := c.App.Writer
-	tty := isTerminal(w)
+	tty := isTerminal(w) && format != outJSON
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	for i := 0; count == 0 || i < count; i++ {
@@ -68,13 +78,23 @@ func watch(c *cli.Context) error {
 		now := time.Now()
 		timer.Reset(interval)
 		var b bytes.Buffer
+		if format == outJSON {
+			if err := writeWatchJSON(&b, prev, cur, now, now.Sub(then), sel); err != nil {
+				return err
+			}
+			if _, err := w.Write(b.Bytes()); err != nil {
+				return err
+			}
+			prev, then = cur, now
+			continue
+		}
 		switch {
 		case tty:
 			b.WriteString(clearScreen)
 		case i > 0:
 			b.WriteString("\n")
 		}
-		if err := writeWatchBlock(&b, prev, cur, now, now.Sub(then), c.String("tenant"), tty); err != nil {
+		if err := writeWatchBlock(&b, prev, cur, now, now.Sub(then), sel, tty, format == outWide); err != nil {
 			return err
 		}
 		if _, err := w.Write(b.Bytes()); err != nil {
@@ -90,7 +110,7 @@ type ringKey struct{ tenant, queue int }
 
 // writeWatchBlock prints one refresh: a header, the totals line and the
 // per-ring rate table.
-func writeWatchBlock(w io.Writer, prev, cur proto.Stats, now time.Time, elapsed time.Duration, sel string, tty bool) error {
+func writeWatchBlock(w io.Writer, prev, cur proto.Stats, now time.Time, elapsed time.Duration, sel string, tty, wide bool) error {
 	secs := elapsed.Seconds()
 	old := map[ringKey]counters.Snapshot{}
 	for _, t := range prev.Tenants {
@@ -118,14 +138,13 @@ func writeWatchBlock(w io.Writer, prev, cur proto.Stats, now time.Time, elapsed 
 	}
 	fmt.Fprintf(w, "vnicctl watch  %s  rates over %.2fs%s\n", now.Format("15:04:05"), secs, hint)
 	rate := func(v uint64) float64 { return float64(v) / secs }
-	fmt.Fprintf(w, "totals: rx %.3f Mpps (%.1f MB/s), delivered to apps %.3f Mpps; "+
-		"drops/s: bx_full %s, ax_starved %s, bad_buffer %s, faulty %s, no_tenant %s, malformed %s; "+
-		"borrows/s %s; alloc_failures/s %s\n",
+	fmt.Fprintf(w, "totals: rx %.3f Mpps (%.1f MB/s), delivered to apps %.3f Mpps, borrows/s %s, alloc_failures/s %s\n",
 		rate(total[counters.Packets])/1e6, rate(total[counters.Bytes])/1e6, rate(total[counters.Received])/1e6,
+		perSec(rate(total[counters.BorrowsIn])), perSec(rate(total[counters.AllocFailures])))
+	fmt.Fprintf(w, "drops/s: bx_full %s, ax_starved %s, bad_buffer %s, faulty %s, no_tenant %s, malformed %s\n",
 		perSec(rate(total[counters.DropBxFull])), perSec(rate(total[counters.DropAxStarved])),
 		perSec(rate(total[counters.DropBadBuffer])), perSec(rate(total[counters.DropFaulty])),
-		perSec(rate(g[counters.DropNoTenant])), perSec(rate(g[counters.DropMalformed])),
-		perSec(rate(total[counters.BorrowsIn])), perSec(rate(total[counters.AllocFailures])))
+		perSec(rate(g[counters.DropNoTenant])), perSec(rate(g[counters.DropMalformed])))
 	if len(ts) == 0 {
 		if sel != "" {
 			_, err := fmt.Fprintf(w, "no attached tenant named or numbered %q\n", sel)
@@ -134,7 +153,60 @@ func writeWatchBlock(w io.Writer, prev, cur proto.Stats, now time.Time, elapsed 
 		_, err := fmt.Fprintln(w, "no tenant attached")
 		return err
 	}
-	return counters.WriteTable(w, []string{"ax_fill"}, ringColumns, ringRows(ts, diff), secs)
+	return counters.WriteTable(w, []string{"ax_fill"}, tableColumns(wide), ringRows(ts, diff), secs)
+}
+
+// watchJSON is one refresh of vnicctl watch -o json (one object a line).
+type watchJSON struct {
+	Time    string             `json:"time"`
+	Seconds float64            `json:"seconds"`
+	Rings   []watchRingJSON    `json:"rings"`
+	Global  map[string]float64 `json:"engine_per_second"`
+}
+
+type watchRingJSON struct {
+	Tenant string             `json:"tenant"`
+	Queue  int                `json:"queue"`
+	Rates  map[string]float64 `json:"per_second"`
+	Levels map[string]uint64  `json:"levels"`
+}
+
+// writeWatchJSON prints one refresh as a JSON line: per ring, every
+// counter's rate and every gauge's level.
+func writeWatchJSON(w io.Writer, prev, cur proto.Stats, now time.Time, elapsed time.Duration, sel string) error {
+	secs := elapsed.Seconds()
+	old := map[ringKey]counters.Snapshot{}
+	for _, t := range prev.Tenants {
+		for _, r := range t.Rings {
+			old[ringKey{t.ID, r.Queue}] = ringSnapshot(r)
+		}
+	}
+	out := watchJSON{Time: now.UTC().Format(time.RFC3339Nano), Seconds: secs, Rings: []watchRingJSON{}, Global: map[string]float64{}}
+	for _, t := range selectTenants(cur.Tenants, sel) {
+		for _, r := range t.Rings {
+			s := ringSnapshot(r)
+			d := s.Sub(old[ringKey{t.ID, r.Queue}])
+			rr := watchRingJSON{Tenant: t.Name, Queue: r.Queue, Rates: map[string]float64{}, Levels: map[string]uint64{}}
+			for id := counters.ID(0); id < counters.NumIDs; id++ {
+				if id.Gauge() {
+					rr.Levels[id.String()] = s[id]
+				} else {
+					rr.Rates[id.String()] = float64(d[id]) / secs
+				}
+			}
+			out.Rings = append(out.Rings, rr)
+		}
+	}
+	g := snapshot(cur.Global).Sub(snapshot(prev.Global))
+	for _, id := range []counters.ID{counters.DropNoTenant, counters.DropMalformed} {
+		out.Global[id.String()] = float64(g[id]) / secs
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
 }
 
 // perSec formats a rate compactly.

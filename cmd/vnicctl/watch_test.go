@@ -30,17 +30,17 @@ func TestWatchRates(t *testing.T) {
 			{TenantInfo: proto.TenantInfo{ID: 5, Name: "new", Queues: 1}, Rings: []proto.RingStats{ring(0, 200, 0, 1, 1, 0, 200)}},
 		}}
 	var b bytes.Buffer
-	if err := writeWatchBlock(&b, prev, cur, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), 2*time.Second, "", false); err != nil {
+	if err := writeWatchBlock(&b, prev, cur, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), 2*time.Second, "", false, true); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
 	t.Logf("block:\n%s", out)
-	wantTotals := "totals: rx 1.501 Mpps (96.0 MB/s), delivered to apps 1.501 Mpps; drops/s: bx_full 200.0, ax_starved 0, " +
-		"bad_buffer 0, faulty 0, no_tenant 10.0, malformed 0; borrows/s 1000.0; alloc_failures/s 0\n"
+	wantTotals := "totals: rx 1.501 Mpps (96.0 MB/s), delivered to apps 1.501 Mpps, borrows/s 1000.0, alloc_failures/s 0\n" +
+		"drops/s: bx_full 200.0, ax_starved 0, bad_buffer 0, faulty 0, no_tenant 10.0, malformed 0\n"
 	if !strings.HasPrefix(out, "vnicctl watch  03:04:05  rates over 2.00s\n"+wantTotals) {
 		t.Errorf("header and totals:\n%s\nwant\n%s", out, wantTotals)
 	}
-	rows := table(t, strings.SplitN(out, "\n", 3)[2])
+	rows := table(t, strings.SplitN(out, "\n", 4)[3])
 	for label, want := range map[string]map[string]string{
 		"kv/0":   {"packets/s": "1.50M", "drops_bx_full/s": "200", "bx_occupancy": "7", "bx_high_water": "700", "borrows_in/s": "1000", "ax_fill": "100"},
 		"kv/1":   {"packets/s": "500", "bx_occupancy": "3", "bx_high_water": "4"},
@@ -62,7 +62,7 @@ func TestWatch(t *testing.T) {
 	r.src.open.Store(true)
 	waitFor(t, 5*time.Second, "traffic", func() bool { return r.got["app"].Load() > 0 })
 	start := time.Now()
-	out := mustRun(t, "--socket", r.socket, "watch", "--interval", "150ms", "--count", "2")
+	out := mustRun(t, "--socket", r.socket, "watch", "--interval", "150ms", "--count", "2", "-o", "wide")
 	took := time.Since(start)
 	t.Logf("vnicctl watch --count 2 (%v):\n%s", took, out)
 	if took < 300*time.Millisecond {
@@ -84,7 +84,7 @@ func TestWatch(t *testing.T) {
 		if v, _ := strconv.ParseFloat(m[1], 64); v <= 0 || v > 1 {
 			t.Errorf("block %d: rx %s Mpps; the source sends about 0.06 Mpps", i, m[1])
 		}
-		rows := table(t, strings.SplitN(b, "\n", 3)[2])
+		rows := table(t, strings.SplitN(b, "\n", 4)[3])
 		if len(rows) != 3 || rows["app/all"]["packets/s"] == "0" || rows["app/all"]["received/s"] == "0" {
 			t.Errorf("block %d rows %v", i, rows)
 		}
