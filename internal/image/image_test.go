@@ -212,9 +212,9 @@ func checkImage(t *testing.T, img v1.Image, version string) {
 			t.Fatal(err)
 		}
 	}
-	// The extracted binaries run: vnicd validates its default flags, vnicctl
-	// and rxcount print their usage.
-	for _, args := range [][]string{{"vnicd", "run", "--check"}, {"vnicctl", "--help"}, {"rxcount", "-h"}} {
+	// The extracted binaries run: both tools print their version, vnicd
+	// validates its default flags, rxcount prints its usage.
+	for _, args := range [][]string{{"vnicd", "--version"}, {"vnicctl", "--version"}, {"vnicd", "run", "--check"}, {"rxcount", "-h"}} {
 		cmd := exec.Command(filepath.Join(dir, args[0]), args[1:]...)
 		cmd.Env = []string{"PATH=/nonexistent"}
 		done := make(chan struct{})
@@ -229,6 +229,9 @@ func checkImage(t *testing.T, img v1.Image, version string) {
 		}
 		if err != nil {
 			t.Errorf("%v from the image: %v\n%s", args, err, out)
+		}
+		if args[1] == "--version" && !strings.HasPrefix(string(out), args[0]+" ") {
+			t.Errorf("%v printed %q", args, out)
 		}
 	}
 }
