@@ -110,6 +110,7 @@ func hostileRun(t *testing.T, auth bool) {
 		claims     atomic.Int64
 		forged     atomic.Int64
 		spoofed    atomic.Int64
+		rawSpoofed atomic.Int64
 		blind      atomic.Int64
 		oversize   atomic.Int64
 		idleClosed atomic.Int64
@@ -167,6 +168,33 @@ func hostileRun(t *testing.T, auth bool) {
 						src := netip.AddrPortFrom(dir[0].Info().Addr, dir[0].Flows(dir[1].ID(), w)[f].SrcPort)
 						dir[1].onDatagram(w, src, forge(dir[0], dir[1], w, f, k))
 						spoofed.Add(1)
+					}
+				}
+				time.Sleep(200 * time.Microsecond)
+			}
+			return nil
+		})
+	}
+	if auth {
+		// And over the wire: raw IP datagrams carrying the flows' source
+		// addresses and ports, through the kernel UDP fast path.
+		attack("raw spoofed next sequence", func() error {
+			sp, err := newRawSpoofer()
+			if err != nil {
+				t.Logf("no raw spoofing (%v): the white-box spoofing above stands in", err)
+				return nil
+			}
+			defer sp.close()
+			for k := 0; !stopped(); k++ {
+				for _, dir := range [][2]*Endpoint{{a, b}, {b, a}} {
+					for w := range cfg.Workers {
+						f := k % cfg.Flows
+						src := netip.AddrPortFrom(dir[0].Info().Addr, dir[0].Flows(dir[1].ID(), w)[f].SrcPort)
+						dst := netip.AddrPortFrom(dir[1].Info().Addr, dir[1].Info().Ports[w])
+						if err := sp.send(src, dst, forge(dir[0], dir[1], w, f, k)); err != nil {
+							return fmt.Errorf("raw send: %w", err)
+						}
+						rawSpoofed.Add(1)
 					}
 				}
 				time.Sleep(200 * time.Microsecond)
@@ -298,16 +326,17 @@ func hostileRun(t *testing.T, auth bool) {
 	// Let the receive loops drain what the attacker sent last.
 	var s Stats
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		var bad, drops uint64
+		var bad, tags, drops uint64
 		for _, e := range eps {
 			for w := range cfg.Workers {
 				e.Recv(w, nil) // run-to-completion fast paths receive in Recv
 			}
 			st := e.Stats()
 			bad += st.BadSource
+			tags += st.BadTag
 			drops += st.FastDrops
 		}
-		if bad+drops >= uint64(forged.Load()) || time.Now().After(deadline) {
+		if bad+tags+drops >= uint64(forged.Load()+spoofed.Load()+rawSpoofed.Load()) || time.Now().After(deadline) {
 			s.FastDrops = drops
 			break
 		}
@@ -329,8 +358,8 @@ func hostileRun(t *testing.T, auth bool) {
 		s.RefusedLimit += st.RefusedLimit
 		s.RefusedTimeout += st.RefusedTimeout
 	}
-	t.Logf("attacks: %d forged, %d spoofed, %d blind datagrams; %d forged hellos, %d oversize frames, %d idle/slow connections closed",
-		forged.Load(), spoofed.Load(), blind.Load(), claims.Load(), oversize.Load(), idleClosed.Load())
+	t.Logf("attacks: %d forged, %d spoofed (+%d raw), %d blind datagrams; %d forged hellos, %d oversize frames, %d idle/slow connections closed",
+		forged.Load(), spoofed.Load(), rawSpoofed.Load(), blind.Load(), claims.Load(), oversize.Load(), idleClosed.Load())
 	t.Logf("dropped: header %d, unknown node %d, stale session %d, bad flow %d, bad source %d, bad tag %d, out of window %d (malformed %d)",
 		s.BadHeader, s.UnknownNode, s.StaleSession, s.BadFlow, s.BadSource, s.BadTag, s.OutOfWindow, s.Malformed)
 	t.Logf("refused: auth %d, peer %d, taken %d, protocol %d, limit %d, timeout %d",
@@ -348,7 +377,8 @@ func hostileRun(t *testing.T, auth bool) {
 	check("no connection refused for the per-source cap", s.RefusedLimit, s.RefusedLimit > 0)
 	check("no connection refused for the handshake timeout", s.RefusedTimeout, s.RefusedTimeout > 0)
 	if auth {
-		check("spoofed datagrams not all dropped for their tag", s.BadTag, s.BadTag >= uint64(spoofed.Load()))
+		check("spoofed datagrams not all dropped for their tag (or by a full socket buffer)", s.BadTag, s.BadTag+s.FastDrops >= uint64(spoofed.Load()+rawSpoofed.Load()))
+		check("no raw spoofed datagram reached the tag check", s.BadTag, rawSpoofed.Load() == 0 || s.BadTag > uint64(spoofed.Load()))
 		check("forged hellos not refused for authentication", s.RefusedAuth, s.RefusedAuth >= uint64(claims.Load()))
 	} else {
 		check("forged hellos from other addresses not refused", s.RefusedPeer, s.RefusedPeer >= uint64(claims.Load()/2))
