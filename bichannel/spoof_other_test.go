@@ -14,4 +14,4 @@ func newRawSpoofer() (*rawSpoofer, error) {
 }
 
 func (s *rawSpoofer) send(src, dst netip.AddrPort, payload []byte) error { return nil }
-func (s *rawSpoofer) close()                                              {}
+func (s *rawSpoofer) close()                                             {}
