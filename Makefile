@@ -83,6 +83,7 @@ race:
 fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rss
 	@for f in $(BICHANNEL_FUZZ); do $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(BICHANNEL_FUZZTIME) ./bichannel || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./internal/proto
 
 test: deps build lint race fuzz-smoke
 	@echo "make test: all checks passed"
@@ -104,6 +105,7 @@ soak:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 10m ./rss
 	VNIC_HANDOFF_ORDER_FRAMES=10000000 $(GO) test -count=1 -timeout 30m -run '^TestIntegrationHandoffOrder$$' -v ./tests/
 	@for f in $(BICHANNEL_FUZZ); do $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(BICHANNEL_SOAK) ./bichannel || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 10m ./internal/proto
 
 # image writes bin/vnic-image.tar, an OCI image (also a docker-archive) with
 # static vnicd, vnicctl and rxcount, built offline: docker load -i / podman
