@@ -106,6 +106,7 @@ soak:
 	VNIC_HANDOFF_ORDER_FRAMES=10000000 $(GO) test -count=1 -timeout 30m -run '^TestIntegrationHandoffOrder$$' -v ./tests/
 	@for f in $(BICHANNEL_FUZZ); do $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(BICHANNEL_SOAK) ./bichannel || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 10m ./internal/proto
+	VNIC_SOAK=1 $(GO) test -count=1 -timeout 20m -run 'TestIntegrationHostile' -v ./tests/hostile
 
 # image writes bin/vnic-image.tar, an OCI image (also a docker-archive) with
 # static vnicd, vnicctl and rxcount, built offline: docker load -i / podman

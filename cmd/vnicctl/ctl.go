@@ -161,7 +161,7 @@ func (cl *ctlConn) Close() error { return cl.conn.Close() }
 
 // call sends one request and decodes its reply, within callTimeout.
 func (cl *ctlConn) call(t proto.Type, out any) error {
-	cl.conn.Unix().SetDeadline(time.Now().Add(callTimeout))
+	cl.conn.Timeout = callTimeout // per page of a paginated reply
 	files, err := cl.conn.Call(t, nil, out)
 	for _, f := range files {
 		f.Close() // no reply vnicctl asks for carries descriptors

@@ -805,59 +805,67 @@ func (d *Daemon) sorted() []*tenant {
 }
 
 // paginate fills one page: live tenants with id > pg.Live (unless pg.Done),
-// then history entries with sequence > pg.Hist, adding items while the
-// encoded page stays under proto.PageBytes (at least one per page). It
-// returns the next page's request, nil when everything fit. Under mu.
-func (d *Daemon) paginate(pg proto.Page, live func(*tenant) any, hist func(int) any, addLive, addHist func(any)) *proto.Page {
+// then history entries with sequence > pg.Hist, adding items (each encoded
+// once) while the page stays under proto.PageBytes (at least one item per
+// page). It returns the next page's request, nil when everything fit.
+// Under mu.
+func (d *Daemon) paginate(pg proto.Page, live func(*tenant) any, hist func(int) any) (lv, hs []json.RawMessage, next *proto.Page) {
 	budget := proto.PageBytes - 4096 // room for the page's other fields
-	used, n := 0, 0
-	fits := func(item any) bool {
+	used := 0
+	fits := func(item any) (json.RawMessage, bool) {
 		b, _ := json.Marshal(item)
-		if n > 0 && used+len(b) > budget {
-			return false
+		if used > 0 && used+len(b) > budget {
+			return nil, false
 		}
 		used += len(b) + 1
-		n++
-		return true
+		return b, true
 	}
 	if !pg.Done {
 		for _, t := range d.sorted() {
 			if t.info.ID <= pg.Live {
 				continue
 			}
-			item := live(t)
-			if !fits(item) {
-				return &proto.Page{Live: t.info.ID - 1}
+			b, ok := fits(live(t))
+			if !ok {
+				return lv, hs, &proto.Page{Live: t.info.ID - 1}
 			}
-			addLive(item)
+			lv = append(lv, b)
 		}
 	}
 	for i, seq := range d.histSeqs {
 		if seq <= pg.Hist {
 			continue
 		}
-		item := hist(i)
-		if !fits(item) {
-			return &proto.Page{Done: true, Hist: seq - 1}
+		b, ok := fits(hist(i))
+		if !ok {
+			return lv, hs, &proto.Page{Done: true, Hist: seq - 1}
 		}
-		addHist(item)
+		hs = append(hs, b)
 	}
-	return nil
+	return lv, hs, nil
+}
+
+// statsWire is proto.Stats with its tenants already encoded.
+type statsWire struct {
+	Global  map[string]uint64 `json:"global"`
+	Source  map[string]uint64 `json:"source,omitempty"`
+	Tenants []json.RawMessage `json:"tenants"`
+	History []json.RawMessage `json:"history"`
+	Control map[string]uint64 `json:"control,omitempty"`
+	Next    *proto.Page       `json:"next,omitempty"`
 }
 
 // statsPage answers one TStats page.
-func (d *Daemon) statsPage(pg proto.Page) proto.Stats {
-	s := proto.Stats{Global: d.eng.Global().Snapshot().Map(), Control: d.ctl.snapshot()}
+func (d *Daemon) statsPage(pg proto.Page) statsWire {
+	s := statsWire{Global: d.eng.Global().Snapshot().Map(), Control: d.ctl.snapshot()}
 	if d.cfg.SourceStats != nil {
 		s.Source = d.cfg.SourceStats()
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s.Next = d.paginate(pg,
+	s.Tenants, s.History, s.Next = d.paginate(pg,
 		func(t *tenant) any { return tenantStats(t) },
-		func(i int) any { return d.hist[i] },
-		func(x any) { s.Tenants = append(s.Tenants, x.(proto.TenantStats)) },
-		func(x any) { s.History = append(s.History, x.(proto.TenantStats)) })
+		func(i int) any { return d.hist[i] })
 	return s
 }
 
@@ -869,16 +877,21 @@ func liveInfo(t *tenant) proto.TenantInfo {
 	return info
 }
 
+// tenantsWire is proto.Tenants with its entries already encoded.
+type tenantsWire struct {
+	Tenants []json.RawMessage `json:"tenants"`
+	History []json.RawMessage `json:"history"`
+	Next    *proto.Page       `json:"next,omitempty"`
+}
+
 // tenantsPage answers one TTenants page.
-func (d *Daemon) tenantsPage(pg proto.Page) proto.Tenants {
+func (d *Daemon) tenantsPage(pg proto.Page) tenantsWire {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var r proto.Tenants
-	r.Next = d.paginate(pg,
+	var r tenantsWire
+	r.Tenants, r.History, r.Next = d.paginate(pg,
 		func(t *tenant) any { return liveInfo(t) },
-		func(i int) any { return d.hist[i].TenantInfo },
-		func(x any) { r.Tenants = append(r.Tenants, x.(proto.TenantInfo)) },
-		func(x any) { r.History = append(r.History, x.(proto.TenantInfo)) })
+		func(i int) any { return d.hist[i].TenantInfo })
 	return r
 }
 

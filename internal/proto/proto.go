@@ -22,6 +22,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 )
 
 // Version is the protocol version this build speaks.
@@ -222,6 +223,9 @@ type Config map[string]string
 type Conn struct {
 	c   *net.UnixConn
 	max int // largest datagram Recv accepts
+	// Timeout, if set, bounds each request and reply of Call (each page of
+	// a paginated reply gets its own Timeout).
+	Timeout time.Duration
 }
 
 // NewConn wraps a connected SOCK_SEQPACKET unix socket. Recv accepts
@@ -446,6 +450,9 @@ func (c *Conn) allPages(t Type, add func([]byte) (*Page, error)) error {
 	for i := 0; i < maxPages; i++ {
 		var raw json.RawMessage
 		files, err := c.call(t, page, &raw)
+		if err == nil && len(raw) == 0 {
+			err = fmt.Errorf("proto: empty reply to request %d", t)
+		}
 		for _, f := range files {
 			f.Close()
 		}
@@ -465,6 +472,9 @@ func (c *Conn) allPages(t Type, add func([]byte) (*Page, error)) error {
 }
 
 func (c *Conn) call(t Type, body any, out any) ([]*os.File, error) {
+	if c.Timeout > 0 {
+		c.c.SetDeadline(time.Now().Add(c.Timeout))
+	}
 	if err := c.Send(t, body); err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ import (
 //   - vnicd's descriptor count and RSS return to their baseline;
 //   - status answers within 1 s throughout.
 
-var vnicdBin string
+var vnicdBin, vnicctlBin string
 
 func TestMain(m *testing.M) {
 	if kind := os.Getenv("VNIC_HOSTILE_CHILD"); kind != "" {
@@ -40,9 +40,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	vnicdBin = filepath.Join(dir, "vnicd")
-	if out, err := exec.Command("go", "build", "-o", vnicdBin, "github.com/vnic/vnic/cmd/vnicd").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build vnicd: %v: %s\n", err, out)
+	vnicdBin, vnicctlBin = filepath.Join(dir, "vnicd"), filepath.Join(dir, "vnicctl")
+	if out, err := exec.Command("go", "build", "-o", dir, "github.com/vnic/vnic/cmd/vnicd", "github.com/vnic/vnic/cmd/vnicctl").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build vnicd and vnicctl: %v: %s\n", err, out)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
@@ -79,6 +79,10 @@ type harness struct {
 	statusBad  atomic.Int64
 	statusErrs sync.Map
 
+	// rssSlack is how far above its baseline vnicd's RSS may stay after an
+	// attack: the Go heap returns freed pages to the kernel lazily.
+	rssSlack int64
+
 	baseRate float64
 	baseFDs  int
 	baseRSS  int64
@@ -95,6 +99,7 @@ func start(t *testing.T, prefix []string, extra ...string) *harness {
 	os.Chmod(dir, 0o755) // the attackers run as nobody
 	h := &harness{t: t, dir: dir, socket: filepath.Join(dir, "vnicd.sock"), logPath: filepath.Join(dir, "vnicd.log"), done: make(chan struct{})}
 	h.strict.Store(true)
+	h.rssSlack = 24 << 20
 	args := append([]string{vnicdBin, "run", "--source", "synth", "--rate", strconv.Itoa(rate), "--socket", h.socket,
 		"--socket-group", "nogroup", "--metrics-addr", "", "--emulator-cpu", "-1", "--log-format", "json", "--no-huge-pages", "--rate-bucket", strconv.Itoa(rate)}, extra...)
 	args = append(prefix, args...)
@@ -308,7 +313,7 @@ func (h *harness) check(name string, during float64) {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		fds, rss = h.fds(), h.rss()
-		if fds <= h.baseFDs && rss <= h.baseRSS+rssSlack {
+		if fds <= h.baseFDs && rss <= h.baseRSS+h.rssSlack {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -327,10 +332,6 @@ func (h *harness) check(name string, during float64) {
 	}
 	t.Logf("%s: after: %d fds (baseline %d), RSS %d KiB (baseline %d), slowest status %v", name, fds, h.baseFDs, rss>>10, h.baseRSS>>10, time.Duration(h.statusMax.Load()).Round(time.Millisecond))
 }
-
-// rssSlack is how far above its baseline vnicd's RSS may stay after an
-// attack: the Go heap returns freed pages to the kernel lazily.
-const rssSlack = 24 << 20
 
 // child runs an attack in a child process as nobody (uid/gid 65534), so its
 // connections count against another uid than the harness's status prober
