@@ -48,23 +48,36 @@ func logFlags() []cli.Flag {
 	}
 }
 
-// newLogger builds the zerolog logger the flags ask for.
+// logTimeFormat gives every log line a millisecond timestamp (zerolog's
+// default, RFC 3339, has whole seconds only, so the console writer showed
+// .000 on every line).
+const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// newLogger builds the zerolog logger the flags ask for. The console
+// format is coloured only on a terminal and never when NO_COLOR is set
+// (https://no-color.org).
 func newLogger(c *cli.Context, w io.Writer) (zerolog.Logger, error) {
 	lvl, err := zerolog.ParseLevel(c.String("log-level"))
 	if err != nil {
 		return zerolog.Logger{}, fmt.Errorf("--log-level %q: use debug, info, warn or error", c.String("log-level"))
 	}
+	tty := false
+	if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		tty = true
+	}
 	format := c.String("log-format")
 	if format == "auto" {
 		format = "json"
-		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		if tty {
 			format = "console"
 		}
 	}
+	zerolog.TimeFieldFormat = logTimeFormat
 	switch format {
 	case "json":
 	case "console":
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
+		_, noColor := os.LookupEnv("NO_COLOR")
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !tty || noColor}
 	default:
 		return zerolog.Logger{}, fmt.Errorf("--log-format %q: use auto, json or console", format)
 	}

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
 )
 
 // TestBadFlags: every wrong flag gets one sentence that says what to do.
@@ -76,5 +80,40 @@ func TestVersionAndCompletion(t *testing.T) {
 	}
 	if err := newApp(&out, &errb).Run([]string{"vnicd", "completion", "tcsh"}); err == nil {
 		t.Error("completion tcsh accepted")
+	}
+}
+
+// TestLogFormat: console logs carry no colour when not on a terminal (nor
+// with NO_COLOR), and timestamps have real milliseconds.
+func TestLogFormat(t *testing.T) {
+	for _, format := range []string{"console", "json"} {
+		var errb bytes.Buffer
+		app := newApp(&bytes.Buffer{}, &errb)
+		app.Commands[0].Action = func(c *cli.Context) error {
+			log, err := newLogger(c, c.App.ErrWriter)
+			if err != nil {
+				return err
+			}
+			for i := 0; i < 20; i++ {
+				log.Info().Msg("tick")
+				time.Sleep(3 * time.Millisecond)
+			}
+			return nil
+		}
+		if err := app.Run([]string{"vnicd", "run", "--log-format", format}); err != nil {
+			t.Fatal(err)
+		}
+		out := errb.String()
+		if strings.Contains(out, "\x1b[") {
+			t.Errorf("%s: colour codes when not on a terminal:\n%q", format, out)
+		}
+		ms := regexp.MustCompile(`\d\d:\d\d:\d\d\.(\d\d\d)`).FindAllStringSubmatch(out, -1)
+		distinct := map[string]bool{}
+		for _, m := range ms {
+			distinct[m[1]] = true
+		}
+		if len(ms) != 20 || len(distinct) < 2 {
+			t.Errorf("%s: timestamps without real milliseconds (%d stamps, %d distinct):\n%s", format, len(ms), len(distinct), out)
+		}
 	}
 }
