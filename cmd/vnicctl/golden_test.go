@@ -81,7 +81,8 @@ func TestGoldenOutput(t *testing.T) {
 	status, tenants, prev, cur := fixture()
 	var b bytes.Buffer
 	render := map[string]func() error{
-		"status":        func() error { return writeStatus(&b, status) },
+		"status":        func() error { return writeStatus(&b, status, "") },
+		"status-netns":  func() error { return writeStatus(&b, status, "vnic-dut") },
 		"tenants":       func() error { return writeTenants(&b, tenants, false, false) },
 		"tenants-all":   func() error { return writeTenants(&b, tenants, true, false) },
 		"tenants-wide":  func() error { return writeTenants(&b, tenants, true, true) },

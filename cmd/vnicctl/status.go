@@ -28,12 +28,14 @@ func statusCommand() *cli.Command {
 			if format == outJSON {
 				return writeJSON(c.App.Writer, st)
 			}
-			return writeStatus(c.App.Writer, st)
+			return writeStatus(c.App.Writer, st, netnsOf(st.PID))
 		},
 	}
 }
 
-func writeStatus(w io.Writer, st proto.Status) error {
+// writeStatus prints the status; ns, when not "", names the network
+// namespace vnicd runs in (not vnicctl's), where its metrics address is.
+func writeStatus(w io.Writer, st proto.Status, ns string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	source := dash(st.Source)
 	if st.Mode != "" {
@@ -46,6 +48,9 @@ func writeStatus(w io.Writer, st proto.Status) error {
 	metrics := "off (enable with vnicd run --metrics-addr 127.0.0.1:9464)"
 	if st.Metrics != "" {
 		metrics = "http://" + st.Metrics + "/metrics"
+		if ns != "" {
+			metrics += fmt.Sprintf("\n\tinside vnicd's network namespace %s, not this one: ip netns exec %s curl ...", ns, ns)
+		}
 	}
 	for _, kv := range [][2]string{
 		{"vnicd", fmt.Sprintf("running, version %s, pid %d, up %s", dash(st.Version), st.PID, dash(st.Uptime))},
