@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,15 +75,18 @@ type VNICFast struct {
 }
 
 type vnicQ struct {
-	q    vnicQueue
-	mu   sync.Mutex      // client.Queue is single-owner: Recv/Release and Send take turns
+	q    vnicQueue       // receives (Recv, Release, Wait)
+	tx   vnicQueue       // sends: its own queue, or q when the tenant has one queue per worker
+	txmu *sync.Mutex     // guards tx: its own, or &mu when tx is q
+	mu   sync.Mutex      // client.Queue is single-owner: guards q (and tx when shared)
 	pkts []client.Packet // received, not yet handed out (Wait's spin leaves them for Poll); guarded by mu
 	held []client.Packet // returned by the last Poll, released by the next; guarded by mu
 	drop []client.Packet // scratch: frames that are not ours
 
-	woken  atomic.Bool        // Wake came: the current or next Wait returns
-	cmu    sync.Mutex         // guards cancel
-	cancel context.CancelFunc // ends the context of a Wait asleep in Queue.Wait
+	woken     atomic.Bool        // Wake came: the current or next Wait returns
+	txWaiting atomic.Int32       // senders waiting for mu (tx shares q)
+	cmu       sync.Mutex         // guards cancel
+	cancel    context.CancelFunc // ends the context of a Wait asleep in Queue.Wait
 }
 
 type vnicRoute struct {
@@ -113,11 +117,20 @@ func NewVNICFast(ctx context.Context, workers int, cfg VNICConfig) (*VNICFast, e
 	cfg = cfg.withSpin()
 	actx, cancel := context.WithTimeout(ctx, cfg.AttachTimeout)
 	defer cancel()
-	t, err := client.Attach(actx, cfg.Socket, client.AttachOptions{
-		Name: cfg.Name, Queues: workers, Buffers: cfg.Buffers,
+	// Twice the queues: worker w receives on queue w and sends on queue
+	// workers+w, so its receiving (Poll, Wait, which may sleep) and any
+	// goroutine's Send never share a client.Queue (a single-owner object).
+	// A vnicd that allows fewer queues gets one per worker, shared.
+	opts := client.AttachOptions{
+		Name: cfg.Name, Queues: 2 * workers, Buffers: cfg.Buffers,
 		Spin:  time.Nanosecond, // VNICFast.Wait spins itself (cfg.Spin), then Queue.Wait may sleep at once
 		Match: client.Match{Proto: "udp", DstPortLo: cfg.BasePort, DstPortHi: cfg.BasePort + uint16(workers-1)},
-	})
+	}
+	t, err := client.Attach(actx, cfg.Socket, opts)
+	if err != nil && strings.Contains(err.Error(), "queues") {
+		opts.Queues = workers
+		t, err = client.Attach(actx, cfg.Socket, opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bichannel: vnic: %w", err)
 	}
@@ -131,7 +144,9 @@ func NewVNICFast(ctx context.Context, workers int, cfg VNICConfig) (*VNICFast, e
 
 // NewVNICFastTenant builds the fast path over a tenant the caller attached
 // (one queue per worker, claiming UDP ports cfg.BasePort to
-// cfg.BasePort+workers-1). Close closes the tenant.
+// cfg.BasePort+workers-1; with 2*workers queues, worker w sends on queue
+// workers+w, so that a sender never waits for a sleeping receiver). Close
+// closes the tenant.
 func NewVNICFastTenant(t *client.Tenant, workers int, cfg VNICConfig) (*VNICFast, error) {
 	return newVNICFast(tenantAdapter{t}, workers, cfg)
 }
@@ -155,7 +170,12 @@ func newVNICFast(t vnicTenant, workers int, cfg VNICConfig) (*VNICFast, error) {
 	for w := range workers {
 		v.info.Ports[w] = cfg.BasePort + uint16(w)
 		v.info.Queues[w] = w
-		v.qs[w] = &vnicQ{q: t.Queue(w), pkts: make([]client.Packet, 0, 64), held: make([]client.Packet, 0, 64)}
+		vq := &vnicQ{q: t.Queue(w), pkts: make([]client.Packet, 0, 64), held: make([]client.Packet, 0, 64)}
+		vq.tx, vq.txmu = vq.q, &vq.mu
+		if t.Queues() >= 2*workers {
+			vq.tx, vq.txmu = t.Queue(workers+w), new(sync.Mutex)
+		}
+		v.qs[w] = vq
 	}
 	return v, nil
 }
@@ -292,9 +312,9 @@ func (v *VNICFast) SendBatch(peer, worker, flow int, dgs [][]byte) (int, error) 
 	var deadline time.Time
 	done := 0
 	for try := 0; ; try++ {
-		vq.mu.Lock()
-		n, err := vq.q.Send(frames[done:])
-		vq.mu.Unlock()
+		v.lockTx(vq)
+		n, err := vq.tx.Send(frames[done:])
+		vq.txmu.Unlock()
 		done += n
 		v.sent.Add(uint64(n))
 		if err != nil {
@@ -418,7 +438,14 @@ func (v *VNICFast) Wait(ctx context.Context, worker int) error {
 	vq.cmu.Unlock()
 	var err error
 	if !vq.woken.Load() && !v.closed.Load() {
-		err = vq.q.Wait(sctx)
+		// Queue.Wait services the queue (refills, TX completions): it owns
+		// the queue while it sleeps. A sender sharing the queue
+		// interrupts it (lockTx).
+		vq.mu.Lock()
+		if vq.txWaiting.Load() == 0 { // else a sender waits for the queue: let it in
+			err = vq.q.Wait(sctx)
+		}
+		vq.mu.Unlock()
 	}
 	vq.cmu.Lock()
 	vq.cancel = nil
@@ -430,10 +457,34 @@ func (v *VNICFast) Wait(ctx context.Context, worker int) error {
 		return ErrFastClosed
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case vq.woken.Load():
-		return nil
+	case sctx.Err() != nil:
+		return nil // a Wake, or a sender that needed the queue: poll again
 	}
 	return fmt.Errorf("bichannel: vnic: queue %d: %w", worker, err)
+}
+
+// lockTx takes worker vq's TX queue. When it is the receive queue and a
+// Wait sleeps on it, the Wait is interrupted (it returns, and the caller
+// polls again) so the send does not wait for a frame.
+func (v *VNICFast) lockTx(vq *vnicQ) {
+	if vq.txmu.TryLock() {
+		return
+	}
+	if vq.txmu != &vq.mu {
+		vq.txmu.Lock()
+		return
+	}
+	// Announce the wait, then end a sleep already under way: a Wait about
+	// to sleep looks at txWaiting after it published its cancel, so one of
+	// the two sees the other.
+	vq.txWaiting.Add(1)
+	vq.cmu.Lock()
+	if vq.cancel != nil {
+		vq.cancel()
+	}
+	vq.cmu.Unlock()
+	vq.mu.Lock()
+	vq.txWaiting.Add(-1)
 }
 
 // Wake implements FastPoller.

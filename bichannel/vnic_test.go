@@ -56,6 +56,7 @@ type fakeQueue struct {
 	ready chan struct{}
 	busy  atomic.Int32 // detects concurrent use of a single-owner queue
 	races atomic.Int64
+	sent  atomic.Int64 // frames sent on this queue
 }
 
 // attach makes a tenant with a scrambled RSS table.
@@ -136,6 +137,7 @@ func (q *fakeQueue) Send(frames [][]byte) (int, error) {
 	for _, f := range frames {
 		q.t.w.carry(bytes.Clone(f))
 	}
+	q.sent.Add(int64(len(frames)))
 	return len(frames), nil
 }
 
@@ -406,5 +408,40 @@ func TestUDPPayload(t *testing.T) {
 	}
 	if _, _, ok := udpPayload(f[:len(f)-1]); ok {
 		t.Error("truncated frame accepted")
+	}
+}
+
+// With twice the queues (as NewVNICFast attaches), worker w receives on
+// queue w and sends on queue workers+w: no queue is used by two goroutines
+// at once, receive queues send nothing and send queues receive nothing.
+func TestVNICFastSeparateTxQueues(t *testing.T) {
+	cfg := testConfig()
+	wire := newFakeWire(0, 13)
+	tenants := make([]*fakeTenant, 2)
+	eps := newCluster(t, 2, cfg, func(i int) FastPath {
+		vc := vnicConfig(i)
+		tenants[i] = wire.attach(t, vc.IP, 2*cfg.Workers, vc.BasePort, vc.BasePort+uint16(cfg.Workers)-1, uint64(i))
+		fp, err := newVNICFast(tenants[i], cfg.Workers, vc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fp
+	})
+	runTraffic(t, eps, trafficOpts{perPair: 300})
+	for i, ft := range tenants {
+		for q, fq := range ft.queues {
+			if fq.races.Load() != 0 {
+				t.Errorf("tenant %d queue %d used by two goroutines at once %d times", i, q, fq.races.Load())
+			}
+			if q < cfg.Workers && fq.sent.Load() != 0 {
+				t.Errorf("tenant %d: receive queue %d sent %d frames", i, q, fq.sent.Load())
+			}
+			if q >= cfg.Workers && fq.sent.Load() == 0 {
+				t.Errorf("tenant %d: send queue %d sent nothing", i, q)
+			}
+		}
+		if ft.wrongQueue.Load() != 0 {
+			t.Errorf("tenant %d: %d frames on another worker's queue", i, ft.wrongQueue.Load())
+		}
 	}
 }
