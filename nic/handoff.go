@@ -62,6 +62,7 @@ type HandoffStats struct {
 	Spares    uint64 // buffers kept as NIC spares after an undeliverable frame
 	Copies    uint64 // frames the engine copied: always 0 on this path
 	BadFrames uint64 // frames naming a buffer the NIC had not posted (never from a sane kernel)
+	Reordered uint64 // reports held back because the kernel returned a buffer ahead of an earlier one of its Ax ring
 }
 
 // Handoff is the hand-off path of one tenant over a set of sockets. Step
@@ -82,8 +83,20 @@ type Handoff struct {
 	bufs    []uint32
 	empty   []bool // per Ax ring: found empty in this refill
 	active  bool   // this step touched the tenant's rings
-	stats   HandoffStats
-	pub     [5]atomic.Uint64 // stats, for other goroutines
+	// Per Ax ring, the reorder window: expect is the index of the next
+	// report the ring's core must get; a report for a later index waits in
+	// win (allocated at the first one) until the earlier ones are made.
+	expect []uint32
+	win    [][]heldReport
+	stats  HandoffStats
+	pub    [6]atomic.Uint64 // stats, for other goroutines
+}
+
+// heldReport is a report (a data entry or a notice for its Ax ring's Bx
+// ring) waiting in the reorder window.
+type heldReport struct {
+	ent  bx.Entry
+	have bool
 }
 
 // NewHandoff prepares the hand-off path of tenant ten over socks; limit[s]
@@ -101,7 +114,11 @@ func (e *Engine) NewHandoff(ten *Tenant, socks []HandoffSocket, limit []int) (*H
 	h := &Handoff{e: e, ten: ten, socks: socks, limit: limit, out: make([]int, len(socks)),
 		rings: make([][]int, len(socks)), next: make([]int, len(socks)),
 		meta: make([]slot, n), held: make([]bool, n), spares: make([]uint32, 0, n),
-		pending: make([][]bx.Entry, ten.queues), empty: make([]bool, ten.queues), frames: make([]HandoffFrame, 0, e.cfg.Batch)}
+		pending: make([][]bx.Entry, ten.queues), empty: make([]bool, ten.queues), frames: make([]HandoffFrame, 0, e.cfg.Batch),
+		expect: make([]uint32, ten.queues), win: make([][]heldReport, ten.queues)}
+	for j := range h.expect {
+		h.expect[j] = uint32(ten.ax[j].Cursor()) // the NIC takes in order from here
+	}
 	maxLimit := 0
 	for s, l := range limit {
 		if l < 1 {
@@ -121,12 +138,12 @@ func (e *Engine) NewHandoff(ten *Tenant, socks []HandoffSocket, limit []int) (*H
 // goroutine.
 func (h *Handoff) Stats() HandoffStats {
 	return HandoffStats{Frames: h.pub[0].Load(), Posted: h.pub[1].Load(), Spares: h.pub[2].Load(),
-		Copies: h.pub[3].Load(), BadFrames: h.pub[4].Load()}
+		Copies: h.pub[3].Load(), BadFrames: h.pub[4].Load(), Reordered: h.pub[5].Load()}
 }
 
 func (h *Handoff) publish() {
 	st := &h.stats
-	for i, v := range [5]uint64{st.Frames, st.Posted, st.Spares, st.Copies, st.BadFrames} {
+	for i, v := range [6]uint64{st.Frames, st.Posted, st.Spares, st.Copies, st.BadFrames, st.Reordered} {
 		if h.pub[i].Load() != v {
 			h.pub[i].Store(v)
 		}
@@ -283,7 +300,20 @@ func (h *Handoff) frame(f HandoffFrame, now uint64) {
 		AxIdx: m.idx, Hash: hash, Stamp: uint32(now)}
 	ten.check.Move(buf, conserve.NIC, conserve.Bx)
 	h.held[buf] = false
-	e.stage(ten, q, &ent)
+	switch {
+	case own && m.idx == h.expect[q]:
+		h.report(q, ent) // the data entry is ring q's report of (q, idx)
+	case own:
+		// The kernel returned this buffer ahead of an earlier one of ring
+		// q: deliver the packet now, naming no Ax entry, and report the
+		// entry to the core in ring order with a notice held back until
+		// the earlier entries are reported.
+		ent.AxRing = noRing
+		e.stage(ten, q, &ent) // room checked above
+		h.notice(q, q, m.idx, 0, now)
+	default:
+		e.stage(ten, q, &ent) // room checked above
+	}
 	if !own && j != noRing {
 		h.notice(j, q, m.idx, 0, now)
 		ten.delta[j][counters.BorrowsOut]++
@@ -307,12 +337,56 @@ func (h *Handoff) spare(buf uint32) {
 	h.stats.Spares++
 }
 
-// notice reports Ax entry (j, idx) to Bx ring j, or queues the report when
-// the ring is full or earlier reports wait.
+// notice reports Ax entry (j, idx) to Bx ring j (see report).
 func (h *Handoff) notice(j, q int, idx uint32, extra uint16, now uint64) {
+	h.ten.delta[j][counters.Notices]++
+	h.report(j, bx.Entry{Buf: bx.NoBuf, Flags: bx.FlagNotice | extra, AxRing: uint16(j), Queue: uint16(q), AxIdx: idx, Stamp: uint32(now)})
+}
+
+// report makes ent, the report of Ax entry (j, ent.AxIdx), in Ax ring j's
+// order. Listing 1's core expects the reports of its Ax ring in the order
+// the NIC consumed the entries. Each buffer is matched back to its Ax entry
+// by its id (meta), not by its position in the RX ring, so the order does
+// not depend on the kernel returning buffers in fill order: a report that
+// comes early waits in the ring's window until the earlier ones are made.
+// (In copy mode without multi-buffer frames the kernel keeps fill order,
+// see docs/handoff.md; zero-copy drivers and XDP_USE_SG need not.)
+func (h *Handoff) report(j int, ent bx.Entry) {
+	if ent.AxIdx != h.expect[j] {
+		w := h.win[j]
+		if w == nil {
+			w = make([]heldReport, h.ten.Region.Geo.AxSize)
+			h.win[j] = w
+		}
+		k := ent.AxIdx & uint32(len(w)-1)
+		if d := ent.AxIdx - h.expect[j]; d >= uint32(len(w)) || w[k].have {
+			// Not one of the ring's outstanding entries: an engine bug.
+			h.e.fault(h.ten, fmt.Errorf("nic: hand-off: report of Ax entry %d of ring %d, expected %d", ent.AxIdx, j, h.expect[j]))
+			return
+		}
+		w[k] = heldReport{ent: ent, have: true}
+		h.stats.Reordered++
+		return
+	}
+	h.emit(j, &ent)
+	h.expect[j]++
+	if w := h.win[j]; w != nil {
+		for {
+			k := h.expect[j] & uint32(len(w)-1)
+			if !w[k].have {
+				break
+			}
+			w[k].have = false
+			h.emit(j, &w[k].ent)
+			h.expect[j]++
+		}
+	}
+}
+
+// emit stages a report on Bx ring j, or queues it when the ring is full or
+// earlier reports wait.
+func (h *Handoff) emit(j int, ent *bx.Entry) {
 	ten := h.ten
-	ent := bx.Entry{Buf: bx.NoBuf, Flags: bx.FlagNotice | extra, AxRing: uint16(j), Queue: uint16(q), AxIdx: idx, Stamp: uint32(now)}
-	ten.delta[j][counters.Notices]++
 	if len(h.pending[j]) == 0 {
 		ok, err := ten.bx[j].Room(1)
 		if err != nil {
@@ -320,11 +394,11 @@ func (h *Handoff) notice(j, q int, idx uint32, extra uint16, now uint64) {
 			return
 		}
 		if ok {
-			h.e.stage(ten, j, &ent)
+			h.e.stage(ten, j, ent)
 			return
 		}
 	}
-	h.pending[j] = append(h.pending[j], ent)
+	h.pending[j] = append(h.pending[j], *ent)
 }
 
 // flush stages the waiting notices of Bx ring r that fit.

@@ -303,9 +303,9 @@ func TestIntegrationHandoffOrder(t *testing.T) {
 			order += rg.Client["order_errors"]
 		}
 	}
-	t.Logf("%d frames sent in %v: xdp %d, af_xdp %d (+%d dropped), delivered %d + %d dropped, app %d; hand-off frames %d, spares %d; order errors %d",
+	t.Logf("%d frames sent in %v: xdp %d, af_xdp %d (+%d dropped), delivered %d + %d dropped, app %d; hand-off frames %d, spares %d, reports held back for kernel reordering %d; order errors %d",
 		sent, took.Round(time.Millisecond), l.XDP, l.XskRx, l.XskDrop, l.Delivered, l.Drops, r.got.Load(),
-		st.Source["handoff_frames"], st.Source["handoff_spares"], order)
+		st.Source["handoff_frames"], st.Source["handoff_spares"], st.Source["handoff_reordered"], order)
 	if order != 0 {
 		t.Fatalf("%d Ax reports out of order in %d frames", order, l.XskRx)
 	}

@@ -196,6 +196,7 @@ func (w *handoffWire) closeSockets() {
 	w.pastH.Spares += hs.Spares
 	w.pastH.Copies += hs.Copies
 	w.pastH.BadFrames += hs.BadFrames
+	w.pastH.Reordered += hs.Reordered
 	if err := errors.Join(errs...); err != nil {
 		w.log.Warn().Err(err).Msg("closing the hand-off sockets")
 	}
@@ -221,6 +222,7 @@ func (w *handoffWire) stats() map[string]uint64 {
 		hs.Spares += c.Spares
 		hs.Copies += c.Copies
 		hs.BadFrames += c.BadFrames
+		hs.Reordered += c.Reordered
 	}
 	w.mu.Unlock()
 	out := map[string]uint64{
@@ -228,6 +230,7 @@ func (w *handoffWire) stats() map[string]uint64 {
 		"xsk_rx_fill_ring_empty_descs": st.RxFillRingEmptyDescs, "xsk_rx_invalid_descs": st.RxInvalidDescs,
 		"xsk_rx_frames": st.RxFrames, "handoff_frames": hs.Frames, "handoff_posted": hs.Posted,
 		"handoff_spares": hs.Spares, "handoff_copies": hs.Copies, "handoff_bad_frames": hs.BadFrames + bad,
+		"handoff_reordered": hs.Reordered,
 	}
 	if c, err := w.objs.Counters(); err == nil {
 		out["xdp_redirected"] = c.Redirected
