@@ -49,6 +49,7 @@ type options struct {
 	inflight int
 	duration time.Duration
 	flows    int
+	keyFile  string
 	verbose  bool
 }
 
@@ -68,6 +69,7 @@ func main() {
 	flag.IntVar(&o.inflight, "inflight", 1, "messages in flight per worker")
 	flag.DurationVar(&o.duration, "duration", 30*time.Second, "stop after this long")
 	flag.IntVar(&o.flows, "flows", bichannel.DefaultFlows, "flows (UDP port pairs) per worker and peer")
+	flag.StringVar(&o.keyFile, "key-file", "", "cluster key file (the same on both nodes, e.g. head -c 32 /dev/urandom > key): authenticated mode")
 	flag.BoolVar(&o.verbose, "v", false, "log connections and print the flows")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -97,6 +99,13 @@ func config(o options, id int, listen string) (bichannel.Config, error) {
 		NodeID: id, Workers: o.workers, Listen: listen, Fast: mode, Flows: o.flows, Logger: &lg,
 		UDP:  bichannel.UDPConfig{IP: ip, BasePort: uint16(o.port)},
 		VNIC: bichannel.VNICConfig{Socket: o.socket, IP: ip, BasePort: uint16(o.port)},
+	}
+	if o.keyFile != "" {
+		key, err := os.ReadFile(o.keyFile)
+		if err != nil {
+			return c, fmt.Errorf("-key-file: %w", err)
+		}
+		c.ClusterKey = key
 	}
 	if o.mac != "" {
 		var m [6]byte
