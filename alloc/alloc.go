@@ -1,6 +1,7 @@
 package alloc
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 )
@@ -31,6 +32,7 @@ type Cache struct {
 	thresh uint32 // FlushThreshold(C): capacity of v.ids
 	core   int
 	err    error // sticky ErrCorrupt, owned by the single user
+	busy   error // the last ErrLockBusy, cleared by the next locked move
 }
 
 // Format initialises mem as an allocator of count buffer ids with cores
@@ -142,6 +144,10 @@ func (a *Allocator) checkLengths() error {
 	}
 	return nil
 }
+
+// Takeovers returns how many times a process took the pool lock over from
+// a holder that had died.
+func (a *Allocator) Takeovers() uint32 { return atomic.LoadUint32(a.h.takeovers) }
 
 // Check re-validates the header, the pool length and every id in the pool
 // (under the pool lock), and every cache length. It does not read the ids in
@@ -283,7 +289,12 @@ func (c *Cache) Len() int { return int(min(atomic.LoadUint32(c.v.n), c.thresh)) 
 // or nil. Once set, Alloc and AllocBulk hand out nothing and Free, FreeBulk
 // and Flush return it. Check it when Alloc returns false to tell an empty
 // pool from a corrupt one.
-func (c *Cache) Err() error { return c.err }
+func (c *Cache) Err() error {
+	if c.err != nil {
+		return c.err
+	}
+	return c.busy
+}
 
 // NoteHandoff adds n to the Handoffs counter: the caller frees on this core n
 // ids that another core allocated. The allocator cannot tell by itself.
@@ -370,6 +381,7 @@ func (c *Cache) refill(dst []uint32) (int, error) {
 	if err := c.h.lockPool(); err != nil {
 		return 0, err
 	}
+	c.busy = nil
 	top := atomic.LoadUint32(c.h.top)
 	if top > c.count {
 		c.h.unlockPool()
@@ -506,6 +518,7 @@ func (c *Cache) push(a []uint32, aSlot int, b []uint32) error {
 	if err := c.h.lockPool(); err != nil {
 		return err
 	}
+	c.busy = nil
 	top := atomic.LoadUint32(c.h.top)
 	if top > c.count {
 		c.h.unlockPool()
@@ -553,6 +566,10 @@ func poolIDError(slot int, id uint32, count int) error {
 
 // fail makes err sticky (the first error wins) and returns the sticky error.
 func (c *Cache) fail(err error) error {
+	if errors.Is(err, ErrLockBusy) {
+		c.busy = err // not sticky: the holder may let go
+		return err
+	}
 	if c.err == nil {
 		c.err = err
 	}

@@ -7,6 +7,7 @@ type header struct {
 	magic, version, count, cores, cacheSize, thresh *uint32
 	lock                                            *uint32 // the pool spinlock word
 	top                                             *uint32 // ids in the pool
+	takeovers                                       *uint32 // locks taken over from dead holders
 	pool                                            []uint32
 }
 
@@ -34,6 +35,7 @@ func newViews(mem []byte, count, cores, cacheSize int) (header, []coreView) {
 		thresh:    u32(ThresholdOffset),
 		lock:      u32(LockOffset),
 		top:       u32(PoolLenOffset),
+		takeovers: u32(TakeoversOffset),
 		pool:      unsafe.Slice(u32(PoolIDsOffset), count),
 	}
 	cv := make([]coreView, cores)

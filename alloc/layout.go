@@ -31,8 +31,10 @@ const (
 	HeaderSize      = 128
 
 	PoolOffset    = HeaderSize     // pool block: lock word and length share a line, used together
-	LockOffset    = PoolOffset     // uint32 spinlock word: 0 free, 1 held
+	LockOffset    = PoolOffset     // uint32 lock word: 0 free, else the holder's pid
 	PoolLenOffset = PoolOffset + 4 // uint32 number of ids in the pool
+	// TakeoversOffset counts locks taken over from dead holders (uint32).
+	TakeoversOffset = PoolOffset + 8
 	PoolBlockSize = 128
 	PoolIDsOffset = PoolOffset + PoolBlockSize
 

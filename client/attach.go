@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vnic/vnic/alloc"
 	"github.com/vnic/vnic/internal/proto"
 	"github.com/vnic/vnic/shm"
 )
@@ -212,11 +213,16 @@ func (t *Tenant) Close() error {
 }
 
 // Wait blocks until the queue has a packet, ctx ends or vnicd goes away.
+// It returns the allocator's error (see Queue.Err) once the tenant's
+// allocator is found corrupt.
 // It polls for the Spin time, then sets the ring's need-wakeup flag and
 // sleeps on the queue's eventfd, so an idle application uses no CPU.
 func (q *Queue) Wait(ctx context.Context) error {
 	if q.dead() {
 		return ErrClosed
+	}
+	if err := q.Err(); errors.Is(err, alloc.ErrCorrupt) {
+		return err // no buffers will come back: Recv would starve silently
 	}
 	deadline := time.Now().Add(q.spin)
 	for i := 0; ; i++ {

@@ -72,6 +72,22 @@ func (q *Queue) Counters() counters.Block {
 	return q.cnt
 }
 
+// Err returns the error of the queue's allocator cache: one wrapping
+// alloc.ErrCorrupt once the tenant's allocator memory was found corrupt
+// (sticky: detach and attach again), or alloc.ErrLockBusy while another
+// process of the tenant holds the pool lock longer than the wait bound
+// (transient). Recv and Release cannot return it: after a Recv that
+// returned nothing, or a Release, check Err (Wait and Send return it).
+func (q *Queue) Err() error {
+	if q.dead() {
+		return nil
+	}
+	if err := q.cache.Err(); err != nil {
+		return fmt.Errorf("client: allocator: %w", err)
+	}
+	return nil
+}
+
 // Recv polls the Bx ring once and appends up to one batch of packets to
 // dst. It allocates nothing when dst has room for a batch. On a nil queue
 // or a closed tenant it returns dst unchanged.
@@ -237,7 +253,11 @@ func (q *Queue) Send(frames [][]byte) (int, error) {
 		}
 		buf, ok := q.cache.Alloc()
 		if !ok {
-			break
+			if err := q.Err(); err != nil {
+				q.tx.Publish()
+				return sent, err
+			}
+			break // no free buffer now: back-pressure, not an error
 		}
 		data, _ := q.r.Buffer(buf)
 		copy(data, f)
