@@ -62,7 +62,11 @@
 // A peer whose TCP connection fails, who closes, or from whom nothing
 // (heartbeats included) arrived for [Config.HeartbeatTimeout] is dead for
 // good: Send, Recv, RecvWait and Flush then return a [*PeerError]
-// (errors.Is(err, [ErrPeerDown])) instead of hanging.
+// (errors.Is(err, [ErrPeerDown])) instead of hanging. With
+// [Config.TolerateDeadPeers] only Send to the dead peer fails, and the
+// Endpoint goes on with the live ones ([Endpoint.DeadPeers]). There is no
+// reconnection: a restarted node is not taken back until every Endpoint
+// is rebuilt.
 //
 // # Trust model
 //
