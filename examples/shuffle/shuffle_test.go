@@ -28,7 +28,7 @@ func testBi() bichannel.Config {
 // network that loses, duplicates and reorders datagrams, and over kernel
 // TCP; 3 hosts, 2 workers each.
 func TestShuffleExactlyOnce(t *testing.T) {
-	const hosts, rows = 3, 3000
+	const hosts, rows = 3, 2000
 	for _, tc := range []struct {
 		name string
 		cfg  ClusterConfig
