@@ -35,8 +35,8 @@ const (
 	PoolLenOffset = PoolOffset + 4 // uint32 number of ids in the pool
 	// TakeoversOffset counts locks taken over from dead holders (uint32).
 	TakeoversOffset = PoolOffset + 8
-	PoolBlockSize = 128
-	PoolIDsOffset = PoolOffset + PoolBlockSize
+	PoolBlockSize   = 128
+	PoolIDsOffset   = PoolOffset + PoolBlockSize
 
 	CoreLenOffset      = 0   // uint32 within a core block
 	CoreCountersOffset = 64  // NumCounters uint64 within a core block
