@@ -148,7 +148,7 @@ func (r *rig) audit() {
 
 func gen(t testing.TB, r *rig, cfg synth.Config) *synth.Generator {
 	t.Helper()
-	if cfg.FrameSize == 0 {
+	if cfg.FrameSize == 0 && cfg.Sizes == nil {
 		cfg.FrameSize = 64
 	}
 	if cfg.Flows == 0 {

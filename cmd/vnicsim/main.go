@@ -34,7 +34,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "exp", Value: "all", Usage: "experiment to run: a, b, c, d or all"},
+			&cli.StringFlag{Name: "exp", Value: "all", Usage: "experiment to run: a, b, c, d, e or all"},
 			&cli.StringFlag{Name: "out", Value: "docs/sim", Usage: "directory for <exp>.csv and <exp>.svg (created if missing)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "traffic seed; the same seed gives the same files"},
 			&cli.Float64Flag{Name: "scale", Value: 1, Usage: "multiply every experiment's virtual duration (smaller is faster and noisier)"},
@@ -49,7 +49,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 
 func run(c *cli.Context) error {
 	if c.Args().Len() > 0 {
-		return fmt.Errorf("unexpected arguments %q; use -exp a|b|c|d|all", c.Args().Slice())
+		return fmt.Errorf("unexpected arguments %q; use -exp a|b|c|d|e|all", c.Args().Slice())
 	}
 	want := c.String("exp")
 	var exps []sim.Experiment
@@ -59,7 +59,7 @@ func run(c *cli.Context) error {
 		}
 	}
 	if len(exps) == 0 {
-		return fmt.Errorf("unknown experiment %q; use a, b, c, d or all", want)
+		return fmt.Errorf("unknown experiment %q; use a, b, c, d, e or all", want)
 	}
 	if c.Float64("scale") <= 0 {
 		return fmt.Errorf("-scale %g: want a positive factor", c.Float64("scale"))

@@ -27,8 +27,8 @@ func TestAllExperiments(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 {
-		t.Fatalf("want 4 summary lines, got %q", out)
+	if len(lines) != len(sim.Experiments()) {
+		t.Fatalf("want %d summary lines, got %q", len(sim.Experiments()), out)
 	}
 	for i, e := range sim.Experiments() {
 		if !strings.HasPrefix(lines[i], e.Name+": ") {
@@ -70,7 +70,7 @@ func TestPNG(t *testing.T) {
 func TestBadFlags(t *testing.T) {
 	dir := t.TempDir()
 	for _, args := range [][]string{
-		{"-exp", "e", "-out", dir},
+		{"-exp", "z", "-out", dir},
 		{"-scale", "0", "-out", dir},
 		{"-format", "gif", "-out", dir},
 		{"-out", dir, "extra"},

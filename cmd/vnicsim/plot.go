@@ -185,6 +185,20 @@ func plotExperiment(path string, e sim.Experiment, rows []sim.Row) error {
 			panel{title: "(d) latency", xlabel: "aggregate load", ylabel: "p99 latency (µs)", x: value, logY: true,
 				y: func(r *sim.Row) float64 { return float64(r.Latency.P99) / 1e3 }, legend: bottomRight},
 		)
+	case "e":
+		var panels []panel
+		for _, v := range sim.ESizes {
+			panels = append(panels,
+				panel{title: fmt.Sprintf("(e) %s, migrating affinity, %.0f%% load", v.Name, 100*sim.ELoad), variant: v.Name,
+					xlabel: "migration interval (ms)", ylabel: "processed (% of offered)", x: value,
+					y: func(r *sim.Row) float64 { return pct(r.ThroughputFrac) }, logX: true, pctY: true, legend: bottomLeft,
+					xticks: []float64{0.1, 1, 10, 50}},
+				panel{title: fmt.Sprintf("(e) %s latency", v.Name), variant: v.Name, xlabel: "migration interval (ms)",
+					ylabel: "p99 latency (µs)", x: value, logX: true, logY: true,
+					y: func(r *sim.Row) float64 { return float64(r.Latency.P99) / 1e3 }, legend: bottomRight,
+					xticks: []float64{0.1, 1, 10, 50}})
+		}
+		return save(path, rows, panels...)
 	}
 	return fmt.Errorf("no plot for experiment %q", e.Name)
 }

@@ -33,8 +33,11 @@ const (
 type Traffic struct {
 	// Rate is the average offered rate in packets per virtual second.
 	Rate uint64
-	// FrameSize is the frame length (default 64).
+	// FrameSize is the frame length (default 64 unless Sizes is set).
 	FrameSize int
+	// Sizes, if set, is a frame size mix (synth.IMIX): each packet's size
+	// is drawn from it. Give the buffers room (BufSize) for the largest.
+	Sizes []synth.SizeWeight
 	// Flows is the number of UDP flows (default 1024).
 	Flows int
 	// Dist, ZipfS, Share and Profile choose the flow of each packet, as in
@@ -89,6 +92,10 @@ type Config struct {
 	// CoreRate).
 	CoreRate  uint64
 	CoreRates []uint64
+	// CorePsPerByte adds a per-byte processing time, in picoseconds, to
+	// every packet (the touch-every-byte work of a NAT rewrite and
+	// checksum): a packet of n bytes costs 1/rate + n·CorePsPerByte.
+	CorePsPerByte uint64
 
 	// Duration is the virtual time during which packets arrive; Tick the
 	// virtual time step (default DefaultTick).
@@ -111,7 +118,7 @@ type Config struct {
 // what to fix.
 func (c Config) withDefaults() (Config, error) {
 	t := &c.Traffic
-	if t.FrameSize == 0 {
+	if t.FrameSize == 0 && t.Sizes == nil {
 		t.FrameSize = 64
 	}
 	if t.Flows == 0 {

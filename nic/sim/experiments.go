@@ -60,13 +60,14 @@ type Experiment struct {
 	Summary func([]Row) string
 }
 
-// Experiments returns the four experiments in order.
+// Experiments returns the experiments in order.
 func Experiments() []Experiment {
 	return []Experiment{
 		{"a", "burst absorption vs buffer count", ExpA, SummaryA},
 		{"b", "one slow core", ExpB, SummaryB},
 		{"c", "skewed traffic share", ExpC, SummaryC},
 		{"d", "CAIDA-like imbalance replay", ExpD, SummaryD},
+		{"e", "mixed packet sizes and changing flow affinity", ExpE, SummaryE},
 	}
 }
 
@@ -343,6 +344,74 @@ func SummaryD(rows []Row) string {
 	for _, m := range summaryModels {
 		if r := find(rows, "", m, func(r *Row) bool { return r.Value == 0.8 }); r != nil {
 			s += fmt.Sprintf(" %s throughput %.2f Mpps (%.1f%%), p99 %.0f µs;", m, r.Throughput/1e6, 100*r.ThroughputFrac, float64(r.Latency.P99)/1e3)
+		}
+	}
+	return s
+}
+
+// Experiment (e) parameters: mixed packet sizes and changing flow affinity.
+const (
+	ELoad     = 0.6  // of the cores' capacity for the variant's mean size
+	EPerCore  = 128  // equal budgets as in ExpB
+	EStep     = 0.02 // of the traffic migrates at every interval's end
+	EMaxShare = 0.25 // no queue gets more than 25% (2× its even share)
+	EBurnIn   = 2000 // random-walk steps dropped so the walk starts stationary
+	// A packet costs EBasePs plus EPsPerByte per byte: 1 µs on average for
+	// IMIX (355.5 B), 590 ns for 64-byte frames.
+	EBasePs    = 500_000
+	EPsPerByte = 1406
+	EBufSize   = 2048 // room for 1514-byte frames
+)
+
+// EIntervals are the migration timescales of experiment (e).
+var EIntervals = []time.Duration{100 * time.Microsecond, time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond}
+
+// ESizes are the size variants of experiment (e).
+var ESizes = []struct {
+	Name  string
+	Sizes []synth.SizeWeight
+}{
+	{"imix", synth.IMIX},
+	{"64B", []synth.SizeWeight{{Size: 64, Weight: 1}}},
+}
+
+// ExpE is mixed packet sizes and changing flow affinity over a long
+// interval: IMIX (or 64-byte) frames whose per-queue load follows
+// synth.Migrating (EStep of the traffic moves between two random queues at
+// every interval's end, no queue above EMaxShare; the walk starts
+// stationary), with migration intervals of 0.1..50 ms, at ELoad of the
+// cores' capacity;
+// each packet's processing touches every byte (EBasePs + EPsPerByte·len).
+// Equal budgets as in ExpB with 2 KiB buffers. Value is the migration
+// interval in ms; Variant the size mix.
+func ExpE(o Options) ([]Row, error) {
+	dur := o.dur(200 * time.Millisecond)
+	var jobs []job
+	for _, sz := range ESizes {
+		meanPs := EBasePs + EPsPerByte*synth.MeanSize(sz.Sizes)
+		rate := uint64(ELoad * ExpCores * 1e12 / meanPs)
+		for _, iv := range EIntervals {
+			n := int(dur/iv) + 1
+			walk := synth.Migrating(ExpCores, EBurnIn+n, EStep, EMaxShare, o.Seed)
+			prof := &synth.Profile{Interval: iv, Shares: walk.Shares[EBurnIn:]}
+			for _, c := range equalBudget(EPerCore) {
+				c.BufSize = EBufSize
+				c.Traffic = Traffic{Rate: rate, Sizes: sz.Sizes, Dist: synth.Replay, Profile: prof}
+				c.CoreRate, c.CorePsPerByte = 1e12/EBasePs, EPsPerByte
+				c.Duration, c.Seed = dur, o.Seed
+				jobs = append(jobs, job{Row{Exp: "e", Variant: sz.Name, Param: "migration_interval_ms", Value: float64(iv) / 1e6}, c})
+			}
+		}
+	}
+	return runAll(o, jobs)
+}
+
+// SummaryE reports throughput and p99 for IMIX at a 1 ms migration interval.
+func SummaryE(rows []Row) string {
+	s := fmt.Sprintf("e: IMIX, %.0f%% of the traffic migrating every 1 ms, %.0f%% load:", 100*EStep, 100*ELoad)
+	for _, m := range summaryModels {
+		if r := find(rows, "imix", m, func(r *Row) bool { return r.Value == 1 }); r != nil {
+			s += fmt.Sprintf(" %s %.1f%% processed, p99 %.0f µs;", m, 100*r.ThroughputFrac, float64(r.Latency.P99)/1e3)
 		}
 	}
 	return s

@@ -144,3 +144,25 @@ func TestExperimentsDeterministic(t *testing.T) {
 		t.Fatal("ExpC rows depend on Parallel")
 	}
 }
+
+// TestExpEMixedMigrating: the mixed-size, migrating-affinity runs balance
+// their ledgers with zero conservation violations (runExp), and the static
+// shared ring, whose hot queue blocks the others, processes less than
+// private rings at every migration interval.
+func TestExpEMixedMigrating(t *testing.T) {
+	rows := runExp(t, ExpE, Options{Seed: 1, Scale: testOpts.Scale / 4})
+	if len(rows) != len(ESizes)*len(EIntervals)*4 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for _, v := range ESizes {
+		for _, iv := range EIntervals {
+			ms := float64(iv) / 1e6
+			at := func(m string) *Row {
+				return must(t, find(rows, v.Name, m, func(r *Row) bool { return r.Value == ms }), m)
+			}
+			if sh, pr := at("shring"), at("privring"); sh.Processed >= pr.Processed {
+				t.Errorf("%s, %v: shring processed %d, privring %d", v.Name, iv, sh.Processed, pr.Processed)
+			}
+		}
+	}
+}

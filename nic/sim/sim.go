@@ -124,7 +124,7 @@ func newSim(cfg Config) (*sim, error) {
 	}
 	t := cfg.Traffic
 	s.gen, err = synth.New(synth.Config{
-		FrameSize: t.FrameSize, Flows: t.Flows, Dist: t.Dist, ZipfS: t.ZipfS, Share: t.Share,
+		FrameSize: t.FrameSize, Sizes: t.Sizes, Flows: t.Flows, Dist: t.Dist, ZipfS: t.ZipfS, Share: t.Share,
 		Profile: t.Profile, Queues: cfg.Queues, Seed: cfg.Seed,
 		Now: func() time.Time { return time.Unix(0, int64(s.stamp)) },
 	}, queueOf)
@@ -187,7 +187,7 @@ func (s *sim) tick(now uint64, arriving bool) {
 			if len(s.wire) >= s.cfg.WireQueue {
 				s.wireDrops++
 			} else {
-				s.wire = append(s.wire, s.gen.Frame(f))
+				s.wire = append(s.wire, s.gen.Sample(f))
 				s.wireAt = append(s.wireAt, now)
 			}
 			s.arr.advance()
@@ -238,7 +238,7 @@ func (s *sim) stepWire() {
 func (s *sim) runCore(c *core, nowPs, nextPs uint64, inDuration bool) {
 	if c.pending() == 0 {
 		c.clockPs = max(c.clockPs, nowPs) // idle: time does not bank
-	} else if c.clockPs+c.costPs > nextPs {
+	} else if c.clockPs+s.cost(c, c.head) > nextPs {
 		return // busy all this tick with the packet at the head
 	}
 	for {
@@ -266,8 +266,8 @@ func (s *sim) runCore(c *core, nowPs, nextPs uint64, inDuration bool) {
 			return
 		}
 		k := c.head
-		for k < len(c.backlog) && c.clockPs+c.costPs <= nextPs {
-			c.clockPs += c.costPs
+		for k < len(c.backlog) && c.clockPs+s.cost(c, k) <= nextPs {
+			c.clockPs += s.cost(c, k)
 			done := c.clockPs / 1000
 			s.hist.Record(uint64(uint32(done) - c.backlog[k].Stamp))
 			k++
@@ -281,10 +281,15 @@ func (s *sim) runCore(c *core, nowPs, nextPs uint64, inDuration bool) {
 			c.stats.Delivered += n
 			s.delivered += n
 		}
-		if c.pending() > 0 && c.clockPs+c.costPs > nextPs {
+		if c.pending() > 0 && c.clockPs+s.cost(c, c.head) > nextPs {
 			return
 		}
 	}
+}
+
+// cost returns the processing time of core c's backlog packet k.
+func (s *sim) cost(c *core, k int) uint64 {
+	return c.costPs + uint64(len(c.backlog[k].Data))*s.cfg.CorePsPerByte
 }
 
 // arrivals is the arrival schedule in virtual ns: burst j starts at

@@ -18,6 +18,16 @@
 // Replay, which does the same with a share vector that changes every
 // Profile.Interval, as a recorded trace would. CAIDALike makes such a profile
 // with the per-core imbalance the RxBisect paper measured on a CAIDA trace.
+// Migrating makes one of changing flow affinity: at every interval's end,
+// flows carrying a fixed fraction of the traffic move from one queue to
+// another (a bounded random walk of the per-queue load).
+//
+// # Sizes
+//
+// Every frame of a Generator has Config.FrameSize bytes, unless Config.Sizes
+// gives a mix (IMIX is the classic 7:4:1 of 64, 576 and 1514 bytes): then
+// each frame's size is drawn from the mix by weight, and a template is built
+// per flow and size. Sample returns such a frame for a given flow.
 // The caller tells the Generator which queue a flow lands on (its RSS
 // function), so this package does not depend on package rss.
 //

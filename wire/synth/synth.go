@@ -59,7 +59,11 @@ func ParseDist(s string) (Dist, error) {
 // FrameSize and Flows must be set.
 type Config struct {
 	// FrameSize is the frame length without FCS, MinFrameSize..MaxFrameSize.
+	// Leave it 0 when Sizes is set.
 	FrameSize int
+	// Sizes, if set, is a mix of frame sizes (IMIX, for example): every
+	// frame's size is drawn from it by weight, independently of its flow.
+	Sizes []SizeWeight
 	// Flows is the number of distinct UDP flows, 1..MaxFlows.
 	Flows int
 	// Dist spreads frames over flows.
@@ -95,6 +99,9 @@ type Config struct {
 type Generator struct {
 	flows  []Flow
 	frames [][]byte
+	mixed  [][]byte // Sizes: frame of flow f, size class k at f*len(Sizes)+k
+	nsizes int
+	sizes  table
 	queue  []int // flow -> queue, nil without queueOf
 	rng    *rand.Rand
 	dist   Dist
@@ -133,15 +140,19 @@ func New(cfg Config, queueOf func(Flow) int) (*Generator, error) {
 		rng:    rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		dist:   cfg.Dist,
 	}
-	backing := make([]byte, cfg.Flows*cfg.FrameSize)
-	for i := range g.flows {
-		g.flows[i] = flowFor(i)
-		off := i * cfg.FrameSize
-		// Full slice expression: appending to a frame must not spill into
-		// the next template.
-		f := backing[off : off+cfg.FrameSize : off+cfg.FrameSize]
-		buildFrame(f, g.flows[i], uint32(i))
-		g.frames[i] = f
+	if cfg.Sizes != nil {
+		g.buildMix(cfg)
+	} else {
+		backing := make([]byte, cfg.Flows*cfg.FrameSize)
+		for i := range g.flows {
+			g.flows[i] = flowFor(i)
+			off := i * cfg.FrameSize
+			// Full slice expression: appending to a frame must not spill into
+			// the next template.
+			f := backing[off : off+cfg.FrameSize : off+cfg.FrameSize]
+			buildFrame(f, g.flows[i], uint32(i))
+			g.frames[i] = f
+		}
 	}
 
 	if queueOf != nil {
@@ -206,6 +217,9 @@ func New(cfg Config, queueOf func(Flow) int) (*Generator, error) {
 
 // check validates everything that does not need queueOf's answers.
 func (c *Config) check(haveQueueOf bool) error {
+	if c.Sizes != nil {
+		return c.checkMix(haveQueueOf)
+	}
 	switch {
 	case c.FrameSize < MinFrameSize:
 		return fmt.Errorf("synth: frame size %d is below the %d-byte Ethernet minimum; use %d..%d", c.FrameSize, MinFrameSize, MinFrameSize, MaxFrameSize)
@@ -403,7 +417,7 @@ func (g *Generator) Next(dst [][]byte) [][]byte {
 		}
 	}
 	for range n {
-		dst = append(dst, g.frames[g.NextFlow()])
+		dst = append(dst, g.Sample(g.NextFlow()))
 	}
 	if g.rate > 0 {
 		g.tokens = max(0, g.tokens-float64(n))
@@ -431,8 +445,18 @@ func (g *Generator) SetInterval(i int) {
 // other distributions).
 func (g *Generator) Interval() int { return g.interval }
 
-// Frame returns flow's frame template. Do not modify it.
+// Frame returns flow's frame template (with Sizes, the one of the first
+// size). Do not modify it.
 func (g *Generator) Frame(flow int) []byte { return g.frames[flow] }
+
+// Sample returns a frame template of flow whose size is drawn from Sizes
+// (Frame(flow) without Sizes). Do not modify it. It allocates nothing.
+func (g *Generator) Sample(flow int) []byte {
+	if g.nsizes == 0 {
+		return g.frames[flow]
+	}
+	return g.mixed[flow*g.nsizes+g.sizes.sample(g.rng.Float64())]
+}
 
 // Flows returns a copy of the flows' address tuples, indexed by flow.
 func (g *Generator) Flows() []Flow { return append([]Flow(nil), g.flows...) }
