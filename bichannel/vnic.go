@@ -72,6 +72,7 @@ type VNICFast struct {
 	routes atomic.Pointer[map[int]*vnicRoute]
 
 	sent, received, sendErrors, drops atomic.Uint64
+	waitErrors                        atomic.Uint64 // Queue.Wait errors other than vnicd gone (e.g. a starved queue)
 }
 
 type vnicQ struct {
@@ -401,6 +402,16 @@ func (v *VNICFast) Wait(ctx context.Context, worker int) error {
 	defer v.life.RUnlock()
 	vq := v.qs[worker]
 	defer vq.woken.Store(false) // the caller polls again: this Wait served every Wake so far
+	if len(vq.held) > 0 && !v.closed.Load() {
+		// The caller is done with the last Poll's datagrams (the contract):
+		// their buffers go back now, so that a sleeping queue can refill
+		// its Ax ring with them.
+		vq.mu.Lock()
+		vq.q.Release(vq.held)
+		clear(vq.held)
+		vq.held = vq.held[:0]
+		vq.mu.Unlock()
+	}
 	spinEnd := time.Now().Add(v.cfg.Spin)
 	for i := 0; ; i++ {
 		if vq.woken.Load() {
@@ -459,6 +470,12 @@ func (v *VNICFast) Wait(ctx context.Context, worker int) error {
 		return ctx.Err()
 	case sctx.Err() != nil:
 		return nil // a Wake, or a sender that needed the queue: poll again
+	case !errors.Is(err, client.ErrDaemonGone):
+		// A passing condition (a queue starved of buffers while packets
+		// are in flight, say): nap, and let the caller poll again.
+		v.waitErrors.Add(1)
+		time.Sleep(50 * time.Microsecond)
+		return nil
 	}
 	return fmt.Errorf("bichannel: vnic: queue %d: %w", worker, err)
 }
