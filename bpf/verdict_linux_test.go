@@ -2,6 +2,7 @@ package bpf_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -230,5 +231,41 @@ func TestIntegrationVerdicts(t *testing.T) {
 	}
 	if err := objs.Unregister(1); err != nil {
 		t.Errorf("Unregister of an empty slot: %v", err)
+	}
+}
+
+// BenchmarkClaims measures the program per frame (BPF_PROG_TEST_RUN,
+// in-kernel repeat) with claim-all and with n claims where the frame
+// matches the last one (the unrolled loop's worst case).
+func BenchmarkClaims(b *testing.B) {
+	testutil.RequireBPF(b)
+	objs, err := bpf.Load(bpf.Options{Queues: 4})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer objs.Close()
+	frame := pad(eth(0x0800, ipv4(5, udp, 0, 9000, 8)))
+	for _, n := range []int{-1, 1, 16, bpf.MaxClaims} {
+		cfg := bpf.Config{ClaimAll: n < 0}
+		for i := 0; i < n; i++ {
+			cfg.Claims = append(cfg.Claims, bpf.Claim{Proto: udp, PortLo: uint16(10000 + i), PortHi: uint16(10000 + i)})
+		}
+		if n > 0 {
+			cfg.Claims[n-1] = bpf.Claim{Proto: udp, PortLo: 9000, PortHi: 9099}
+		}
+		name := fmt.Sprintf("claims=%d", n)
+		if n < 0 {
+			name = "claim-all"
+		}
+		b.Run(name, func(b *testing.B) {
+			if err := objs.SetConfig(cfg); err != nil {
+				b.Fatal(err)
+			}
+			_, per, err := objs.Program.Benchmark(frame, b.N, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(per.Nanoseconds()), "ns/frame")
+		})
 	}
 }
