@@ -150,6 +150,7 @@ func limitFlags() []cli.Flag {
 		&cli.StringFlag{Name: "max-region", Value: "1GiB", Usage: "largest shared region (rings and buffers) one tenant may ask for, e.g. 512MiB"},
 		&cli.StringFlag{Name: "memory-budget", Value: "auto", Usage: "most shared memory all tenants' regions may take together (auto: half of MemTotal, at least 1GiB)"},
 		&cli.IntFlag{Name: "max-name", Value: 64, Usage: "longest tenant name, in bytes"},
+		&cli.BoolFlag{Name: "tenant-huge-pages", Usage: "back tenant regions with huge pages when reserved (only for trusted tenants: one that punches a hole in its region can make vnicd SIGBUS when the huge-page pool is empty)"},
 		// (not a limit: the synthetic source's token bucket)
 		&cli.IntFlag{Name: "rate-bucket", Value: 0, Usage: "with --rate: frames the synthetic source may send back to back after a pause (0: 32), so a descheduled vnicd catches up"},
 	}
@@ -160,6 +161,7 @@ func limits(c *cli.Context) (daemon.Limits, error) {
 	l := daemon.Limits{
 		MaxConns: c.Int("max-conns"), MaxConnsPerUID: c.Int("max-conns-per-uid"), MaxTenantsPerUID: c.Int("max-tenants-per-uid"),
 		FirstMessageTimeout: c.Duration("first-message-timeout"), ReplyTimeout: c.Duration("reply-timeout"), MaxName: c.Int("max-name"),
+		HugePages: c.Bool("tenant-huge-pages"),
 	}
 	for _, f := range []struct {
 		name string

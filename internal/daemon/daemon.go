@@ -550,7 +550,8 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 		return nil, err
 	}
 	size := int64(geo.Layout().Total)
-	if !d.cfg.NoHugePages {
+	noHuge := d.cfg.NoHugePages || !lim.HugePages
+	if !noHuge {
 		size = (size + 2<<20 - 1) &^ (2<<20 - 1) // a huge-page region rounds up to 2 MiB
 	}
 	if size > lim.MaxRegionBytes {
@@ -609,7 +610,7 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 		return nil, err
 	}
 	geo.Tenant = uint32(id)
-	region, err := shm.Create(geo, shm.Options{Name: fmt.Sprintf("vnic-tenant-%d", id), NoHuge: d.cfg.NoHugePages,
+	region, err := shm.Create(geo, shm.Options{Name: fmt.Sprintf("vnic-tenant-%d", id), NoHuge: noHuge,
 		Log: func(msg string, err error) { d.log.Info().Err(err).Msg(msg) }})
 	if err != nil {
 		return fail(fmt.Errorf("create the region: %w", err))
@@ -916,6 +917,6 @@ func (d *Daemon) config() proto.Config {
 		"max_conns": fmt.Sprint(l.MaxConns), "max_conns_per_uid": fmt.Sprint(l.MaxConnsPerUID),
 		"max_tenants_per_uid": fmt.Sprint(l.MaxTenantsPerUID), "first_message_timeout": l.FirstMessageTimeout.String(),
 		"reply_timeout": l.ReplyTimeout.String(), "max_region": fmt.Sprint(l.MaxRegionBytes),
-		"memory_budget": fmt.Sprint(l.MemoryBudget), "max_name": fmt.Sprint(l.MaxName),
+		"memory_budget": fmt.Sprint(l.MemoryBudget), "max_name": fmt.Sprint(l.MaxName), "tenant_huge_pages": fmt.Sprint(l.HugePages && !d.cfg.NoHugePages),
 	}
 }

@@ -38,6 +38,15 @@ type Limits struct {
 	MemoryBudget int64
 	// MaxName bounds a tenant name's length in bytes (--max-name, 64).
 	MaxName int
+	// HugePages lets tenant regions use hugetlb pages
+	// (--tenant-huge-pages, off). Off by default because a tenant can punch
+	// a hole in its region's memfd (fallocate(PUNCH_HOLE); the seals do not
+	// forbid it): on hugetlb, vnicd's next access to that page faults in a
+	// new huge page, and with the pool empty the kernel sends vnicd SIGBUS.
+	// On ordinary shared memory the hole reads back as zeros, which the
+	// engine's checks treat as any other garbage (the tenant alone loses).
+	// Turn it on only when every tenant is trusted.
+	HugePages bool
 }
 
 func (l *Limits) defaults() {

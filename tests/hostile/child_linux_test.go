@@ -54,6 +54,8 @@ func childMain(kind string) int {
 		ready, cleanup = noread(sock, p)
 	case "attach":
 		ready, cleanup = attachMany(sock, p)
+	case "punch":
+		ready, cleanup = punch(sock, p)
 	default:
 		fmt.Println("error: unknown attack", kind)
 		return 1
@@ -252,6 +254,33 @@ func attachMany(sock string, p params) (string, func() string) {
 		for _, t := range tens {
 			t.Close()
 		}
+		return "detached"
+	}
+}
+
+// punch attaches one tenant and punches holes into its whole region
+// (fallocate PUNCH_HOLE on the memfd vnicd sent, which the seals allow) for
+// p.Timeout, as fast as it can.
+func punch(sock string, p params) (string, func() string) {
+	ten, err := client.Attach(context.Background(), sock, p.Attach)
+	if err != nil {
+		return "attach: " + err.Error(), func() string { return "" }
+	}
+	fd := ten.Region.FD()
+	size := int64(len(ten.Region.Mem))
+	n, errs := 0, 0
+	end := time.Now().Add(p.Timeout)
+	var last error
+	for time.Now().Before(end) {
+		if err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, size); err != nil {
+			errs++
+			last = err
+		}
+		n++
+		time.Sleep(100 * time.Microsecond)
+	}
+	return fmt.Sprintf("%d punches of %d bytes (%d failed, last %v); tenant error now: %v", n, size, errs, last, ten.Err()), func() string {
+		ten.Close()
 		return "detached"
 	}
 }

@@ -198,3 +198,27 @@ func TestIntegrationHostileMaxima(t *testing.T) {
 		t.Logf("attacker: %s", c.stop())
 	})
 }
+
+// TestIntegrationHostileHolePunch: a tenant punches holes into its whole
+// region for two seconds. vnicd's tenant regions are ordinary shared memory
+// (hugetlb only with --tenant-huge-pages), so the holes read back as zeros:
+// garbage in the tenant's own rings that vnicd checks like any other. vnicd
+// survives and the good tenant keeps its rate.
+func TestIntegrationHostileHolePunch(t *testing.T) {
+	needRoot(t)
+	h := start(t, nil)
+	h.attack("hole punching in a tenant's region for 2 s", func() {
+		c := h.child("punch", params{Timeout: 2 * time.Second, Attach: client.AttachOptions{Name: "puncher", Queues: 2, Match: client.Match{Proto: "udp", DstPortLo: 65535 - 100, DstPortHi: 65535}}})
+		t.Logf("attacker: %s", c.stop())
+	})
+	st := h.stats()
+	for _, x := range append(st.Tenants, st.History...) {
+		if x.Name == "puncher" {
+			var pk uint64
+			for _, r := range x.Rings {
+				pk += r.NIC["packets"] + r.NIC["drops_faulty"] + r.NIC["drops_ax_starved"]
+			}
+			t.Logf("puncher: %d frames steered to it; faulty: %q", pk, x.Faulty)
+		}
+	}
+}
