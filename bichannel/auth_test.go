@@ -160,3 +160,26 @@ func TestConnectLate(t *testing.T) {
 		})
 	}
 }
+
+// Many nodes on one address connecting at once go past MaxPendingPerIP:
+// the extra dialers are told to dial again, and every node connects.
+func TestPendingCapRetry(t *testing.T) {
+	cfg := testConfig()
+	cfg.Workers = 1
+	cfg.Flows = 1
+	cfg.MaxPendingPerIP = 1
+	cfg.Fast = FastUDP
+	for _, key := range [][]byte{nil, testKey} {
+		c := cfg
+		c.ClusterKey = key
+		eps := newCluster(t, 6, c, nil) // kernel UDP, every node on 127.0.0.1
+		limited := uint64(0)
+		for _, e := range eps {
+			limited += e.Stats().RefusedLimit
+		}
+		t.Logf("authenticated %v: %d connections told to dial again", key != nil, limited)
+		if err := eps[0].Send(5, 0, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -183,7 +183,9 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// MaxPending caps the accepted connections in handshake (default
 	// 64), MaxPendingPerIP those from one source address (default 8);
-	// beyond, new connections are closed at once (Stats.RefusedLimit).
+	// beyond, new connections are told to dial again and closed at once
+	// (Stats.RefusedLimit; an honest dialer retries while its Connect's
+	// context allows).
 	MaxPending, MaxPendingPerIP int
 
 	// Logger receives the Endpoint's few log lines (fast-path fallback,

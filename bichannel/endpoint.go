@@ -106,7 +106,7 @@ type Stats struct {
 	RefusedPeer    uint64 // not among the peers, this node's own id, wrong dialing direction, or (CheckPeerAddr) from another address
 	RefusedTaken   uint64 // the id is connected or being connected by another connection already
 	RefusedProto   uint64 // malformed, oversize or incompatible frames (version, workers, address family)
-	RefusedLimit   uint64 // too many connections in handshake, in total or from one address
+	RefusedLimit   uint64 // too many connections in handshake, in total or from one address (told to dial again)
 	RefusedTimeout uint64 // the handshake did not finish within HandshakeTimeout
 	// Control path.
 	AckFrames       uint64 // control frames carrying acknowledgements and credits

@@ -369,10 +369,15 @@ func (e *Endpoint) acceptLoop() {
 		}
 		ip := remoteIP(conn)
 		if !e.admit(conn, ip) {
-			conn.Close()
 			if e.isClosing() {
+				conn.Close()
 				return
 			}
+			// An honest dialer (many nodes behind one address, all
+			// connecting at once) dials again after a pause.
+			conn.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+			conn.Write(appendReject(nil, rejectRetry, "too many connections in handshake: dial again"))
+			conn.Close()
 			e.refused(refLimit, conn, fmt.Errorf("more than %d connections in handshake, or %d from %v", e.cfg.MaxPending, e.cfg.MaxPendingPerIP, ip))
 			continue
 		}
