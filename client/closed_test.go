@@ -41,6 +41,9 @@ func TestNilAndClosedTenant(t *testing.T) {
 			if n, err := q.Send([][]byte{{1, 2, 3}}); n != 0 || !errors.Is(err, client.ErrClosed) {
 				t.Errorf("%s: Send: %d, %v", name, n, err)
 			}
+			if err := q.Err(); !errors.Is(err, client.ErrClosed) {
+				t.Errorf("%s: Queue(%d).Err: %v", name, i, err)
+			}
 			if q.Owed() != 0 || q.TxPending() != 0 {
 				t.Errorf("%s: Owed %d TxPending %d", name, q.Owed(), q.TxPending())
 			}

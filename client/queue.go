@@ -78,9 +78,10 @@ func (q *Queue) Counters() counters.Block {
 // process of the tenant holds the pool lock longer than the wait bound
 // (transient). Recv and Release cannot return it: after a Recv that
 // returned nothing, or a Release, check Err (Wait and Send return it).
+// A nil queue or one of a closed tenant returns ErrClosed.
 func (q *Queue) Err() error {
 	if q.dead() {
-		return nil
+		return ErrClosed
 	}
 	if err := q.cache.Err(); err != nil {
 		return fmt.Errorf("client: allocator: %w", err)
