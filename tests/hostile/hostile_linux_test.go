@@ -33,8 +33,11 @@ func TestIntegrationHostileIdleConnections(t *testing.T) {
 	})
 	ctl := h.stats().Control
 	t.Logf("control counters: %v", ctl)
-	if ctl["conns_refused_uid_limit"] < 2000-64 || ctl["first_message_timeouts"] < 60 {
-		t.Fatalf("want >= 1936 refused by the per-uid cap and ~64 closed by the first-message deadline: %v", ctl)
+	// Every attacker connection was refused by the cap or closed by the
+	// deadline (on a slow run the deadline frees slots while the attacker
+	// is still connecting, so the split varies).
+	if r, d := ctl["conns_refused_uid_limit"], ctl["first_message_timeouts"]; r+d < 1990 || r < 1000 || d < 60 {
+		t.Fatalf("want the 2000 connections refused by the per-uid cap (most) or closed by the first-message deadline (at least 64): %v", ctl)
 	}
 }
 
