@@ -278,9 +278,23 @@ func tenantLabel(t proto.TenantInfo, dup map[string]int) string {
 		return "#" + strconv.Itoa(t.ID)
 	}
 	if dup[t.Name] > 1 {
-		return t.Name + "#" + strconv.Itoa(t.ID)
+		return displayName(t.Name) + "#" + strconv.Itoa(t.ID)
 	}
-	return t.Name
+	return displayName(t.Name)
+}
+
+// displayName is a tenant name safe for a terminal: vnicd refuses names
+// with anything but letters, digits and . _ - : @ +, but an older or
+// foreign daemon might not, so anything else (escape sequences, newlines
+// that would forge rows, spaces that would split columns) is shown quoted
+// and escaped.
+func displayName(n string) string {
+	for _, r := range n {
+		if r <= ' ' || r > '~' {
+			return strconv.QuoteToASCII(n)
+		}
+	}
+	return n
 }
 
 func nameCounts(ts []proto.TenantStats) map[string]int {

@@ -80,7 +80,7 @@ func tenantTable(w io.Writer, ts []proto.TenantInfo, detached, wide bool) error 
 				faulty = "yes (-o wide)"
 			}
 		}
-		cells := []string{fmt.Sprint(t.ID), dash(t.Name), fmt.Sprint(t.PID), fmt.Sprint(t.UID), fmt.Sprint(t.Queues),
+		cells := []string{fmt.Sprint(t.ID), dash(displayName(t.Name)), fmt.Sprint(t.PID), fmt.Sprint(t.UID), fmt.Sprint(t.Queues),
 			matchString(t.Match), dash(t.Attached)}
 		if detached {
 			cells = append(cells, dash(t.Detached))
