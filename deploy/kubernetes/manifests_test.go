@@ -370,6 +370,11 @@ func TestExampleApp(t *testing.T) {
 	if sc := c.SecurityContext; sc == nil || sc.Capabilities == nil || len(sc.Capabilities.Add) > 0 || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
 		t.Error("the application must drop every capability and not escalate")
 	}
+	// vnicd claims only what tenants' rules ask for: the application must
+	// name its ports, and it re-attaches across a vnicd rollout.
+	if !slices.Contains(c.Args, "--ports") || !slices.Contains(c.Args, "--reattach") {
+		t.Errorf("the application's args %v lack --ports (a claim) or --reattach", c.Args)
+	}
 	sock := configValue(t, m.cm, "socket")
 	if !slices.Contains(c.Args, sock) {
 		t.Errorf("the application's args %v do not name vnicd's socket %s", c.Args, sock)
