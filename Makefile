@@ -108,6 +108,7 @@ soak:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 10m ./internal/proto
 	VNIC_SOAK=1 $(GO) test -count=1 -timeout 20m -run 'TestIntegrationHostile' -v ./tests/hostile
 	VNIC_SOAK_DURATION=10m $(GO) test -count=1 -timeout 30m -run '^TestSoakMixedMigrating$$' -v ./nic/
+	VNIC_SOAK=1 $(GO) test -count=1 -run '^TestWakeupExchanges$$' -v -timeout 90m ./internal/daemon
 
 # image writes bin/vnic-image.tar, an OCI image (also a docker-archive) with
 # static vnicd, vnicctl and rxcount, built offline: docker load -i / podman

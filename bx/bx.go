@@ -1,15 +1,8 @@
 package bx
 
 import (
-	"sync/atomic"
-
 	"github.com/vnic/vnic/ring"
 )
-
-// NeedWakeup in a Bx ring's consumer flags asks the NIC to signal the
-// core's eventfd after it posts entries (the core is about to sleep), as
-// AF_XDP's XDP_RING_NEED_WAKEUP does.
-const NeedWakeup uint32 = 1
 
 // NoBuf in Entry.Buf marks a notice-only entry.
 const NoBuf = ^uint32(0)
@@ -51,7 +44,6 @@ func Init(mem []byte, capacity int, start uint64) error {
 // a batch and posted with Flush.
 type NIC struct {
 	p      *ring.GenProducer[Entry]
-	flags  *uint32
 	staged int
 	seq    uint32
 }
@@ -62,12 +54,8 @@ func NewNIC(mem []byte, capacity int) (*NIC, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &NIC{p: p, flags: ring.ConsumerFlags(mem)}, nil
+	return &NIC{p: p}, nil
 }
-
-// WantsWakeup reports whether the core asked to be woken (untrusted: a
-// wrong value only costs that core a spurious or a missed wakeup).
-func (n *NIC) WantsWakeup() bool { return atomic.LoadUint32(n.flags)&NeedWakeup != 0 }
 
 // Room reports whether n more entries can be staged now.
 func (n *NIC) Room(k int) (bool, error) {
@@ -118,8 +106,7 @@ func (n *NIC) Err() error { return n.p.Err() }
 
 // Core is the consuming side of one Bx ring.
 type Core struct {
-	c     *ring.GenConsumer[Entry]
-	flags *uint32
+	c *ring.GenConsumer[Entry]
 }
 
 // NewCore attaches the core side to the Bx ring in mem.
@@ -128,17 +115,7 @@ func NewCore(mem []byte, capacity int) (*Core, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Core{c: c, flags: ring.ConsumerFlags(mem)}, nil
-}
-
-// SetNeedWakeup sets or clears the need-wakeup flag. A core sets it, then
-// checks Ready once more, then sleeps on its eventfd.
-func (c *Core) SetNeedWakeup(on bool) {
-	v := uint32(0)
-	if on {
-		v = NeedWakeup
-	}
-	atomic.StoreUint32(c.flags, v)
+	return &Core{c: c}, nil
 }
 
 // Ready reports whether at least one entry is posted, without consuming it.

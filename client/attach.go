@@ -94,7 +94,7 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	if len(files) != 1+o.Queues || rep.FDs != len(files) {
 		closeFiles()
 		conn.Close()
-		return nil, fmt.Errorf("client: attach: vnicd sent %d descriptors, want %d (a memfd and one eventfd per queue)", len(files), 1+o.Queues)
+		return nil, fmt.Errorf("client: attach: vnicd sent %d descriptors, want %d (a memfd and one socket per queue)", len(files), 1+o.Queues)
 	}
 	region, err := shm.Map(files[0])
 	files[0].Close()
@@ -127,8 +127,20 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	}
 	for i, q := range t.queues {
 		q.wake = files[1+i]
+		q.wfd = rawFD(q.wake)
+		if q.cfd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+			for _, q := range t.queues[:i] {
+				unix.Close(q.cfd)
+			}
+			region.Close()
+			closeFiles()
+			conn.Close()
+			return nil, fmt.Errorf("client: %w", os.NewSyscallError("eventfd", err))
+		}
 		q.gone = t.gone
 		q.spin = t.spin
+		q.needWake = region.NeedWakeup(i)
+		q.engSleep = region.EngineSleeping()
 	}
 	t.readerDone = make(chan struct{})
 	t.detached = make(chan struct{}, 1)
@@ -156,10 +168,11 @@ func (t *Tenant) watch() {
 		}
 	}
 	t.gone.Store(true)
-	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+	// Wake every sleeping queue: shutting down this tenant's end of each
+	// socket pair makes it readable (end of file) for good.
 	for _, q := range t.queues {
 		if q.wake != nil {
-			unix.Write(int(q.wake.Fd()), one)
+			unix.Shutdown(q.wfd, unix.SHUT_RDWR)
 		}
 	}
 }
@@ -203,6 +216,7 @@ func (t *Tenant) Close() error {
 		for _, q := range t.queues {
 			if q.wake != nil {
 				q.wake.Close()
+				unix.Close(q.cfd)
 			}
 		}
 		if t.conn != nil {
@@ -212,11 +226,65 @@ func (t *Tenant) Close() error {
 	return err
 }
 
+// ErrStarved reports that a queue has nothing to receive and cannot give
+// its Ax ring the buffers it owes: every buffer is held by the application
+// (or in flight on TX). No frame may come, so Wait does not sleep. Release
+// packets you hold, then Wait again.
+var ErrStarved = errors.New("client: queue starved: its Ax ring owes refills and the allocator has no free buffer; Release held packets, then Wait again")
+
+// WaitStats counts how a queue's Wait calls ended, for tests and tuning.
+type WaitStats struct {
+	Spun      uint64 // returned while spinning, without sleeping
+	Sleeps    uint64 // went to sleep on the queue's socket
+	Signalled uint64 // woke on vnicd's signal and found a packet
+	TimedOut  uint64 // found a packet after a poll that timed out (a lost wake-up; should stay 0)
+	Spurious  uint64 // woke and found nothing (a late signal from an earlier sleep)
+	Doorbells uint64 // TX doorbells Send rang because vnicd slept
+}
+
+// WaitStats returns the queue's wait counters. Call it from the queue's
+// goroutine.
+func (q *Queue) WaitStats() WaitStats { return q.wst }
+
+// waitPoll bounds one poll: a safety net that no correct run needs (the
+// signal, a cancelled context and vnicd going away all wake the poll). A
+// packet found after such a timeout is counted as TimedOut.
+const waitPoll = time.Second
+
+// rawFD returns f's descriptor without switching it to blocking mode (as
+// os.File.Fd does).
+func rawFD(f *os.File) int {
+	fd := -1
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(v uintptr) { fd = int(v) })
+	}
+	return fd
+}
+
+// service does the queue's housekeeping that can bring packets: it pays
+// owed Ax refills and reaps TX completions (the freed buffers pay refills).
+func (q *Queue) service() {
+	q.reap()
+	q.refill()
+	q.flushCounters()
+}
+
+// starved reports that the queue owes refills it cannot pay and has
+// nothing to receive.
+func (q *Queue) starved() bool {
+	return q.sh == nil && q.debt > 0 && !q.bx.Ready()
+}
+
 // Wait blocks until the queue has a packet, ctx ends or vnicd goes away.
 // It returns the allocator's error (see Queue.Err) once the tenant's
 // allocator is found corrupt.
-// It polls for the Spin time, then sets the ring's need-wakeup flag and
-// sleeps on the queue's eventfd, so an idle application uses no CPU.
+// It polls for the Spin time, then publishes a new sleep generation in the
+// queue's need-wakeup word, looks at the ring once more and sleeps on the
+// queue's socket: vnicd, which posts before it reads the word, sends one
+// byte per sleep, so an idle application uses no CPU and no wake-up is
+// lost. Before it sleeps, and on every turn, it pays owed Ax refills and
+// reaps TX completions; if the refills cannot be paid and the ring is
+// empty it returns ErrStarved instead of sleeping.
 func (q *Queue) Wait(ctx context.Context) error {
 	if q.dead() {
 		return ErrClosed
@@ -227,12 +295,17 @@ func (q *Queue) Wait(ctx context.Context) error {
 	deadline := time.Now().Add(q.spin)
 	for i := 0; ; i++ {
 		if q.bx.Ready() {
+			q.wst.Spun++
 			return nil
 		}
 		if q.gone != nil && q.gone.Load() {
 			return ErrDaemonGone
 		}
-		if i%64 == 63 {
+		if i%64 == 0 {
+			q.service()
+			if q.starved() {
+				return ErrStarved
+			}
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -242,23 +315,49 @@ func (q *Queue) Wait(ctx context.Context) error {
 			runtime.Gosched()
 		}
 	}
-	if q.wake == nil { // an in-process tenant has no eventfd: nap and poll
+	if q.wake == nil { // an in-process tenant has no socket: nap and poll
 		for !q.bx.Ready() {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			q.service()
 			time.Sleep(20 * time.Microsecond)
 		}
 		return nil
 	}
-	q.bx.SetNeedWakeup(true)
-	defer q.bx.SetNeedWakeup(false)
-	fds := []unix.PollFd{{Fd: int32(q.wake.Fd()), Events: unix.POLLIN}}
-	var buf [8]byte
+	if q.gen++; q.gen == 0 {
+		q.gen = 1 // 0 means "polling"
+	}
+	atomic.StoreUint32(q.needWake, q.gen)
+	defer atomic.StoreUint32(q.needWake, 0)
+	q.wst.Sleeps++
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() {
+			one := [8]byte{1}
+			unix.Write(q.cfd, one[:])
+		})
+		defer stop()
+	}
+	fd := q.wfd
+	fds := [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(q.cfd), Events: unix.POLLIN}}
+	timedOut, woke := false, false
 	for {
-		// Check after setting the flag: vnicd posts, then reads the flag.
+		// Look after publishing the generation: vnicd posts, then loads it.
 		if q.bx.Ready() {
+			switch {
+			case timedOut:
+				q.wst.TimedOut++
+			case woke:
+				q.wst.Signalled++
+			}
 			return nil
+		}
+		if woke {
+			q.wst.Spurious++
+		}
+		q.service()
+		if q.starved() {
+			return ErrStarved
 		}
 		if q.gone.Load() {
 			return ErrDaemonGone
@@ -266,12 +365,40 @@ func (q *Queue) Wait(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n, err := unix.Poll(fds, 100)
-		if err != nil && !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("client: wait on eventfd: %w", os.NewSyscallError("poll", err))
+		timeout := waitPoll
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = min(timeout, time.Until(dl)+time.Millisecond)
 		}
-		if n > 0 {
-			unix.Read(int(q.wake.Fd()), buf[:])
+		n, err := unix.Poll(fds[:], int(timeout.Milliseconds()))
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("client: wait on queue %d's socket: %w", q.id, os.NewSyscallError("poll", err))
+		}
+		if fds[1].Revents != 0 { // the context ended (or a stale cancel of an earlier Wait)
+			var b [8]byte
+			unix.Read(q.cfd, b[:])
+			n--
+		}
+		timedOut, woke = n == 0 && err == nil && fds[1].Revents == 0, n > 0
+		if n > 0 && q.drainWake(fd) {
+			// vnicd closed its end: this tenant was detached.
+			if !q.bx.Ready() {
+				q.gone.Store(true)
+				return ErrDaemonGone
+			}
 		}
 	}
+}
+
+// drainWake empties the queue's socket; it reports end of file (vnicd
+// closed its end, or watch shut this end down).
+func (q *Queue) drainWake(fd int) (eof bool) {
+	var buf [64]byte
+	for i := 0; i < 16; i++ {
+		n, _, err := unix.Recvfrom(fd, buf[:], unix.MSG_DONTWAIT)
+		if n > 0 {
+			continue
+		}
+		return n == 0 && err == nil
+	}
+	return false
 }

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vnic/vnic/alloc"
 	"github.com/vnic/vnic/ax"
 	"github.com/vnic/vnic/bx"
@@ -43,14 +45,21 @@ type Queue struct {
 	ids   []uint32 // scratch for bulk allocator calls
 	tx    *ring.Producer[shm.TxDesc]
 	comp  *ring.Consumer[shm.Completion]
-	wake  *os.File // eventfd vnicd signals when need-wakeup is set (attached tenants)
+	wake  *os.File // this tenant's end of the queue's socket pair with vnicd (attached tenants)
+	wfd   int      // its descriptor (read once: os.File.Fd would make it blocking)
+	cfd   int      // eventfd of this process only: a cancelled context wakes Wait
 	gone  *atomic.Bool
 	// closed is the tenant's: once it is set the region may be unmapped
 	// and every method returns ErrClosed or does nothing.
 	closed *atomic.Bool
 	spin   time.Duration
-	ents   []bx.Entry
-	local  [counters.NumIDs]uint64
+	// need-wakeup handshake (package shm, the wake section)
+	needWake *uint32 // this queue's word: sleep generation, 0 while polling
+	engSleep *uint32 // vnicd's word: 1 while it sleeps and wants doorbells
+	gen      uint32  // last sleep generation
+	wst      WaitStats
+	ents     []bx.Entry
+	local    [counters.NumIDs]uint64
 }
 
 // dead reports a nil queue or one of a closed tenant.
@@ -123,14 +132,22 @@ func (q *Queue) Recv(dst []Packet) []Packet {
 		}
 	}
 	q.bx.Release()
+	q.refill()
+	q.flushCounters()
+	return dst
+}
+
+// refill pays owed Ax refills (Listing 1) with one tail update, or reposts
+// the shared ring's done descriptors under shring.
+func (q *Queue) refill() {
 	if q.sh != nil {
 		q.sh.repost(q)
-	} else {
+		return
+	}
+	if q.debt > 0 {
 		q.payDebt()
 		q.ax.Flush()
 	}
-	q.flushCounters()
-	return dst
 }
 
 // payDebt refills owed Ax slots, oldest first, with one bulk allocation.
@@ -164,7 +181,10 @@ func (q *Queue) payDebt() {
 }
 
 // Release frees the packets' buffers into this queue's allocator cache,
-// in bulk. It does nothing on a nil queue or a closed tenant.
+// in bulk, then pays the Ax refills the queue owes: a queue whose Ax ring
+// ran dry while the application held every buffer gets buffers back to
+// the NIC at once, not only at the next Recv. It does nothing on a nil
+// queue or a closed tenant.
 func (q *Queue) Release(pkts []Packet) {
 	if q.dead() {
 		return
@@ -187,6 +207,7 @@ func (q *Queue) Release(pkts []Packet) {
 		}
 		pkts = pkts[n:]
 	}
+	q.refill()
 	q.flushCounters()
 }
 
@@ -267,11 +288,32 @@ func (q *Queue) Send(frames [][]byte) (int, error) {
 		sent++
 	}
 	q.tx.Publish()
+	q.doorbell()
 	return sent, nil
+}
+
+// doorbell tells a sleeping vnicd that the TX ring has descriptors. The
+// load follows the producer's publication (both sequentially consistent),
+// and vnicd stores its word before it looks at the TX rings a last time,
+// so either vnicd sees the descriptors or this load sees it sleeping.
+// While vnicd polls, Send makes no system call.
+func (q *Queue) doorbell() {
+	if q.wake == nil || atomic.LoadUint32(q.engSleep) == 0 {
+		return
+	}
+	one := [1]byte{1}
+	// MSG_DONTWAIT: a full socket means vnicd has an unread doorbell
+	// already. MSG_NOSIGNAL: a gone vnicd is EPIPE, not SIGPIPE.
+	if unix.Sendto(q.wfd, one[:], unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil) == nil {
+		q.wst.Doorbells++
+	}
 }
 
 // reap frees the buffers vnicd completed.
 func (q *Queue) reap() {
+	if q.comp == nil {
+		return
+	}
 	for {
 		n, err := q.comp.Peek(cap(q.ids))
 		if err != nil || n == 0 {

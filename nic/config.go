@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/vnic/vnic/rss"
 )
@@ -90,6 +91,12 @@ type Config struct {
 	FoldEvery int
 	// EmulatorCPU is the CPU Run pins its thread to; -1 leaves it unpinned.
 	EmulatorCPU int
+	// Idle is what Run does without work: IdleAdaptive (default) sleeps in
+	// epoll after SpinBudget, IdleBusy polls forever.
+	Idle IdleMode
+	// SpinBudget is how long Run polls without work before it sleeps
+	// (IdleAdaptive; 0 means DefaultSpinBudget).
+	SpinBudget time.Duration
 	// Now returns the clock in nanoseconds for Bx entry stamps (default:
 	// monotonic time since the engine started).
 	Now func() uint64

@@ -43,6 +43,8 @@ type Engine struct {
 	opsFlag chan struct{}
 	running bool
 	started chan struct{} // closed once Run is active
+	idle    *idler        // Run's sleeping place (IdleAdaptive); set and cleared under mu
+	idleCnt idleCounters
 }
 
 // New returns an engine with no tenants.
@@ -100,6 +102,7 @@ func (e *Engine) AddTenant(cfg TenantConfig, r *shm.Region) (*Tenant, error) {
 	if e.cfg.Model == DynShRing {
 		t.dyn = newDynState(t, e.cfg.ShGroup, e.cfg.Dyn)
 	}
+	t.idle = &e.idleCnt
 	var conflict error
 	e.apply(func() {
 		if cfg.Match.Default && e.deflt != nil {
@@ -113,6 +116,9 @@ func (e *Engine) AddTenant(cfg TenantConfig, r *shm.Region) (*Tenant, error) {
 		e.tenants = append(e.tenants, t)
 		if cfg.Match.Default {
 			e.deflt = t
+		}
+		if e.idle != nil {
+			e.idle.addTenant(t)
 		}
 		e.rebuildTx()
 	})
@@ -137,6 +143,9 @@ func (e *Engine) RemoveTenant(t *Tenant) {
 			e.deflt = nil
 		}
 		e.rebuildTx()
+		if e.idle != nil {
+			e.idle.removeTenant(t)
+		}
 	})
 }
 
@@ -155,11 +164,14 @@ func (e *Engine) apply(op func()) {
 	}
 	done := make(chan struct{})
 	e.ops = append(e.ops, func() { op(); close(done) })
-	e.mu.Unlock()
 	select {
 	case e.opsFlag <- struct{}{}:
 	default:
 	}
+	if e.idle != nil {
+		e.idle.kick() // the engine may sleep in epoll
+	}
+	e.mu.Unlock()
 	<-done
 }
 
@@ -409,9 +421,7 @@ func (e *Engine) finish() {
 		for _, q := range ten.bxList {
 			ten.bx[q].Flush()
 			ten.bxUsed[q] = false
-			if ten.wakeup != nil && ten.bx[q].WantsWakeup() {
-				ten.wakeup(q)
-			}
+			ten.kick(q)
 		}
 		ten.bxList = ten.bxList[:0]
 	}

@@ -25,15 +25,23 @@ type SourceFunc func(dst [][]byte) ([][]byte, error)
 // Recv calls f.
 func (f SourceFunc) Recv(dst [][]byte) ([][]byte, error) { return f(dst) }
 
-// Idle tuning of Run: after idleSpins empty polls it sleeps idleSleep.
-const (
-	idleSpins = 4096
-	idleSleep = 10 * time.Microsecond
-)
+// idleCheck is how many empty polls Run makes between two looks at the
+// clock (against the spin budget) and at the occupancy gauges.
+const idleCheck = 64
 
 // Run pulls batches from src and processes them until ctx is done or src
-// fails. It locks the goroutine to its OS thread and pins that thread to
-// Config.EmulatorCPU (the emulated NIC owns a core, as in the paper).
+// fails. With Config.EmulatorCPU >= 0 it locks the goroutine to its OS
+// thread and pins that thread to that CPU (the emulated NIC owns a core,
+// as in the paper), and restores the thread's mask when it returns.
+//
+// While frames or TX descriptors flow it busy-polls. With no work for
+// Config.SpinBudget it sleeps (IdleAdaptive, the default): it stores 1
+// into every tenant's engine-sleeping word, looks once more at the TX
+// rings, the source and the control plane (so a descriptor published
+// before the store is never missed), and then waits in epoll on the
+// source's descriptors (Waitable), the tenants' doorbells and the control
+// eventfd. No Go timer is involved: a frame, a doorbell or a tenant change
+// wakes it within microseconds.
 func (e *Engine) Run(ctx context.Context, src Source) error {
 	if e.cfg.EmulatorCPU >= 0 {
 		// The thread's previous mask comes back before it unlocks, so the
@@ -47,27 +55,65 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 	if e.cfg.FoldEvery == 1 {
 		e.cfg.FoldEvery = 16
 	}
+	var idler *idler
+	if e.cfg.Idle == IdleAdaptive {
+		var err error
+		if idler, err = newIdler(src); err != nil && !errors.Is(err, ErrNotSupported) {
+			return err
+		}
+	}
 	e.mu.Lock()
 	if e.running {
 		e.mu.Unlock()
+		if idler != nil {
+			idler.close()
+		}
 		return errors.New("nic: Run is already active on this engine")
 	}
 	e.running = true
+	e.idle = idler
+	if idler != nil {
+		for _, t := range e.tenants {
+			idler.addTenant(t)
+		}
+	}
 	select {
 	case <-e.started:
 	default:
 		close(e.started)
 	}
 	e.mu.Unlock()
+	stopKick := func() bool { return false }
+	if idler != nil {
+		// A cancelled context wakes a sleeping engine.
+		stopKick = context.AfterFunc(ctx, func() {
+			e.mu.Lock()
+			if e.idle != nil {
+				e.idle.kick()
+			}
+			e.mu.Unlock()
+		})
+	}
 	defer func() {
+		stopKick()
 		e.mu.Lock()
 		e.running = false
+		if e.idle != nil {
+			e.setSleeping(0)
+			e.idle.close()
+			e.idle = nil
+		}
 		e.mu.Unlock()
 		e.runOps()
 	}()
+	budget := e.cfg.SpinBudget
+	if budget <= 0 {
+		budget = DefaultSpinBudget
+	}
 	buf := make([][]byte, 0, e.cfg.Batch)
 	var pending [][]byte
 	idle, iter := 0, 0
+	var idleSince time.Time
 	done := ctx.Done()
 	for {
 		select {
@@ -94,12 +140,25 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 			idle++
 			if idle == 1 {
 				e.Fold()
+				idleSince = time.Now()
 			}
-			if idle%idleSpins == 0 {
-				e.Step(nil)
-				time.Sleep(idleSleep)
+			if idle%idleCheck != 0 {
+				continue
 			}
-			continue
+			if idler == nil || time.Since(idleSince) < budget {
+				if idle%(64*idleCheck) == 0 {
+					e.Step(nil) // busy: refresh the occupancy gauges now and then
+				}
+				continue
+			}
+			var err error
+			if pending, err = e.sleep(ctx, src, buf); err != nil {
+				return err
+			}
+			idle = 0
+			if len(pending) == 0 {
+				continue
+			}
 		}
 		idle = 0
 		n := e.Step(pending)
@@ -109,4 +168,31 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 			runtime.Gosched()
 		}
 	}
+}
+
+// sleep is Run's idle path: publish "sleeping", look at everything once
+// more, wait in epoll, publish "polling". It returns the frames the last
+// look found, if any.
+func (e *Engine) sleep(ctx context.Context, src Source, buf [][]byte) ([][]byte, error) {
+	e.Step(nil) // fold the counters and refresh the gauges before sleeping
+	e.setSleeping(1)
+	// The re-check after the store: TX rings (Dekker with the tenant's
+	// publish-then-load in Send), the control plane and the source.
+	if e.txPending() || len(e.opsFlag) > 0 || ctx.Err() != nil {
+		e.setSleeping(0)
+		return buf[:0], nil
+	}
+	buf, err := src.Recv(buf[:0])
+	if err != nil || len(buf) > 0 {
+		e.setSleeping(0)
+		return buf, err
+	}
+	timeout := housekeepingInterval
+	if !e.idle.waitable {
+		timeout = sourcePollInterval
+	}
+	e.idleCnt.sleeps.Add(1)
+	e.idle.wait(timeout, &e.idleCnt)
+	e.setSleeping(0)
+	return buf[:0], nil
 }

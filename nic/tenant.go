@@ -32,10 +32,14 @@ type TenantConfig struct {
 	Assoc [][]int
 	// Checker, if set, verifies buffer conservation on every move (debug).
 	Checker *conserve.Checker
-	// Wakeup, if set, is called from the engine goroutine after it posted
-	// entries to queue q whose core asked to be woken (need-wakeup flag). It
-	// must not block (vnicd writes the queue's eventfd).
-	Wakeup func(q int)
+	// Wake, if set, holds one descriptor per queue: vnicd's end of the
+	// queue's socket pair (AF_UNIX, SOCK_STREAM; the tenant holds the other
+	// end). The engine sends a byte on Wake[q] (MSG_DONTWAIT) when it posts
+	// to queue q while the tenant's core sleeps (its need-wakeup word in
+	// the region), at most once per sleep; and it sleeps on them in
+	// IdleAdaptive mode, so a tenant's TX doorbell wakes it. The engine
+	// never closes them: close them after RemoveTenant returns.
+	Wake []int
 }
 
 // Tenant is one attached application: its region and the engine's side of
@@ -69,11 +73,18 @@ type Tenant struct {
 	// miss, and a starving burst would otherwise pay it per frame per lender.
 	axEmpty []uint64
 	bxFull  []uint64
-	wakeup  func(q int)
 	dyn     *dynState // DynShRing only
 	nodes   []int     // NUMA node of each queue
-	tx      []*ring.Consumer[shm.TxDesc]
-	comp    []*ring.Producer[shm.Completion]
+	// Wake-ups (see idle.go): vnicd's socket ends, the tenant's
+	// need-wakeup words, the generation last signalled per queue, the
+	// region's engine-sleeping word, the engine's counters.
+	wake      []int
+	needWake  []*uint32
+	signalled []uint32
+	sleeping  *uint32
+	idle      *idleCounters
+	tx        []*ring.Consumer[shm.TxDesc]
+	comp      []*ring.Producer[shm.Completion]
 }
 
 // Queues returns the tenant's queue count.
@@ -126,7 +137,19 @@ func newTenant(cfg TenantConfig, r *shm.Region, m Model, shGroup int) (*Tenant, 
 		delta: make([][counters.NumIDs]uint64, n), axUsed: make([]bool, n), used: make([]int, 0, n),
 		bxUsed: make([]bool, n), bxList: make([]int, 0, n), shared: make([]int, n),
 		check: cfg.Checker, axEmpty: make([]uint64, n), bxFull: make([]uint64, n),
-		wakeup: cfg.Wakeup,
+	}
+	if g.NumBx > 0 {
+		t.sleeping = r.EngineSleeping()
+	}
+	if cfg.Wake != nil {
+		if len(cfg.Wake) != n {
+			return nil, fmt.Errorf("nic: tenant %q: %d wake descriptors for %d queues", cfg.Name, len(cfg.Wake), n)
+		}
+		t.wake = append([]int(nil), cfg.Wake...)
+		t.signalled = make([]uint32, n)
+		for q := 0; q < n; q++ {
+			t.needWake = append(t.needWake, r.NeedWakeup(q))
+		}
 	}
 	for i := 0; i < int(g.NumTx); i++ {
 		tx, err := ring.NewConsumer[shm.TxDesc](r.TxMem(i), int(g.TxSize))

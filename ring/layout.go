@@ -10,10 +10,9 @@ import (
 // neither the cache line holding them nor its adjacent-line prefetch partner
 // is shared between producer and consumer.
 const (
-	ProdOffset  = 0   // producer cursor, uint64
-	ConsOffset  = 128 // consumer cursor, uint64
-	FlagsOffset = 136 // consumer flags, uint32, on the consumer's line (see ConsumerFlags)
-	HeaderSize  = 256 // entries start here
+	ProdOffset = 0   // producer cursor, uint64
+	ConsOffset = 128 // consumer cursor, uint64
+	HeaderSize = 256 // entries start here
 
 	// MaxCapacity bounds a ring so that sizes stay far from overflow.
 	MaxCapacity = 1 << 24

@@ -99,14 +99,3 @@ func Cursors(mem []byte) (prod, cons uint64, ok bool) {
 	return atomic.LoadUint64((*uint64)(unsafe.Add(base, ProdOffset))),
 		atomic.LoadUint64((*uint64)(unsafe.Add(base, ConsOffset))), true
 }
-
-// ConsumerFlags returns the consumer-written flags word of the ring in mem
-// (for example a need-wakeup bit). It lives on the consumer cursor's cache
-// line, which the producer reads anyway. The producer must treat its value
-// as untrusted. mem must hold at least HeaderSize bytes, 8-byte aligned.
-func ConsumerFlags(mem []byte) *uint32 {
-	if len(mem) < HeaderSize || uintptr(unsafe.Pointer(unsafe.SliceData(mem)))%8 != 0 {
-		return nil
-	}
-	return (*uint32)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(mem)), FlagsOffset))
-}

@@ -18,7 +18,8 @@ import (
 const Magic uint64 = 0x0152474e43494e56 // little-endian "VNICRGN\x01"
 
 // Version of the region layout. Bump it on any change of the layout below.
-const Version uint32 = 1
+// Version 2 added the wake section (need-wakeup flags on lines of their own).
+const Version uint32 = 2
 
 // Header field offsets (all little-endian, naturally aligned).
 const (
@@ -56,7 +57,9 @@ const (
 	OffAllocCache   = 184 // uint32, per-core allocator cache size
 	OffAllocOff     = 192 // uint64, allocator section offset
 	OffAllocBytes   = 200 // uint64, allocator section size
-	OffChecksum     = 208 // uint32, CRC32C of bytes [0, OffChecksum)
+	OffWakeOff      = 208 // uint64, wake section offset
+	OffWakeBytes    = 216 // uint64, wake section size
+	OffChecksum     = 224 // uint32, CRC32C of bytes [0, OffChecksum)
 
 	HeaderSize = 4096 // the header has a page to itself
 )
@@ -95,6 +98,10 @@ const (
 	MaxAllocCache     = 4096
 	MaxModel          = 3 // dynshring
 	sectionAlign      = 4096
+	// WakeLine is the size of one line of the wake section: two cache
+	// lines, so that the adjacent-line prefetcher does not couple a
+	// queue's flag with its neighbour's.
+	WakeLine = 128
 	ringAlign         = 256
 )
 
@@ -186,6 +193,7 @@ func (g Geometry) Validate() error {
 // Layout is where each section of a region lives, derived from a Geometry.
 type Layout struct {
 	Counters, CountersSize uint64
+	Wake, WakeBytes        uint64
 	Ax, AxStride           uint64
 	Bx, BxStride           uint64
 	Tx, TxStride           uint64
@@ -209,6 +217,8 @@ func (g Geometry) Layout() Layout {
 	l.Counters = off
 	l.CountersSize = uint64(g.CounterBlocks()) * counters.BlockSize
 	off = alignUp(off+l.CountersSize, sectionAlign)
+	l.Wake, l.WakeBytes = off, uint64(1+g.NumBx)*WakeLine
+	off = alignUp(off+l.WakeBytes, sectionAlign)
 	section := func(n, stride uint64) (uint64, uint64) {
 		start := off
 		off = alignUp(off+n*stride, sectionAlign)
@@ -268,6 +278,7 @@ type layoutField struct {
 func layoutFields(l *Layout) []layoutField {
 	return []layoutField{
 		{"counters offset", OffCountersOff, &l.Counters}, {"counters size", OffCountersSize, &l.CountersSize},
+		{"wake offset", OffWakeOff, &l.Wake}, {"wake bytes", OffWakeBytes, &l.WakeBytes},
 		{"Ax offset", OffAxOff, &l.Ax}, {"Ax stride", OffAxStride, &l.AxStride},
 		{"Bx offset", OffBxOff, &l.Bx}, {"Bx stride", OffBxStride, &l.BxStride},
 		{"TX offset", OffTxOff, &l.Tx}, {"TX stride", OffTxStride, &l.TxStride},

@@ -158,3 +158,18 @@ func (r *Region) Close() error {
 	r.unmap = nil
 	return err
 }
+
+// EngineSleeping returns the tenant-wide word vnicd sets to 1 while it
+// sleeps and wants TX doorbells (written by vnicd, read by the tenant with
+// sync/atomic; see the package documentation).
+func (r *Region) EngineSleeping() *uint32 { return r.flagAt(r.Lay.Wake) }
+
+// NeedWakeup returns queue q's need-wakeup word: a non-zero sleep
+// generation while the tenant's core sleeps, 0 while it polls (written by
+// the tenant, read by vnicd with sync/atomic).
+func (r *Region) NeedWakeup(q int) *uint32 {
+	if q < 0 || uint32(q) >= r.Geo.NumBx {
+		panic(fmt.Sprintf("shm: queue %d out of range [0, %d)", q, r.Geo.NumBx))
+	}
+	return r.flagAt(r.Lay.Wake + uint64(1+q)*WakeLine)
+}

@@ -81,6 +81,24 @@ func TestSectionsDisjoint(t *testing.T) {
 			}
 		}
 		add("counters", mem[reg.Lay.Counters:reg.Lay.Counters+reg.Lay.CountersSize])
+		add("wake", mem[reg.Lay.Wake:reg.Lay.Wake+reg.Lay.WakeBytes])
+		// Every flag word sits inside the wake section, on a 128-byte line
+		// of its own.
+		lines := map[uint64]string{}
+		flag := func(name string, p *uint32) {
+			off := uint64(addrOf32(p) - base)
+			if off < reg.Lay.Wake || off+4 > reg.Lay.Wake+reg.Lay.WakeBytes {
+				t.Fatalf("%+v: %s at %d is outside the wake section", g, name, off)
+			}
+			if other, ok := lines[off/shm.WakeLine]; ok {
+				t.Fatalf("%+v: %s shares a %d-byte line with %s", g, name, shm.WakeLine, other)
+			}
+			lines[off/shm.WakeLine] = name
+		}
+		flag("engine sleeping", reg.EngineSleeping())
+		for q := 0; q < n; q++ {
+			flag(fmt.Sprint("need-wakeup ", q), reg.NeedWakeup(q))
+		}
 		first, _ := reg.Buffer(0)
 		last, _ := reg.Buffer(g.BufCount - 1)
 		spans = append(spans, span{"buffers", uint64(uintptr(unsafePointer(first)) - base), uint64(uintptr(unsafePointer(last))-base) + uint64(g.BufSize)})
@@ -111,6 +129,12 @@ func TestBadHeader(t *testing.T) {
 	}{
 		{"magic", func(m []byte) []byte { m[0] ^= 0xff; return m }, shm.ErrMagic},
 		{"version", func(m []byte) []byte { le.PutUint32(m[shm.OffVersion:], 99); return m }, shm.ErrVersion},
+		{"version 1 (need-wakeup flags on the cursor lines)", func(m []byte) []byte { le.PutUint32(m[shm.OffVersion:], 1); return m }, shm.ErrVersion},
+		{"wake section moved (checksum forged)", func(m []byte) []byte {
+			le.PutUint64(m[shm.OffWakeOff:], 0)
+			rewriteChecksum(m)
+			return m
+		}, shm.ErrGeometry},
 		{"flipped geometry byte", func(m []byte) []byte { m[shm.OffBxSize] ^= 1; return m }, shm.ErrChecksum},
 		{"ring size not a power of two (checksum forged)", func(m []byte) []byte {
 			le.PutUint32(m[shm.OffAxSize:], 100)

@@ -8,3 +8,5 @@ func alignedBytes(n int) []byte {
 }
 
 func unsafePointer(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
+
+func addrOf32(p *uint32) uintptr { return uintptr(unsafe.Pointer(p)) }

@@ -209,3 +209,14 @@ func (s *Source) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// WaitFDs returns the sockets' descriptors: each becomes readable (POLLIN)
+// when its RX ring has frames. The engine sleeps on them when idle
+// (nic.Waitable).
+func (s *Source) WaitFDs() []int {
+	fds := make([]int, 0, len(s.socks))
+	for _, sk := range s.socks {
+		fds = append(fds, sk.FD())
+	}
+	return fds
+}

@@ -37,7 +37,7 @@ func main() {
 		go func(q *client.Queue) {
 			defer wg.Done()
 			pkts := make([]client.Packet, 0, 32)
-			for q.Wait(ctx) == nil { // spin 50µs, then sleep on the queue's eventfd
+			for q.Wait(ctx) == nil { // spin 50µs, then sleep on the queue's wake-up socket
 				pkts = q.Recv(pkts[:0]) // Listing 1: poll Bx, refill own Ax slots, one tail update
 				for _, p := range pkts {
 					_ = p.Data // the frame, in the shared region (also p.Hash, p.Queue)

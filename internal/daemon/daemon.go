@@ -87,7 +87,7 @@ type tenant struct {
 	info   proto.TenantInfo
 	region *shm.Region
 	nt     *nic.Tenant
-	wake   []*os.File
+	wake   []int // vnicd's ends of the queues' wake-up socket pairs
 	conn   *proto.Conn
 	match  nic.Match
 	size   int64 // region bytes counted against the memory budget
@@ -615,34 +615,21 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 	if err != nil {
 		return fail(fmt.Errorf("create the region: %w", err))
 	}
-	wake := make([]*os.File, req.Queues)
-	for i := range wake {
-		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-		if err != nil {
-			for _, f := range wake[:i] {
-				f.Close()
-			}
-			region.Close()
-			return fail(fmt.Errorf("eventfd: %w", os.NewSyscallError("eventfd", err)))
-		}
-		wake[i] = os.NewFile(uintptr(fd), "vnic-wake")
+	wake, theirs, err := wakePairs(req.Queues)
+	if err != nil {
+		region.Close()
+		return fail(err)
 	}
-	wakeFDs := make([]int, len(wake))
-	for i, f := range wake {
-		wakeFDs[i] = int(f.Fd())
-	}
-	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+	defer closeFDs(theirs) // sent to the tenant (or not): vnicd keeps only its ends
 	nt, err := d.eng.AddTenant(nic.TenantConfig{ID: id, Name: req.Name, Match: match, RETASize: d.cfg.RETASize,
-		Wakeup: func(q int) { unix.Write(wakeFDs[q], one) }}, region)
+		Wake: wake}, region)
 	if err == nil && d.cfg.OnAttach != nil {
 		if err = d.cfg.OnAttach(d.eng, nt); err != nil {
 			d.eng.RemoveTenant(nt)
 		}
 	}
 	if err != nil {
-		for _, f := range wake {
-			f.Close()
-		}
+		closeFDs(wake)
 		region.Close()
 		return fail(err)
 	}
@@ -655,7 +642,7 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 	for i := range reta {
 		reta[i] = uint16(nt.RETA().Entry(i))
 	}
-	fds := append([]int{region.FD()}, wakeFDs...)
+	fds := append([]int{region.FD()}, theirs...)
 	// The reply echoes what the region holds (its header is what the
 	// client maps), not what was asked.
 	g := region.Geo
@@ -732,9 +719,7 @@ func (d *Daemon) detachID(id int, why string) {
 	if e := t.nt.Faulty(); e != nil {
 		st.Faulty = e.Error()
 	}
-	for _, f := range t.wake {
-		f.Close()
-	}
+	closeFDs(t.wake)
 	t.region.Close()
 	d.mu.Lock()
 	d.shmem -= t.size
@@ -918,5 +903,39 @@ func (d *Daemon) config() proto.Config {
 		"max_tenants_per_uid": fmt.Sprint(l.MaxTenantsPerUID), "first_message_timeout": l.FirstMessageTimeout.String(),
 		"reply_timeout": l.ReplyTimeout.String(), "max_region": fmt.Sprint(l.MaxRegionBytes),
 		"memory_budget": fmt.Sprint(l.MemoryBudget), "max_name": fmt.Sprint(l.MaxName), "tenant_huge_pages": fmt.Sprint(l.HugePages && !d.cfg.NoHugePages),
+	}
+}
+
+// wakePairs makes one AF_UNIX socket pair per queue: vnicd keeps ours, the
+// tenant gets theirs. vnicd wakes a sleeping queue by sending a byte on its
+// end, and the tenant rings its TX doorbell by sending on the other. Unlike
+// a shared eventfd (one open file description, whose O_NONBLOCK the tenant
+// could clear to make vnicd's next write block forever), each end of a
+// pair is its own socket: nothing the tenant does to its end changes
+// vnicd's, and vnicd sends and receives with MSG_DONTWAIT on a
+// non-blocking socket. A tenant that never reads fills its own receive
+// queue; vnicd's send then fails with EAGAIN, which means "a wake-up is
+// already pending".
+func wakePairs(n int) (ours, theirs []int, err error) {
+	for i := 0; i < n; i++ {
+		p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			closeFDs(ours)
+			closeFDs(theirs)
+			return nil, nil, fmt.Errorf("wake-up socket pair: %w; raise the descriptor limit (ulimit -n)", os.NewSyscallError("socketpair", err))
+		}
+		// A small send buffer on vnicd's end: one unread byte is all a
+		// wake-up needs, and it bounds what a tenant that never reads
+		// can make vnicd hold.
+		unix.SetsockoptInt(p[0], unix.SOL_SOCKET, unix.SO_SNDBUF, 4096)
+		ours = append(ours, p[0])
+		theirs = append(theirs, p[1])
+	}
+	return ours, theirs, nil
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
 	}
 }

@@ -3,7 +3,9 @@
 // command in cmd/vnicd parses flags and calls Run.
 //
 // Each tenant gets its own region (a sealed memfd, its protection domain)
-// and one eventfd per queue, sent over SCM_RIGHTS. A tenant lives as long as
+// and one end of an AF_UNIX socket pair per queue, sent over SCM_RIGHTS:
+// vnicd wakes a sleeping queue through it and the tenant rings its TX
+// doorbell through it (see wakePairs for why not an eventfd). A tenant lives as long as
 // its attach connection: when the client closes it or dies (even by kill
 // -9), the tenant is removed from the engine between two batches, its region
 // is unmapped and closed, and its counters move to the history.

@@ -1,0 +1,316 @@
+//go:build linux
+
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vnic/vnic/client"
+	"github.com/vnic/vnic/internal/daemon"
+	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/rss"
+	"github.com/vnic/vnic/shm"
+)
+
+// TestHostileWakeSocket is issue 10's attack on the wake-up channel, made
+// against the socket pair that replaced the shared eventfd: the tenant
+// makes its end blocking, never reads it (so vnicd's wake-ups fill it),
+// floods its doorbell direction, and bumps its need-wakeup generation
+// without pause so that vnicd wants to signal it on every batch. vnicd
+// must keep serving a good tenant (every frame accounted), answer the
+// control plane, and count the refused wake-ups instead of blocking.
+func TestHostileWakeSocket(t *testing.T) {
+	src := newPaced(40000, 200*time.Microsecond, 5000, 6000)
+	td := startDaemon(t, src)
+	ctx := context.Background()
+	good, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "good", Match: client.Match{DstPortLo: 6000, DstPortHi: 6000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+
+	// The hostile tenant attaches by hand to hold its raw descriptors.
+	conn, err := proto.Dial(td.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var rep proto.AttachReply
+	files, err := conn.Call(proto.TAttach, proto.Attach{Name: "evil", Queues: 1, Match: proto.Match{DstPortLo: 5000, DstPortHi: 5000}}, &rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 2 {
+		t.Fatalf("attach sent %d descriptors, want a memfd and one socket", len(files))
+	}
+	region, err := shm.Map(files[0])
+	files[0].Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer region.Close()
+	evilSock := files[1]
+	defer evilSock.Close()
+	evil, err := client.Local(region, client.Options{}) // fills its Ax ring: vnicd posts to it
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := int(evilSock.Fd())
+	if err := unix.SetNonblock(fd, false); err != nil { // the eventfd attack's first step
+		t.Fatal(err)
+	}
+	if fl, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); fl&unix.O_NONBLOCK != 0 {
+		t.Fatal("could not clear O_NONBLOCK on the tenant's end")
+	}
+	actx, stopAttack := context.WithCancel(ctx)
+	var attack sync.WaitGroup
+	attack.Add(2)
+	go func() { // need-wakeup always set, a new generation all the time; never read the socket
+		defer attack.Done()
+		pk := make([]client.Packet, 0, 32)
+		word := region.NeedWakeup(0)
+		for g := uint32(1); actx.Err() == nil; g++ {
+			atomic.StoreUint32(word, g|1)
+			pk = evil.Queue(0).Recv(pk[:0])
+			evil.Queue(0).Release(pk)
+		}
+	}()
+	go func() { // flood the doorbell direction (non-blocking, or this goroutine would stick)
+		defer attack.Done()
+		junk := make([]byte, 4096)
+		for actx.Err() == nil {
+			unix.Sendto(fd, junk, unix.MSG_DONTWAIT, nil)
+			time.Sleep(50 * time.Microsecond)
+		}
+	}()
+
+	var got atomic.Int64
+	rctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); receive(rctx, good.Queue(0), &got) }()
+	src.open.Store(true)
+	deadline := time.Now().Add(30 * time.Second)
+	for !(src.sent.Load() == 40000 && accounted(td, "good", src.sentTo(6000), &got)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the good tenant stalled: %d of %d frames sent, %d of %d to it received; %s", src.sent.Load(), 40000, got.Load(), src.sentTo(6000), lastStats())
+		}
+		// The control plane answers throughout.
+		c, err := proto.Dial(td.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st proto.Status
+		c.Unix().SetDeadline(time.Now().Add(time.Second))
+		if _, err := c.Call(proto.TStatus, nil, &st); err != nil {
+			t.Fatalf("status during the attack: %v", err)
+		}
+		c.Close()
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+	stopAttack()
+	attack.Wait()
+	is := td.d.Engine().IdleStats()
+	if is.Refused == 0 {
+		t.Errorf("vnicd never had a wake-up refused (%+v): the attack did not reach it", is)
+	}
+	t.Logf("good tenant received %d frames; vnicd: %d wake-ups sent, %d refused by the full hostile socket, %d sleeps, %d doorbells",
+		got.Load(), is.Signals, is.Refused, is.Sleeps, is.Doorbells)
+}
+
+// wireSource is a Waitable test source: frames the test injects, and an
+// eventfd that is readable while some are queued.
+type wireSource struct {
+	mu  sync.Mutex
+	q   [][]byte
+	efd int
+}
+
+func newWireSource(t *testing.T) *wireSource {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return &wireSource{efd: fd}
+}
+
+func (w *wireSource) inject(f []byte) {
+	w.mu.Lock()
+	w.q = append(w.q, f)
+	w.mu.Unlock()
+	one := [8]byte{1}
+	unix.Write(w.efd, one[:])
+}
+
+func (w *wireSource) Recv(dst [][]byte) ([][]byte, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.q) == 0 {
+		return dst, nil
+	}
+	var b [8]byte
+	unix.Read(w.efd, b[:])
+	dst = append(dst, w.q...)
+	w.q = w.q[:0]
+	return dst, nil
+}
+
+func (w *wireSource) WaitFDs() []int { return []int{w.efd} }
+
+// sinkFunc adapts a function to nic.TxSink.
+type sinkFunc func([][]byte) (int, error)
+
+func (f sinkFunc) Send(frames [][]byte) (int, error) { return f(frames) }
+
+// TestWakeupExchanges runs single-packet exchanges through vnicd with
+// random pauses on both sides, long enough for both the client and the
+// engine to fall asleep: the wire injects one frame, the client's Wait
+// wakes, it receives, releases and sends one reply through its TX ring,
+// the engine (woken by the doorbell if it slept) hands it to the wire,
+// and the wire injects the next. Not one Wait may end because a poll timed
+// out instead of by vnicd's signal; the engine must have slept and been
+// woken by doorbells. It reports the wake latency (injection to Wait's
+// return) of the waits that slept. VNIC_SOAK=1 runs 1,000,000 exchanges.
+func TestWakeupExchanges(t *testing.T) {
+	n := 3000
+	if os.Getenv("VNIC_SOAK") != "" {
+		n = 1000000
+	}
+	if testing.Short() {
+		n = 2000
+	}
+	wire := newWireSource(t)
+	replies := make(chan struct{}, 1)
+	sink := sinkFunc(func(frames [][]byte) (int, error) {
+		for range frames {
+			replies <- struct{}{}
+		}
+		return len(frames), nil
+	})
+	td := startDaemon(t, wire, func(c *daemon.Config) {
+		c.Engine.Tx = sink
+		c.Engine.SpinBudget = 50 * time.Microsecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	ten, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "pingpong", Queues: 1, Match: client.Match{Default: true}, Spin: 20 * time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ten.Close()
+	frame := rss.BuildUDP4(nil, [6]byte{2}, [6]byte{2, 1}, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.19.0.1"), 1000, 2000, 18)
+	pause := func(r *rand.Rand) {
+		switch p := r.IntN(100); {
+		case p < 60:
+		case p < 94:
+			spinFor(time.Duration(r.IntN(40)) * time.Microsecond)
+		default:
+			time.Sleep(time.Duration(100+r.IntN(400)) * time.Microsecond) // both sides fall asleep
+		}
+	}
+	var injected atomic.Int64 // ns timestamp of the last injection
+	lat := make([]time.Duration, 0, n)
+	slept := make([]bool, 0, n)
+	errc := make(chan error, 1)
+	fin := make(chan struct{})
+	var stats client.WaitStats
+	go func() {
+		q := ten.Queue(0)
+		r := rand.New(rand.NewPCG(1, 2))
+		pk := make([]client.Packet, 0, 32)
+		for i := 0; i < n; i++ {
+			before := q.WaitStats().Sleeps
+			if err := q.Wait(ctx); err != nil {
+				errc <- fmt.Errorf("exchange %d: Wait: %w", i, err)
+				return
+			}
+			lat = append(lat, time.Duration(time.Now().UnixNano()-injected.Load()))
+			slept = append(slept, q.WaitStats().Sleeps != before)
+			pk = q.Recv(pk[:0])
+			if len(pk) != 1 {
+				errc <- fmt.Errorf("exchange %d: received %d packets, want 1", i, len(pk))
+				return
+			}
+			q.Release(pk)
+			pause(r)
+			for {
+				sent, err := q.Send([][]byte{frame})
+				if err != nil {
+					errc <- err
+					return
+				}
+				if sent == 1 {
+					break
+				}
+			}
+		}
+		stats = q.WaitStats()
+		close(fin)
+	}()
+	r := rand.New(rand.NewPCG(3, 4))
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		injected.Store(time.Now().UnixNano())
+		wire.inject(frame)
+		select {
+		case <-replies:
+		case err := <-errc:
+			t.Fatalf("client stopped early: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("exchange %d: no reply in 10 s (a lost wake-up); %s; engine %+v", i, lastStats(), td.d.Engine().IdleStats())
+		}
+		pause(r)
+	}
+	select {
+	case <-fin:
+	case err := <-errc:
+		t.Fatal(err)
+	}
+	el := time.Since(start)
+	is := td.d.Engine().IdleStats()
+	t.Logf("%d exchanges in %v; client waits: %+v; engine: %+v", n, el.Round(time.Millisecond), stats, is)
+	if stats.TimedOut != 0 {
+		t.Errorf("%d waits ended by a poll timeout instead of vnicd's signal (lost wake-ups)", stats.TimedOut)
+	}
+	if stats.Sleeps == 0 || is.Sleeps == 0 || is.Doorbells == 0 || stats.Doorbells == 0 {
+		t.Errorf("the pauses should put both sides to sleep: client %+v, engine %+v", stats, is)
+	}
+	var sl []time.Duration
+	for i, d := range lat {
+		if slept[i] {
+			sl = append(sl, d)
+		}
+	}
+	t.Logf("wake latency of the %d waits that slept: %s", len(sl), percentiles(sl))
+	t.Logf("latency of all %d waits: %s", len(lat), percentiles(lat))
+}
+
+func spinFor(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+	}
+}
+
+// percentiles formats min, p50, p99, p99.9 and max of ds.
+func percentiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "no samples"
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	at := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
+	return fmt.Sprintf("min %v p50 %v p99 %v p99.9 %v max %v (n=%d)", s[0], at(0.50), at(0.99), at(0.999), s[len(s)-1], len(s))
+}
