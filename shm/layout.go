@@ -101,8 +101,8 @@ const (
 	// WakeLine is the size of one line of the wake section: two cache
 	// lines, so that the adjacent-line prefetcher does not couple a
 	// queue's flag with its neighbour's.
-	WakeLine = 128
-	ringAlign         = 256
+	WakeLine  = 128
+	ringAlign = 256
 )
 
 // Errors returned when a region fails validation.
