@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // counters.
 func fixture() (proto.Status, proto.Tenants, proto.Stats, proto.Stats) {
 	status := proto.Status{Version: "1.0.0", PID: 4242, Uptime: "1h2m3s", Model: "rxbisect", Policy: "drop",
-		Source: "xsk:eth1", Mode: "xdp native, af_xdp copy, 2 queues", Tenants: 1, Emulator: 0,
+		Source: "xsk:eth1", Mode: "xdp native, af_xdp copy, 2 queues", Tenants: 1, Emulator: 0, Idle: "adaptive", SpinBudget: "200µs", Sleeps: 12,
 		Socket: "/run/vnic/vnicd.sock", Metrics: "127.0.0.1:9464"}
 	live := proto.TenantInfo{ID: 1, Name: "kv", PID: 100, UID: 1000, Queues: 2,
 		Match: proto.Match{Proto: "udp", DstPortLo: 9000, DstPortHi: 9099}, Attached: "2026-11-30T00:00:00Z"}

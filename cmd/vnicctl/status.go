@@ -59,6 +59,7 @@ func writeStatus(w io.Writer, st proto.Status, ns string) error {
 		{"source", source},
 		{"tenants", fmt.Sprintf("%d attached", st.Tenants)},
 		{"emulator", cpu},
+		{"idle", idleNote(st)},
 		{"socket", dash(st.Socket)},
 		{"metrics", metrics},
 	} {
@@ -76,4 +77,15 @@ func policyNote(p string) string {
 		return " (with no free buffer vnicd stops pulling from the wire; counted as paused_batches)"
 	}
 	return ""
+}
+
+// idleNote says what the engine does without work.
+func idleNote(st proto.Status) string {
+	switch st.Idle {
+	case "adaptive":
+		return fmt.Sprintf("adaptive (busy-polls while work flows, sleeps in epoll after %s without any; slept %d times)", dash(st.SpinBudget), st.Sleeps)
+	case "busy":
+		return "busy (polls forever: one core at 100%, lowest latency)"
+	}
+	return dash(st.Idle)
 }

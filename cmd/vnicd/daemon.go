@@ -51,9 +51,13 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 	if err != nil {
 		return err
 	}
+	idle, spin, err := idleFlags(c)
+	if err != nil {
+		return err
+	}
 	dcfg := daemon.Config{Limits: lim,
 		Socket: c.String("socket"), SocketGroup: gid,
-		Engine: nic.Config{Model: model, Policy: policy, Key: key, EmulatorCPU: ecpu},
+		Engine: nic.Config{Model: model, Policy: policy, Key: key, EmulatorCPU: ecpu, Idle: idle, SpinBudget: spin},
 		AxSize: c.Int("ax-size"), BxSize: c.Int("bx-size"), BufSize: c.Int("buf-size"),
 		MaxTenants: c.Int("max-tenants"), NoHugePages: c.Bool("no-huge-pages"),
 		MetricsAddr: c.String("metrics-addr"), Log: log, Version: version,

@@ -182,7 +182,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.log.Info().Str("socket", d.cfg.Socket).Str("model", d.eng.Config().Model.String()).
 		Str("policy", d.eng.Config().Policy.String()).Str("source", d.cfg.SourceName).
-		Str("mode", d.cfg.SourceMode).Int("emulator_cpu", d.eng.Config().EmulatorCPU).Msg("vnicd listening")
+		Str("mode", d.cfg.SourceMode).Int("emulator_cpu", d.eng.Config().EmulatorCPU).
+		Str("idle", d.eng.Config().Idle.String()).Dur("spin_budget", spinBudget(d.eng.Config())).Msg("vnicd listening")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	engErr := make(chan error, 1)
@@ -888,14 +889,15 @@ func (d *Daemon) status() proto.Status {
 	ec := d.eng.Config()
 	return proto.Status{Version: d.cfg.Version, PID: os.Getpid(), Uptime: time.Since(d.start).Round(time.Second).String(),
 		Model: ec.Model.String(), Policy: ec.Policy.String(), Source: d.cfg.SourceName, Mode: d.cfg.SourceMode,
-		Tenants: n, Emulator: ec.EmulatorCPU, Socket: d.cfg.Socket, Metrics: d.cfg.MetricsAddr}
+		Tenants: n, Emulator: ec.EmulatorCPU, Socket: d.cfg.Socket, Metrics: d.cfg.MetricsAddr,
+		Idle: ec.Idle.String(), SpinBudget: spinBudget(ec).String(), Sleeps: d.eng.IdleStats().Sleeps}
 }
 
 func (d *Daemon) config() proto.Config {
 	ec, l := d.eng.Config(), d.cfg.Limits
 	return proto.Config{
 		"model": ec.Model.String(), "policy": ec.Policy.String(), "key": hex.EncodeToString(ec.Key),
-		"emulator_cpu": fmt.Sprint(ec.EmulatorCPU), "ax_size": fmt.Sprint(d.cfg.AxSize), "bx_size": fmt.Sprint(d.cfg.BxSize),
+		"emulator_cpu": fmt.Sprint(ec.EmulatorCPU), "idle": ec.Idle.String(), "spin_budget": spinBudget(ec).String(), "ax_size": fmt.Sprint(d.cfg.AxSize), "bx_size": fmt.Sprint(d.cfg.BxSize),
 		"tx_size": fmt.Sprint(d.cfg.TxSize), "buf_size": fmt.Sprint(d.cfg.BufSize), "reta_size": fmt.Sprint(d.cfg.RETASize),
 		"max_queues": fmt.Sprint(d.cfg.MaxQueues), "max_tenants": fmt.Sprint(d.cfg.MaxTenants), "socket": d.cfg.Socket,
 		"source": d.cfg.SourceName, "source_mode": d.cfg.SourceMode, "metrics_addr": d.cfg.MetricsAddr,
@@ -938,4 +940,12 @@ func closeFDs(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
+}
+
+// spinBudget is the engine's effective spin budget.
+func spinBudget(ec nic.Config) time.Duration {
+	if ec.SpinBudget > 0 {
+		return ec.SpinBudget
+	}
+	return nic.DefaultSpinBudget
 }

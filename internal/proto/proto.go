@@ -212,6 +212,12 @@ type Status struct {
 	Mode     string `json:"mode,omitempty"` // e.g. "xdp native, af_xdp copy"
 	Tenants  int    `json:"tenants"`
 	Emulator int    `json:"emulator_cpu"`
+	// Idle is the engine's idle mode ("adaptive" or "busy"), SpinBudget
+	// how long it polls without work before it sleeps (adaptive), Sleeps
+	// how often it slept.
+	Idle       string `json:"idle,omitempty"`
+	SpinBudget string `json:"spin_budget,omitempty"`
+	Sleeps     uint64 `json:"sleeps,omitempty"`
 	Socket   string `json:"socket"`
 	Metrics  string `json:"metrics,omitempty"`
 }
