@@ -117,3 +117,45 @@ func TestLogFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestGeometryFlags: impossible ring geometry is refused at startup, in
+// daemon mode too (not only when a tenant attaches), with a sentence that
+// names the flag and a value that works; a geometry that breaks the
+// paper's sizing rule starts with a warning.
+func TestGeometryFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--ax-size", "100"}, "--ax-size 100 is not a power of two in [2, 16777216]; use 128"},
+		{[]string{"run", "--bx-size", "1"}, "--bx-size 1 is not a power of two"},
+		{[]string{"run", "--bx-size", "3000"}, "use 4096"},
+		{[]string{"run", "--buf-size", "100"}, "--buf-size 100 is not a multiple of 64"},
+		{[]string{"run", "--frame-size", "1514", "--buf-size", "1024"}, "use --buf-size 1536"},
+		{[]string{"run", "--local-consumers", "--queues", "0"}, "--queues 0: give 1 to 256"},
+		{[]string{"run", "--local-consumers", "--buffers", "-1"}, "--buffers -1"},
+	} {
+		var out, errb bytes.Buffer
+		err := newApp(&out, &errb).Run(append([]string{"vnicd"}, c.args...))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want a message containing %q", c.args, err, c.want)
+		}
+	}
+	var out, errb bytes.Buffer
+	err := newApp(&out, &errb).Run([]string{"vnicd", "run", "--local-consumers", "--queues", "4", "--ax-size", "128", "--bx-size", "1024",
+		"--duration", "100ms", "--report", "0", "--emulator-cpu", "-1", "--consumer-cpu", "-1", "--no-huge-pages", "--log-format", "json"})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	if !strings.Contains(errb.String(), "k·|Ax| >= |Bx|") || !strings.Contains(errb.String(), "use Ax rings of 256") {
+		t.Fatalf("no sizing warning for 4 × Ax 128 < Bx 1024:\n%s", errb.String())
+	}
+	errb.Reset()
+	if err := newApp(&out, &errb).Run([]string{"vnicd", "run", "--local-consumers", "--duration", "100ms", "--report", "0",
+		"--emulator-cpu", "-1", "--consumer-cpu", "-1", "--no-huge-pages", "--log-format", "json"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(errb.String(), "breaks the rule") {
+		t.Fatalf("the defaults break the sizing rule:\n%s", errb.String())
+	}
+}

@@ -43,7 +43,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "model", Value: "rxbisect", Usage: "receive model: rxbisect, privring or shring"},
 			&cli.StringFlag{Name: "policy", Value: "drop", Usage: "when no Ax ring has a buffer: drop or pause"},
 			&cli.IntFlag{Name: "queues", Value: 4, Usage: "receive queues (cores) of the demo tenant"},
-			&cli.IntFlag{Name: "ax-size", Value: 128, Usage: "entries per Ax (allocation) ring, a power of two"},
+			&cli.IntFlag{Name: "ax-size", Value: 256, Usage: "entries per Ax (allocation) ring, a power of two; vnicd gives an attaching tenant that does not choose at least bx-size/queues, so that its queues' Ax rings can fill a Bx ring (k·|Ax| >= |Bx|)"},
 			&cli.IntFlag{Name: "bx-size", Value: 1024, Usage: "entries per Bx (reception) ring, a power of two"},
 			&cli.IntFlag{Name: "buffers", Value: 0, Usage: "packet buffers per tenant (0: queues*ax-size + 2*bx-size)"},
 			&cli.IntFlag{Name: "buf-size", Value: 2048, Usage: "bytes per packet buffer"},
@@ -111,6 +111,13 @@ func run(c *cli.Context) error {
 	}
 	if c.String("source") == "xsk" && c.Bool("local-consumers") {
 		return fmt.Errorf("--local-consumers works with --source synth only; attach an application to take frames from --iface")
+	}
+	warnings, err := checkGeometry(c, c.Bool("local-consumers"))
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		log.Warn().Msg(w)
 	}
 	if !c.Bool("local-consumers") {
 		return runDaemon(c, log, model, policy, key)

@@ -519,11 +519,20 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 		}
 		return v
 	}
-	ax, bxs, txs := pick(req.AxSize, d.cfg.AxSize), pick(req.BxSize, d.cfg.BxSize), pick(req.TxSize, d.cfg.TxSize)
+	bxs, txs := pick(req.BxSize, d.cfg.BxSize), pick(req.TxSize, d.cfg.TxSize)
+	// A tenant that does not choose gets Ax rings large enough that its
+	// queues together can fill a Bx ring (k·|Ax| >= |Bx|, DESIGN.md §2).
+	ax := req.AxSize
+	if ax == 0 {
+		ax = d.cfg.AxSize
+		if bxs >= 2 && bxs <= maxRingEntries {
+			ax = shm.SizedAx(d.cfg.AxSize, bxs, req.Queues)
+		}
+	}
 	for _, v := range []struct {
 		name string
 		n    int
-	}{{"ax_size", ax}, {"bx_size", bxs}, {"tx_size", txs}} {
+	}{{"bx_size", bxs}, {"tx_size", txs}, {"ax_size", ax}} {
 		if v.n < 2 || v.n > maxRingEntries {
 			d.ctl.refusedGeometry.Add(1)
 			return nil, fmt.Errorf("%s %d is out of range; give a power of two in [2, %d]", v.name, v.n, maxRingEntries)
@@ -549,6 +558,9 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 	if err := geo.Validate(); err != nil {
 		d.ctl.refusedGeometry.Add(1)
 		return nil, err
+	}
+	for _, a := range geo.SizingAdvice() {
+		log.Warn().Str("name", req.Name).Msg("tenant's geometry: " + a)
 	}
 	size := int64(geo.Layout().Total)
 	noHuge := d.cfg.NoHugePages || !lim.HugePages

@@ -218,8 +218,8 @@ type Status struct {
 	Idle       string `json:"idle,omitempty"`
 	SpinBudget string `json:"spin_budget,omitempty"`
 	Sleeps     uint64 `json:"sleeps,omitempty"`
-	Socket   string `json:"socket"`
-	Metrics  string `json:"metrics,omitempty"`
+	Socket     string `json:"socket"`
+	Metrics    string `json:"metrics,omitempty"`
 }
 
 // Config answers TConfig: the daemon's effective configuration.

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vnic/vnic/ring"
+	"github.com/vnic/vnic/shm"
+)
+
+// checkGeometry checks the ring and buffer flags at startup, before any
+// tenant attaches. It refuses a geometry that cannot work with a sentence
+// that names the flag and a value that works, and returns as warnings the
+// ways a workable geometry breaks the paper's sizing rules (DESIGN.md §2).
+// local is --local-consumers: the tenant's queue count is --queues; a
+// daemon's tenants choose theirs at attach, and vnicd sizes their Ax rings
+// by the rule (shm.SizedAx) unless they ask otherwise. Flags that are not
+// geometry are checked elsewhere.
+func checkGeometry(c *cli.Context, local bool) (warnings []string, err error) {
+	ringSize := func(flag string) error {
+		v := c.Int(flag)
+		if v < 2 || v > ring.MaxCapacity || v&(v-1) != 0 {
+			return fmt.Errorf("--%s %d is not a power of two in [2, %d]; use %d", flag, v, ring.MaxCapacity, min(max(shm.NextPow2(v), 64), ring.MaxCapacity))
+		}
+		return nil
+	}
+	if err := ringSize("ax-size"); err != nil {
+		return nil, err
+	}
+	if err := ringSize("bx-size"); err != nil {
+		return nil, err
+	}
+	bs := c.Int("buf-size")
+	if bs < shm.MinBufSize || bs > shm.MaxBufSize || bs%64 != 0 {
+		return nil, fmt.Errorf("--buf-size %d is not a multiple of 64 in [%d, %d]; use 2048 (a 1514-byte frame fits)", bs, shm.MinBufSize, shm.MaxBufSize)
+	}
+	if fs := c.Int("frame-size"); c.String("source") == "synth" && fs > bs {
+		return nil, fmt.Errorf("--frame-size %d does not fit in --buf-size %d; use --buf-size %d", fs, bs, (fs+63)/64*64)
+	}
+	ax, bx := c.Int("ax-size"), c.Int("bx-size")
+	if !local {
+		if ax < shm.MinAxSize {
+			warnings = append(warnings, fmt.Sprintf("--ax-size %d breaks the rule |Ax| >= %d (DESIGN.md §2): a core's ring runs dry within one burst; use %d or more", ax, shm.MinAxSize, shm.MinAxSize))
+		}
+		return warnings, nil
+	}
+	q := c.Int("queues")
+	if q < 1 || q > shm.MaxRings {
+		return nil, fmt.Errorf("--queues %d: give 1 to %d", q, shm.MaxRings)
+	}
+	bufs := c.Int("buffers")
+	if bufs < 0 || bufs > shm.MaxBufCount {
+		return nil, fmt.Errorf("--buffers %d: give 0 (queues*ax-size + 2*bx-size) or up to %d", bufs, shm.MaxBufCount)
+	}
+	if bufs == 0 {
+		bufs = q*ax + 2*bx
+		if bufs > shm.MaxBufCount {
+			return nil, fmt.Errorf("--queues %d × --ax-size %d + 2 × --bx-size %d needs %d buffers, more than %d; use smaller rings", q, ax, bx, bufs, shm.MaxBufCount)
+		}
+	}
+	geo := shm.Queues(q, ax, bx, 64, bs, bufs)
+	if err := geo.Validate(); err != nil {
+		return nil, fmt.Errorf("ring geometry from --queues, --ax-size, --bx-size, --buffers and --buf-size: %w", err)
+	}
+	for _, a := range geo.SizingAdvice() {
+		warnings = append(warnings, a+" (--ax-size, --bx-size, --queues)")
+	}
+	if bufs < q*ax {
+		warnings = append(warnings, fmt.Sprintf("--buffers %d cannot fill %d Ax rings of %d (%d); use 0 for the default", bufs, q, ax, q*ax))
+	}
+	return warnings, nil
+}
