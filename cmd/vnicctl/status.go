@@ -83,7 +83,7 @@ func policyNote(p string) string {
 func idleNote(st proto.Status) string {
 	switch st.Idle {
 	case "adaptive":
-		return fmt.Sprintf("adaptive (busy-polls while work flows, sleeps in epoll after %s without any; slept %d times)", dash(st.SpinBudget), st.Sleeps)
+		return fmt.Sprintf("adaptive (polls, sleeps in epoll after %s idle; slept %d times)", dash(st.SpinBudget), st.Sleeps)
 	case "busy":
 		return "busy (polls forever: one core at 100%, lowest latency)"
 	}
