@@ -226,10 +226,10 @@ func (t *Tenant) Close() error {
 	return err
 }
 
-// ErrStarved reports that a queue has nothing to receive and cannot give
-// its Ax ring the buffers it owes: every buffer is held by the application
-// (or in flight on TX). No frame may come, so Wait does not sleep. Release
-// packets you hold, then Wait again.
+// ErrStarved reports that a queue has nothing to receive and its Ax ring
+// is empty, and the allocator has no buffer to refill it: every buffer is
+// held by the application (or in flight on TX). No frame may come on this
+// ring, so Wait does not sleep. Release packets you hold, then Wait again.
 var ErrStarved = errors.New("client: queue starved: its Ax ring owes refills and the allocator has no free buffer; Release held packets, then Wait again")
 
 // WaitStats counts how a queue's Wait calls ended, for tests and tuning.
@@ -269,10 +269,11 @@ func (q *Queue) service() {
 	q.flushCounters()
 }
 
-// starved reports that the queue owes refills it cannot pay and has
-// nothing to receive.
+// starved reports that the queue's Ax ring is empty with every refill
+// owed and unpayable (service just tried), and it has nothing to receive:
+// the NIC has no buffer of this queue, so no wake-up may come.
 func (q *Queue) starved() bool {
-	return q.sh == nil && q.debt > 0 && !q.bx.Ready()
+	return q.sh == nil && q.debt >= int(q.r.Geo.AxSize) && !q.bx.Ready()
 }
 
 // Wait blocks until the queue has a packet, ctx ends or vnicd goes away.
