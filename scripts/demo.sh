@@ -43,7 +43,7 @@ if ! command -v trafgen >/dev/null; then
 	exit 0
 fi
 
-P=vdemo
+P=${PREFIX:-vdemo} # PREFIX=name keeps two demos (or a demo and a test) apart
 cleanup() {
 	[ -n "${rpid:-}" ] && kill "$rpid" 2>/dev/null || true
 	[ -n "${vpid:-}" ] && kill "$vpid" 2>/dev/null || true
@@ -65,7 +65,7 @@ smac=$(ip netns exec "$peer" cat "/sys/class/net/$pif/address")
 
 echo "== real traffic: vnicd takes frames from $dif (netns $dut) through XDP + AF_XDP"
 ip netns exec "$dut" bin/vnicd run --source xsk --iface "$dif" --socket "$sock" --metrics-addr '' \
-	--log-format console --emulator-cpu "$ecpu" --model rxbisect --ax-size 128 --bx-size 1024 &
+	--log-format console --emulator-cpu "$ecpu" --model rxbisect --bx-size 1024 &
 vpid=$!
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 if ! [ -S "$sock" ]; then
