@@ -40,7 +40,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "claim-min-ip-len", Usage: "IP packets shorter than this many bytes pass to the kernel even when claimed (UDP handshakes such as iperf3's; 64 lets a 4-byte UDP payload through)"},
 			&cli.BoolFlag{Name: "claim-udp-only", Usage: "with --claim-ports, take UDP only (TCP to those ports goes to the kernel)"},
 			&cli.BoolFlag{Name: "redirect-arp", Usage: "also take ARP frames (by default ARP passes to the kernel)"},
-			&cli.StringFlag{Name: "model", Value: "rxbisect", Usage: "receive model: rxbisect, privring or shring"},
+			&cli.StringFlag{Name: "model", Value: "rxbisect", Usage: "receive model: rxbisect, privring, shring or dynshring (the idealised dynamic shared ring, a baseline)"},
 			&cli.StringFlag{Name: "policy", Value: "drop", Usage: "when no Ax ring has a buffer: drop or pause"},
 			&cli.IntFlag{Name: "queues", Value: 4, Usage: "receive queues (cores) of the demo tenant"},
 			&cli.IntFlag{Name: "ax-size", Value: 256, Usage: "entries per Ax (allocation) ring, a power of two; vnicd gives an attaching tenant that does not choose at least bx-size/queues, so that its queues' Ax rings can fill a Bx ring (k·|Ax| >= |Bx|)"},
