@@ -9,19 +9,33 @@ import (
 	"github.com/urfave/cli/v2"
 	"gopkg.in/yaml.v3"
 
-	"github.com/vnic/vnic/shm"
+	"github.com/vnic/vnic/bpf"
 )
 
-// checked ends a `vnicd run --check`: every flag has been parsed and
-// validated by the same code a real start runs, up to the point where vnicd
-// would touch the host (socket group, CPUs, interface, sockets). What is left
-// is the tenant geometry the flags imply, checked here for one queue.
-func checked(c *cli.Context) error {
-	ax, bx := c.Int("ax-size"), c.Int("bx-size")
-	geo := shm.Queues(1, ax, bx, 64, c.Int("buf-size"), ax+2*bx)
-	if err := geo.Validate(); err != nil {
-		return fmt.Errorf("ring geometry (--ax-size %d, --bx-size %d, --buf-size %d): %w", c.Int("ax-size"), c.Int("bx-size"), c.Int("buf-size"), err)
+// checkDaemon ends a `vnicd run --check` in daemon mode: the flags every
+// mode shares (geometry included) and the limits and idle flags have been
+// validated by the code a real start runs; what is left are the source's
+// own flags, up to the point where vnicd would touch the host (socket
+// group, CPUs, the interface).
+func checkDaemon(c *cli.Context) error {
+	switch c.String("source") {
+	case "synth":
+		if _, err := parseSynthDist(c); err != nil {
+			return err
+		}
+	case "xsk":
+		if _, err := bpf.ParseMode(c.String("xdp-mode")); err != nil {
+			return fmt.Errorf("--xdp-mode: %w", err)
+		}
+		if _, err := baseClaims(c.Bool("claim-all"), c.String("claim-ports"), c.Bool("claim-udp-only"), c.Int("claim-min-ip-len"), c.Bool("redirect-arp")); err != nil {
+			return err
+		}
 	}
+	return checked(c)
+}
+
+// checked reports a configuration that passed --check.
+func checked(c *cli.Context) error {
 	fmt.Fprintln(c.App.Writer, "vnicd: configuration OK")
 	return nil
 }

@@ -24,16 +24,16 @@ import (
 
 // runDaemon serves tenants over the control socket.
 func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.Policy, key rss.Key) error {
+	lim, err := limits(c)
+	if err != nil {
+		return err
+	}
+	idle, spin, err := idleFlags(c)
+	if err != nil {
+		return err
+	}
 	if c.Bool("check") {
-		if c.String("source") == "synth" {
-			if _, err := parseSynthDist(c); err != nil {
-				return err
-			}
-		}
-		if _, err := limits(c); err != nil {
-			return err
-		}
-		return checked(c)
+		return checkDaemon(c)
 	}
 	gid := -1
 	if g := c.String("socket-group"); g != "" {
@@ -46,14 +46,6 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 	ecpu := c.Int("emulator-cpu")
 	if ecpu >= runtime.NumCPU() {
 		return fmt.Errorf("--emulator-cpu %d does not exist (this machine has %d CPUs); pick one below %d or use -1", ecpu, runtime.NumCPU(), runtime.NumCPU())
-	}
-	lim, err := limits(c)
-	if err != nil {
-		return err
-	}
-	idle, spin, err := idleFlags(c)
-	if err != nil {
-		return err
 	}
 	dcfg := daemon.Config{Limits: lim,
 		Socket: c.String("socket"), SocketGroup: gid,

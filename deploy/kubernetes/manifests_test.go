@@ -329,7 +329,7 @@ func TestConfigPassesVnicdCheck(t *testing.T) {
 		t.Fatalf("vnicd %s --check refuses the ConfigMap: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	bad := filepath.Join(dir, "bad.yaml")
-	for _, extra := range []string{"ax_size: 128\n", "model: bogus\n"} {
+	for _, extra := range []string{"ax_size: 128\n", "model: bogus\n", "idle: sometimes\n", "ax-size: 100\n", "memory-budget: lots\n"} {
 		// yaml keys must be unique: drop a key the extra line sets.
 		lines := strings.Split(m.cm.Data["vnicd.yaml"], "\n")
 		key, _, _ := strings.Cut(extra, ":")
