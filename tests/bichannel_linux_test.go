@@ -57,7 +57,7 @@ func newBiBed(tb testing.TB, queues, workers int) *biBed {
 	if _, err := exec.LookPath("tc"); err != nil {
 		tb.Skip("skipping: tc (iproute2) is not installed")
 	}
-	cfg := testbed.Config{Prefix: fmt.Sprintf("bc%d%d", os.Getpid()%1000, seq.Add(1)), Peers: 1, Queues: queues}
+	cfg := testbed.Config{Prefix: fmt.Sprintf("bc%02d%02d", os.Getpid()%100, seq.Add(1)%100), Peers: 1, Queues: queues}
 	testbed.Down(cfg)
 	tbd, err := testbed.Up(cfg)
 	if err != nil {

@@ -78,7 +78,7 @@ func newBed(t *testing.T, queues int) *bed {
 	testutil.RequireNetAdmin(t)
 	testutil.RequireBPF(t)
 	testutil.RequireAFXDP(t)
-	cfg := testbed.Config{Prefix: fmt.Sprintf("vt%d%d", os.Getpid()%1000, seq.Add(1)), Peers: 1, Queues: queues}
+	cfg := testbed.Config{Prefix: fmt.Sprintf("vt%02d%02d", os.Getpid()%100, seq.Add(1)%100), Peers: 1, Queues: queues}
 	testbed.Down(cfg)
 	tb, err := testbed.Up(cfg)
 	if err != nil {
