@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -80,7 +79,7 @@ func (h *header) lockSlow() error {
 			continue
 		}
 		if i < 2*spinTries {
-			syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+			osYield()
 			continue
 		}
 		now := time.Now()

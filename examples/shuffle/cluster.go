@@ -11,17 +11,29 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/internal/testbed"
 )
 
-// Place is where one host's sockets live: its address, and hooks that make
-// its sockets (nil: this process's namespace).
+// Place is where one host's sockets live (testbed.Sockets: its address,
+// and hooks that make its sockets; zero: this process's namespace) and,
+// if VNIC.Socket is set, the host's vnicd for the vNIC fast path.
 type Place struct {
-	IP        netip.Addr
-	Listen    func(network, addr string) (net.Listener, error)
-	Dial      func(ctx context.Context, network, addr string) (net.Conn, error)
-	ListenUDP func(network string, laddr *net.UDPAddr) (*net.UDPConn, error)
-	// VNIC, if Socket is set, is the host's vnicd for the vNIC fast path.
+	testbed.Sockets
 	VNIC bichannel.VNICConfig
+}
+
+// testbedPlaces puts host i in namespace <prefix>-h<i> of a testbed made
+// by `vnicctl testbed up --hosts N --prefix <prefix>`, at testbed.HostIP(i).
+func testbedPlaces(prefix string, n int) ([]Place, error) {
+	ss, err := testbed.HostSockets(prefix, n)
+	if err != nil {
+		return nil, fmt.Errorf("shuffle: %w", err)
+	}
+	ps := make([]Place, n)
+	for i, s := range ss {
+		ps[i].Sockets = s
+	}
+	return ps, nil
 }
 
 // ClusterConfig describes an in-process cluster: every host of the

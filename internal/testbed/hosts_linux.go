@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // Host is one host of a multi-host testbed: its namespace and its
@@ -144,4 +145,21 @@ func upHosts(c Config) (*Testbed, error) {
 		tb.Hosts = append(tb.Hosts, h)
 	}
 	return tb, nil
+}
+
+// HostSockets returns the sockets of hosts 0..n-1 of a multi-host testbed
+// made with this prefix (`vnicctl testbed up --hosts N --prefix P`): host
+// i's hooks act in namespace <prefix>-h<i>, at HostIP(i). The namespace
+// handles stay open for the life of the process.
+func HostSockets(prefix string, n int) ([]Sockets, error) {
+	_, names := Config{Prefix: prefix, Hosts: n}.HostNames()
+	ss := make([]Sockets, n)
+	for i, name := range names {
+		ns, err := netns.GetFromName(name)
+		if err != nil {
+			return nil, fmt.Errorf("testbed: namespace %s: %w (make the testbed with: vnicctl testbed up --hosts %d --prefix %s)", name, err, n, prefix)
+		}
+		ss[i] = Sockets{IP: HostIP(i), Listen: ListenIn(ns), Dial: DialIn(ns), ListenUDP: ListenUDPIn(ns)}
+	}
+	return ss, nil
 }

@@ -57,3 +57,6 @@ func Down(Config) error { return ErrNotSupported }
 
 // List returns nothing off Linux.
 func List(string) []string { return nil }
+
+// HostSockets needs Linux network namespaces.
+func HostSockets(string, int) ([]Sockets, error) { return nil, ErrNotSupported }
