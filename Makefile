@@ -27,7 +27,7 @@ BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 
-.PHONY: image install uninstall bench-all all build test lint vet staticcheck race fuzz-smoke deps bench bench-smoke soak demo sim clean
+.PHONY: image install uninstall bench-all all build test lint vet darwin staticcheck race fuzz-smoke deps bench bench-smoke soak demo sim clean
 
 all: build
 
@@ -66,11 +66,17 @@ uninstall:
 deps:
 	@scripts/deps.sh $(APT_PKGS)
 
-lint: vet staticcheck
+lint: vet staticcheck darwin
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 vet:
 	$(GO) vet $(PKGS)
+
+# darwin checks that everything, tests included, builds off Linux
+# (DESIGN.md 6.6: Linux-only code in _linux.go files, stubs elsewhere).
+darwin:
+	GOOS=darwin $(GO) build $(PKGS)
+	GOOS=darwin $(GO) vet $(PKGS)
 
 staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck $(PKGS)

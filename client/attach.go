@@ -60,6 +60,9 @@ type RSSInfo struct {
 // it receives and fills the Ax rings. The connection stays open for the
 // tenant's lifetime: closing it (Close, or the process exiting) detaches.
 func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, error) {
+	if err := platformSupported(); err != nil {
+		return nil, err
+	}
 	if o.Queues == 0 {
 		o.Queues = 1
 	}
@@ -128,14 +131,14 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	for i, q := range t.queues {
 		q.wake = files[1+i]
 		q.wfd = rawFD(q.wake)
-		if q.cfd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		if q.cfd, err = newCancelFD(); err != nil {
 			for _, q := range t.queues[:i] {
 				unix.Close(q.cfd)
 			}
 			region.Close()
 			closeFiles()
 			conn.Close()
-			return nil, fmt.Errorf("client: %w", os.NewSyscallError("eventfd", err))
+			return nil, fmt.Errorf("client: %w", err)
 		}
 		q.gone = t.gone
 		q.spin = t.spin

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/vnic/vnic/internal/proto"
 	"github.com/vnic/vnic/nic"
 )
 
@@ -42,3 +43,9 @@ func New(Config) (*Daemon, error) { return nil, ErrNotSupported }
 
 // Run returns ErrNotSupported.
 func (*Daemon) Run(context.Context) error { return ErrNotSupported }
+
+// Engine returns nil: there is no engine on this platform.
+func (*Daemon) Engine() *nic.Engine { return nil }
+
+// Stats returns empty statistics: there is no daemon on this platform.
+func (*Daemon) Stats() proto.Stats { return proto.Stats{} }
