@@ -159,6 +159,15 @@ type Config struct {
 	// restarted node is refused (its id is taken) until every Endpoint is
 	// rebuilt.
 	TolerateDeadPeers bool
+	// HotAcks turns on hot-path acknowledgements, the bi-channel paper's
+	// mode for quorum replication (hotack.go): this node acknowledges
+	// every message on the fast path as it takes it, and resends its own
+	// unacknowledged messages over the fast path (three times, then over
+	// TCP). Credits still go back asynchronously over TCP, with a
+	// cumulative acknowledgement as a backstop. Turn it on on every node.
+	// The sending worker must keep calling Recv or RecvWait: that is where
+	// its fast-path queue, and the acknowledgements on it, are read.
+	HotAcks bool
 	// RecvBatch is the most messages one Recv returns (default 64).
 	RecvBatch int
 

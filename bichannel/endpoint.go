@@ -63,6 +63,11 @@ type Message struct {
 	// Retransmitted is true when the message arrived over the TCP control
 	// path (its fast-path copy was lost or late).
 	Retransmitted bool
+	// Kind is MsgData for a message; MsgAcked and MsgSkipped are events
+	// about tracked and abandoned messages (SendTagged, Abandon), with the
+	// sender's Tag and no Data.
+	Kind MsgKind
+	Tag  uint64
 }
 
 // Stats are an Endpoint's counters (Endpoint.Stats). Sender-side and
@@ -71,16 +76,30 @@ type Message struct {
 // acknowledged.
 type Stats struct {
 	// Sender side.
-	Sent          uint64        // messages Send accepted
-	SendErrors    uint64        // fast-path sends that failed locally (recovered by retransmission)
-	Retransmitted uint64        // messages resent over TCP (a message may be resent more than once)
-	Stalls        uint64        // Send calls that waited for credits or window
-	StallTime     time.Duration // total time Send waited for credits or window
+	Sent          uint64 // messages Send accepted
+	SendErrors    uint64 // fast-path sends that failed locally (recovered by retransmission)
+	Retransmitted uint64 // messages resent over TCP (a message may be resent more than once)
+	// FastRetransmitted counts messages resent over the fast path
+	// (Config.HotAcks), Abandoned the messages skipped instead of
+	// retransmitted (Endpoint.Abandon), HotAcksReceived the hot
+	// acknowledgements taken.
+	FastRetransmitted uint64
+	Abandoned         uint64
+	HotAcksReceived   uint64
+	Stalls            uint64        // Send calls that waited for credits or window
+	StallTime         time.Duration // total time Send waited for credits or window
 	// Receiver side.
 	DeliveredFast uint64 // distinct messages whose first copy came over the fast path
 	DeliveredTCP  uint64 // distinct messages whose first copy came over TCP
 	Received      uint64 // messages handed to the application by Recv
 	Duplicates    uint64 // copies suppressed (fast-path duplicates, or the second of a fast/TCP pair)
+	// HotAcksSent counts hot acknowledgements sent (Config.HotAcks);
+	// Skipped the messages the sender abandoned before they arrived
+	// (reported as MsgSkipped); SkipsLate the skips of messages already
+	// delivered (ignored).
+	HotAcksSent   uint64
+	Skipped       uint64
+	SkipsLate     uint64
 	DropsNoBuffer uint64 // messages dropped because their flow's buffers were full (0 unless a sender breaks the credit rule)
 	Mistargeted   uint64 // datagrams that arrived on another worker's queue than the one they were sent to
 	// Malformed is the sum of the datagrams dropped for the reasons
@@ -154,6 +173,8 @@ type counters struct {
 	badAcks                                             atomic.Uint64
 	ackFrames, ackRecords, creditsReturned, heartbeats  atomic.Uint64
 	creditViolations                                    atomic.Uint64
+	fastRetransmitted, abandoned, hotAcksReceived       atomic.Uint64
+	hotAcksSent, skipped, skipsLate                     atomic.Uint64
 }
 
 // Endpoint is one node's side of the bi-channel: a fast path for data and a
@@ -217,6 +238,8 @@ type inMsg struct {
 	seq    uint64
 	data   []byte
 	viaTCP bool
+	kind   MsgKind // MsgData, or an event (quorum.go)
+	tag    uint64
 }
 
 type kick struct {
@@ -434,23 +457,23 @@ func (e *Endpoint) SendContext(ctx context.Context, peerID, w int, msg []byte) e
 // it returns how many messages it sent, fewer than len(msgs) only with an
 // error. The messages are copied.
 func (e *Endpoint) SendBatch(peerID, w int, msgs [][]byte) (int, error) {
-	return e.sendMany(context.Background(), true, peerID, w, msgs)
+	return e.sendMany(context.Background(), true, peerID, w, msgs, nil)
 }
 
 // SendBatchContext is SendBatch that waits for credits until ctx ends.
 func (e *Endpoint) SendBatchContext(ctx context.Context, peerID, w int, msgs [][]byte) (int, error) {
-	return e.sendMany(ctx, false, peerID, w, msgs)
+	return e.sendMany(ctx, false, peerID, w, msgs, nil)
 }
 
 // send is Send (useTimeout: bounded by Config.SendTimeout) and SendContext.
 func (e *Endpoint) send(ctx context.Context, useTimeout bool, peerID, w int, msg []byte) error {
 	one := [1][]byte{msg}
-	_, err := e.sendMany(ctx, useTimeout, peerID, w, one[:])
+	_, err := e.sendMany(ctx, useTimeout, peerID, w, one[:], nil)
 	return err
 }
 
-// sendMany is Send and SendBatch.
-func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int, msgs [][]byte) (int, error) {
+// sendMany is Send, SendBatch and (tr set, one message) SendTagged.
+func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int, msgs [][]byte, tr *tracking) (int, error) {
 	if e.isClosing() {
 		return 0, ErrClosed
 	}
@@ -490,7 +513,13 @@ func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int,
 		}
 		ss.mu.Lock()
 		if f := ss.pick(); f >= 0 {
+			if tr != nil {
+				ss.tracked, ss.trackTag = true, tr.tag
+			}
 			sent += e.sendRun(p, ss, w, f, msgs[sent:])
+			if tr != nil {
+				ss.tracked, tr.ticket = false, ss.ticket
+			}
 			more := !stallStart.IsZero() && ss.pick() >= 0
 			ss.mu.Unlock()
 			if !stallStart.IsZero() {
@@ -555,10 +584,16 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 	n := min(len(wk.inbox)-wk.head, e.cfg.RecvBatch)
 	var kbuf [8]kick
 	kicks := kbuf[:0]
+	events := 0
 	for range n {
 		m := wk.inbox[wk.head]
 		wk.inbox[wk.head] = inMsg{}
 		wk.head++
+		if m.kind != MsgData {
+			dst = append(dst, Message{Peer: m.p.id, Worker: w, Flow: m.flow, Seq: m.seq, Kind: m.kind, Tag: m.tag})
+			events++
+			continue
+		}
 		rf := &m.p.rx[w][m.flow]
 		rf.buffered--
 		rf.owed++
@@ -589,8 +624,8 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 	for _, k := range kicks {
 		k.p.kickAcks(k.urgent)
 	}
-	if n > 0 {
-		e.st.received.Add(uint64(n))
+	if n > events {
+		e.st.received.Add(uint64(n - events))
 	}
 	return dst, e.downErr()
 }
@@ -713,6 +748,13 @@ func (e *Endpoint) Stats() Stats {
 		CreditsReturned:  s.creditsReturned.Load(),
 		Heartbeats:       s.heartbeats.Load(),
 		CreditViolations: s.creditViolations.Load(),
+
+		FastRetransmitted: s.fastRetransmitted.Load(),
+		Abandoned:         s.abandoned.Load(),
+		HotAcksReceived:   s.hotAcksReceived.Load(),
+		HotAcksSent:       s.hotAcksSent.Load(),
+		Skipped:           s.skipped.Load(),
+		SkipsLate:         s.skipsLate.Load(),
 	}
 	for i := range s.drop {
 		st.Malformed += s.drop[i].Load()
@@ -799,6 +841,10 @@ func (e *Endpoint) onDatagram(w int, src netip.AddrPort, d []byte) {
 		e.dropped(dropBadTag, src)
 		return
 	}
+	if h.typ == dgAck {
+		e.onHotAck(p, &h, payload, src)
+		return
+	}
 	if int(h.worker) != w {
 		e.st.mistargeted.Add(1)
 	}
@@ -830,17 +876,17 @@ func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, viaTCP 
 	rf := &p.rx[w][f]
 	win := uint64(e.cfg.Window)
 	switch {
-	case seq < rf.base:
+	case seq < rf.base || (seq-rf.base < win && rf.has(seq, win)):
+		base := rf.base
 		wk.mu.Unlock()
 		e.st.duplicates.Add(1)
+		if e.cfg.HotAcks {
+			e.sendHotAck(p, w, f, seq, base) // its sender missed the first
+		}
 		return
 	case seq-rf.base >= win:
 		wk.mu.Unlock()
 		e.dropped(dropOutOfWindow, src) // the sender broke the window rule
-		return
-	case rf.has(seq, win):
-		wk.mu.Unlock()
-		e.st.duplicates.Add(1)
 		return
 	case rf.buffered >= e.cfg.BuffersPerFlow:
 		wk.mu.Unlock()
@@ -859,7 +905,10 @@ func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, viaTCP 
 	rf.buffered++
 	rf.fresh++
 	p.markDirty(w, f, rf)
-	urgent := rf.fresh >= e.ackBatch
+	// With hot acknowledgements the TCP record only carries credits and
+	// a cumulative backstop: no hurry.
+	urgent := rf.fresh >= e.ackBatch && !e.cfg.HotAcks
+	base := rf.base
 	var buf []byte
 	if n := len(wk.free); n > 0 {
 		buf = wk.free[n-1]
@@ -879,6 +928,9 @@ func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, viaTCP 
 	signal(wk.notify)
 	if e.poller != nil && wk.poll.waiting.Load() {
 		e.poller.Wake(w) // a TCP copy for a worker asleep in the fast path's Wait
+	}
+	if e.cfg.HotAcks {
+		e.sendHotAck(p, w, f, seq, base)
 	}
 	p.kickAcks(urgent)
 }

@@ -146,7 +146,7 @@ var (
 // of the header and the payload, keyed with the sending direction's key of
 // the connection (derived in the handshake); otherwise the tag is zero.
 //
-//	0  magic 0xB1C4      2  version  3  type (data)
+//	0  magic 0xB1C4      2  version  3  type (1 data, 2 hot ack)
 //	4  node (u32)        8  session (u64)
 //	16 worker (u16)      18 flow (u16)
 //	20 sequence (u64)    28 payload length (u16)   30 reserved (zero)
@@ -159,6 +159,7 @@ const (
 	dgMagic   = 0xB1C4
 	dgVersion = 2
 	dgData    = 1
+	dgAck     = 2  // a hot-path acknowledgement (Config.HotAcks, hotack.go)
 	tagOff    = 32 // the header's tag; the tag covers b[:tagOff] and the payload
 )
 
@@ -171,6 +172,7 @@ type dgHeader struct {
 	seq     uint64
 	length  uint16
 	tag     uint64
+	typ     byte // dgData or dgAck
 }
 
 // putHeader writes h into b[:HeaderLen], with a zero tag (signDatagram
@@ -192,9 +194,10 @@ func putHeader(b []byte, h *dgHeader) {
 
 // parseHeader decodes a datagram's header and returns its payload.
 func parseHeader(b []byte, h *dgHeader) ([]byte, bool) {
-	if len(b) < HeaderLen || binary.BigEndian.Uint16(b) != dgMagic || b[2] != dgVersion || b[3] != dgData {
+	if len(b) < HeaderLen || binary.BigEndian.Uint16(b) != dgMagic || b[2] != dgVersion || (b[3] != dgData && b[3] != dgAck) {
 		return nil, false
 	}
+	h.typ = b[3]
 	h.node = binary.BigEndian.Uint32(b[4:])
 	h.session = binary.BigEndian.Uint64(b[8:])
 	h.worker = binary.BigEndian.Uint16(b[16:])

@@ -49,11 +49,26 @@ func FuzzDatagram(f *testing.F) {
 	signDatagram(sipKey{1, 2}, d)
 	f.Add(d)
 	f.Add(d[:HeaderLen])
+	ack := make([]byte, HeaderLen+hotAckLen)
+	putHotAck(ack, &dgHeader{node: 1, session: 2, worker: 0, flow: 1, seq: 3, length: hotAckLen}, 2, 1)
+	signDatagram(sipKey{1, 2}, ack)
+	f.Add(ack)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var h dgHeader
 		p, ok := parseHeader(b, &h)
 		if !ok {
 			return
+		}
+		if h.typ == dgAck {
+			// A hot acknowledgement's payload, as onHotAck decodes it:
+			// what parses re-encodes to the same bytes.
+			if fl, cum, ok := parseHotAck(p); ok {
+				re := make([]byte, HeaderLen+hotAckLen)
+				putHotAck(re, &h, fl, cum)
+				if !bytes.Equal(re[HeaderLen:], p) {
+					t.Fatalf("hot acknowledgement %x re-encodes to %x", p, re[HeaderLen:])
+				}
+			}
 		}
 		if len(p) != int(h.length) || len(b) != HeaderLen+len(p) {
 			t.Fatalf("payload %d bytes, header says %d, datagram %d", len(p), h.length, len(b))
@@ -65,7 +80,19 @@ func FuzzDatagram(f *testing.F) {
 func FuzzControlRecords(f *testing.F) {
 	f.Add(appendAckRecord(nil, 1, 2, 100, 5, []uint64{101, 105}))
 	f.Add(appendRetxRecord(nil, 1, 2, 7, []byte("payload")))
+	f.Add(appendSkipRecord(appendSkipRecord(nil, 0, 3, 9, 77), 1, 0, 1<<40, 0))
 	f.Fuzz(func(t *testing.T, body []byte) {
+		// As readLoop decodes skip frames: whole records or a short frame.
+		r0 := wireReader{b: body}
+		var s skipRecord
+		k := 0
+		for len(r0.b) > 0 && !r0.bad {
+			r0.nextSkip(&s)
+			k++
+		}
+		if !r0.bad && k*skipRecordLen != len(body) {
+			t.Fatalf("%d skip records from %d bytes", k, len(body))
+		}
 		// As readLoop decodes acknowledgement frames.
 		r := wireReader{b: body}
 		var (
@@ -176,10 +203,13 @@ func FuzzOnDatagram(f *testing.F) {
 	d := make([]byte, HeaderLen+8)
 	putHeader(d, &dgHeader{node: 0, session: a.session, worker: 0, flow: 0, seq: 0, length: 8})
 	f.Add(d)
+	ack := make([]byte, HeaderLen+hotAckLen)
+	putHotAck(ack, &dgHeader{node: 0, session: a.session, worker: 0, flow: 0, seq: 0, length: hotAckLen}, 0, 1)
+	f.Add(ack)
 	f.Fuzz(func(t *testing.T, dg []byte) {
 		b.onDatagram(0, src, dg)
-		if s := b.Stats(); s.DeliveredFast != 0 {
-			t.Fatalf("a datagram without a valid tag was delivered: %+v", s)
+		if s := b.Stats(); s.DeliveredFast != 0 || s.HotAcksReceived != 0 {
+			t.Fatalf("a datagram without a valid tag was taken: %+v", s)
 		}
 	})
 }

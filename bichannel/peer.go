@@ -64,14 +64,16 @@ type peer struct {
 	lastRecv atomic.Int64 // Endpoint.now of the last frame read
 	unacked  atomic.Int64 // messages sent to it not yet acknowledged
 	rto      atomic.Int64 // current retransmission timeout (ns)
-	srtt     int64        // smoothed acknowledgement delay (readLoop only)
-	rttvar   int64        // its mean deviation (readLoop only)
+	rttMu    sync.Mutex   // guards srtt and rttvar (hot acknowledgements come from the workers)
+	srtt     int64        // smoothed acknowledgement delay
+	rttvar   int64        // its mean deviation
 	ackKick  chan struct{}
 	retxKick chan struct{}
 
 	flushMu sync.Mutex
 	ackBuf  []byte // guarded by flushMu
 	retxBuf []byte // retxLoop only
+	skipBuf []byte // retxLoop only: skip records of abandoned messages
 }
 
 // sendState is one worker's sending state towards one peer: its flows,
@@ -90,6 +92,13 @@ type sendState struct {
 	scratch []byte      // the datagram being sent
 	batch   [][]byte    // SendBatch: the datagrams of a run (grown on first use)
 	wake    chan struct{}
+	// SendTagged: the message being staged is tracked with trackTag;
+	// stage leaves its ticket in ticket.
+	tracked  bool
+	trackTag uint64
+	ticket   Ticket
+	events   []ackEvent                  // tracked messages just acknowledged (quorum.go)
+	ackDg    [HeaderLen + hotAckLen]byte // a hot acknowledgement being sent (hotack.go)
 }
 
 type sflow struct {
@@ -104,6 +113,10 @@ type pend struct {
 	seq  uint64
 	sent int64 // Endpoint.now when sent over the fast path
 	retx bool  // resent over TCP: no delay sample from its acknowledgement (Karn)
+	// SendTagged: report its acknowledgement with tag; Abandon: skip it
+	// instead of retransmitting it.
+	track, abandon bool
+	tag            uint64
 }
 
 type retxEntry struct {
@@ -1084,6 +1097,19 @@ func (p *peer) readLoop() {
 				}
 				e.arrive(p, w, f, seq, payload, true, p.ctlAddr)
 			}
+		case msgSkip:
+			var s skipRecord
+			for len(r.b) > 0 && !r.bad {
+				r.nextSkip(&s)
+				if r.bad {
+					break
+				}
+				if int(s.worker) >= e.cfg.Workers || int(s.flow) >= p.remote.flows {
+					p.fail(fmt.Errorf("protocol error: skip for worker %d flow %d", s.worker, s.flow))
+					return
+				}
+				e.onSkip(p, &s)
+			}
 		case msgBye:
 			p.fail(errPeerClosed)
 			return
@@ -1117,7 +1143,7 @@ func (p *peer) onAck(a *ackRecord, now int64) error {
 		bad = true
 	} else {
 		for s := fl.low; s < a.cum; s++ {
-			freed += ss.ack(fl, s, now, &sample)
+			freed += ss.ack(fl, a.flow, s, now, &sample)
 		}
 		fl.low = max(fl.low, a.cum)
 		for _, d := range a.sel {
@@ -1126,11 +1152,16 @@ func (p *peer) onAck(a *ackRecord, now int64) error {
 				bad = true
 				continue
 			}
-			freed += ss.ack(fl, s, now, &sample)
+			freed += ss.ack(fl, a.flow, s, now, &sample)
 		}
 	}
 	for fl.low < fl.next && fl.ring[fl.low%ss.win] == 0 {
 		fl.low++
+	}
+	if len(ss.events) > 0 {
+		e.pushEvents(p, int(a.worker), ss.events)
+		clear(ss.events)
+		ss.events = ss.events[:0]
 	}
 	fl.credits += int(a.credits)
 	credits := fl.credits
@@ -1181,13 +1212,17 @@ func (ss *sendState) pick() int {
 
 // ack forgets the unacknowledged message s of fl, if it is there, and
 // raises *sample to its acknowledgement delay unless it was resent.
-func (ss *sendState) ack(fl *sflow, s uint64, now int64, sample *int64) int {
+func (ss *sendState) ack(fl *sflow, f uint16, s uint64, now int64, sample *int64) int {
 	slot := &fl.ring[s%ss.win]
 	if *slot == 0 || ss.slab[*slot-1].seq != s {
 		return 0
 	}
-	if pe := &ss.slab[*slot-1]; !pe.retx {
+	pe := &ss.slab[*slot-1]
+	if !pe.retx {
 		*sample = max(*sample, now-pe.sent)
+	}
+	if pe.track {
+		ss.events = append(ss.events, ackEvent{seq: s, tag: pe.tag, flow: f})
 	}
 	ss.free = append(ss.free, *slot-1)
 	*slot = 0
@@ -1198,6 +1233,8 @@ func (ss *sendState) ack(fl *sflow, s uint64, now int64, sample *int64) int {
 // as TCP does (RFC 6298): SRTT + 4 RTTVAR, at least
 // Config.RetransmitTimeout and at most 64 times it.
 func (p *peer) observe(sample int64) {
+	p.rttMu.Lock()
+	defer p.rttMu.Unlock()
 	if p.srtt == 0 {
 		p.srtt, p.rttvar = sample, sample/2
 	} else {
@@ -1254,6 +1291,11 @@ func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg, buf []byte) []by
 	pe := &ss.slab[idx]
 	pe.buf = append(pe.buf[:0], msg...)
 	pe.seq, pe.sent, pe.retx = seq, now, false
+	pe.track, pe.abandon, pe.tag = false, false, 0
+	if ss.tracked {
+		pe.track, pe.tag = true, ss.trackTag
+		ss.ticket = Ticket{Flow: f, Seq: seq}
+	}
 	fl.ring[seq%ss.win] = idx + 1
 	if ss.fhead == len(ss.fifo) {
 		ss.fifo, ss.fhead = ss.fifo[:0], 0
@@ -1278,17 +1320,30 @@ func (p *peer) retransmit(now int64) int64 {
 	e := p.e
 	rto := p.rto.Load()
 	b, start := appendFrameHdr(p.retxBuf[:0], msgRetx)
-	n := 0
+	sk, skStart := appendFrameHdr(p.skipBuf[:0], msgSkip)
+	n, skips, freed := 0, 0, 0
+	hot := e.cfg.HotAcks
 	next := int64(math.MaxInt64)
 	for w, ss := range p.send {
 		ss.mu.Lock()
-		for ss.fhead < len(ss.fifo) && ss.fifo[ss.fhead].deadline <= now && len(b) < retxFrameLimit {
+		wskips := skips
+		for ss.fhead < len(ss.fifo) && ss.fifo[ss.fhead].deadline <= now && len(b) < retxFrameLimit && len(sk) < retxFrameLimit {
 			ent := ss.fifo[ss.fhead]
 			ss.fhead++
 			if pe := ss.pending(ent); pe != nil {
-				pe.retx = true
-				b = appendRetxRecord(b, w, int(ent.flow), ent.seq, pe.buf)
-				n++
+				switch {
+				case pe.abandon:
+					sk = ss.skipDue(sk, w, ent, pe)
+					skips++
+					freed++
+					continue
+				case hot:
+					e.resendFast(p, ss, w, int(ent.flow), pe)
+				default:
+					pe.retx = true
+					b = appendRetxRecord(b, w, int(ent.flow), ent.seq, pe.buf)
+					n++
+				}
 				ent.tries, ent.deadline = 1, now+rto<<1
 				ss.rearm = append(ss.rearm, ent)
 			}
@@ -1305,9 +1360,20 @@ func (p *peer) retransmit(now int64) int64 {
 			if pe == nil {
 				continue // acknowledged
 			}
-			if ent.deadline <= now && len(b) < retxFrameLimit {
-				b = appendRetxRecord(b, w, int(ent.flow), ent.seq, pe.buf)
-				n++
+			if ent.deadline <= now && len(b) < retxFrameLimit && len(sk) < retxFrameLimit {
+				if pe.abandon {
+					sk = ss.skipDue(sk, w, ent, pe)
+					skips++
+					freed++
+					continue
+				}
+				if hot && ent.tries < hotFastTries {
+					e.resendFast(p, ss, w, int(ent.flow), pe)
+				} else {
+					pe.retx = true
+					b = appendRetxRecord(b, w, int(ent.flow), ent.seq, pe.buf)
+					n++
+				}
 				ent.tries = min(ent.tries+1, 6)
 				ent.deadline = now + rto<<ent.tries
 			}
@@ -1321,6 +1387,21 @@ func (p *peer) retransmit(now int64) int64 {
 			next = min(next, ss.fifo[ss.fhead].deadline)
 		}
 		ss.mu.Unlock()
+		if skips > wskips {
+			signal(ss.wake) // the window moved
+		}
+	}
+	if freed > 0 {
+		p.unacked.Add(-int64(freed))
+	}
+	p.skipBuf = sk[:0]
+	if skips > 0 {
+		// Before the retransmissions: the receiver's window moves past the
+		// skipped messages before resent ones beyond it arrive.
+		p.skipBuf = endFrame(sk, skStart)
+		if p.write(p.skipBuf) == nil {
+			e.st.abandoned.Add(uint64(skips))
+		}
 	}
 	p.retxBuf = b[:0]
 	if n > 0 {

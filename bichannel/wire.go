@@ -26,6 +26,7 @@ const (
 	msgAuth2     = 9  // acceptor: who I am, my nonce, my proof
 	msgAuth3     = 10 // dialer: my proof
 	msgFlows     = 11 // the source ports of my flows to you, [worker][flow]
+	msgSkip      = 12 // messages I abandoned (Endpoint.Abandon): move your window past them
 
 	frameHdrLen = 5
 	// maxFrameLen caps a control frame after the handshake (a
@@ -245,6 +246,33 @@ func appendRetxRecord(b []byte, worker, flow int, seq uint64, payload []byte) []
 	b = binary.BigEndian.AppendUint64(b, seq)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(payload)))
 	return append(b, payload...)
+}
+
+// skipRecord names one message the sender abandoned and will not
+// retransmit (Endpoint.Abandon): the receiver counts its sequence number
+// as received (it never delivers it, even if a late copy comes), returns
+// its credit and moves its window on. tag is the sender's tag of the
+// message (SendTagged), handed to the receiving application.
+type skipRecord struct {
+	worker, flow uint16
+	seq, tag     uint64
+}
+
+const skipRecordLen = 2 + 2 + 8 + 8
+
+func appendSkipRecord(b []byte, worker, flow int, seq, tag uint64) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(worker))
+	b = binary.BigEndian.AppendUint16(b, uint16(flow))
+	b = binary.BigEndian.AppendUint64(b, seq)
+	return binary.BigEndian.AppendUint64(b, tag)
+}
+
+// nextSkip decodes one skip record.
+func (r *wireReader) nextSkip(s *skipRecord) {
+	s.worker = r.u16()
+	s.flow = r.u16()
+	s.seq = r.u64()
+	s.tag = r.u64()
 }
 
 // errFrameTooBig is wrapped by readFrame for a frame longer than its
