@@ -90,7 +90,7 @@ func TestAckRecordRoundTrip(t *testing.T) {
 }
 
 func TestDatagramHeader(t *testing.T) {
-	h := dgHeader{node: 3, session: 99, worker: 2, flow: 7, seq: 1 << 40, length: 5}
+	h := dgHeader{node: 3, session: 99, worker: 2, flow: 7, seq: 1 << 40, length: 5, typ: dgData}
 	b := make([]byte, HeaderLen+5)
 	putHeader(b, &h)
 	copy(b[HeaderLen:], "hello")

@@ -48,7 +48,11 @@ func (p Place) listen(port int) (net.Listener, error) {
 type ClusterConfig struct {
 	Places    []Place
 	Shards    int
-	Transport string // "bi" or "tcp": the replication network
+	// Transport is the replication network: "hot" (the bi-channel with
+	// hot-path acknowledgements, the paper's mode), "bi" (the bi-channel
+	// with its acknowledgements in the TCP control path's batches) or
+	// "tcp" (kernel TCP).
+	Transport string
 	Fast      bichannel.FastMode
 	FastPath  func(node int) bichannel.FastPath // tests: an in-process network
 	Bi        bichannel.Config                  // template
@@ -76,8 +80,11 @@ func NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		return nil, fmt.Errorf("kv: %d nodes: give a primary and at least one secondary", N)
 	}
 	cl := &Cluster{cfg: cfg, repls: make([]Repl, N), cancels: make([]context.CancelFunc, N), Secondary: make([]*Secondary, N), killed: make([]bool, N)}
+	if N-1 > MaxSecondaries {
+		return nil, fmt.Errorf("kv: %d secondaries: at most %d", N-1, MaxSecondaries)
+	}
 	switch cfg.Transport {
-	case "bi":
+	case "bi", "hot":
 		eps := make([]*bichannel.Endpoint, N)
 		peers := make([]bichannel.Peer, N)
 		for i, pl := range cfg.Places {
@@ -89,6 +96,7 @@ func NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			c.UDP.IP, c.UDP.ListenUDP = pl.IP, pl.ListenUDP
 			c.VNIC = pl.VNIC
 			c.TolerateDeadPeers = true // the primary goes on with its quorum
+			c.HotAcks = cfg.Transport == "hot"
 			if cfg.FastPath != nil {
 				c.FastPath = cfg.FastPath(i)
 			}
@@ -160,7 +168,7 @@ func NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			return nil, err
 		}
 	default:
-		return nil, fmt.Errorf("kv: transport %q: give bi or tcp", cfg.Transport)
+		return nil, fmt.Errorf("kv: transport %q: give hot, bi or tcp", cfg.Transport)
 	}
 	for i := range N {
 		nctx, cancel := context.WithCancel(context.Background())
@@ -195,6 +203,14 @@ func NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		}
 	}()
 	return cl, nil
+}
+
+// Endpoint returns node i's bi-channel endpoint, or nil on kernel TCP.
+func (cl *Cluster) Endpoint(i int) *bichannel.Endpoint {
+	if b, ok := cl.repls[i].(BiRepl); ok {
+		return b.E
+	}
+	return nil
 }
 
 // Kill stops secondary i abruptly: its shard workers end and its

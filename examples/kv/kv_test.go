@@ -14,15 +14,18 @@ import (
 // live replica under its version, dependent updates of a key keep their
 // order, and nothing offered goes unanswered. The bi-channel runs on an
 // in-process network that loses, duplicates and reorders 5% of the
-// datagrams.
+// datagrams, with its acknowledgements on the fast path (hot, the paper's
+// mode: quorum counted from them, copies to the replica outside the quorum
+// abandoned, the updates of a skipped copy fetched by its secondary) or in
+// the TCP control path (bi).
 func TestKVQuorumOneReplicaDead(t *testing.T) {
-	for _, tr := range []string{"bi", "tcp"} {
+	for _, tr := range []string{"hot", "bi", "tcp"} {
 		t.Run(tr, func(t *testing.T) {
 			cfg := ClusterConfig{Places: loopback(3), Shards: 2, Transport: tr,
 				Bi: bichannel.Config{Flows: 2, BuffersPerFlow: 64, RetransmitTimeout: 10 * time.Millisecond,
 					HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 5 * time.Second}}
 			var ln *bichannel.LossyNet
-			if tr == "bi" {
+			if tr != "tcp" {
 				var err error
 				if ln, err = bichannel.NewLossyNet(bichannel.LossyConfig{Loss: 0.05, Duplicate: 0.05, Reorder: 0.05, Seed: 11}); err != nil {
 					t.Fatal(err)
@@ -69,6 +72,23 @@ func TestKVQuorumOneReplicaDead(t *testing.T) {
 			}
 			if err := cl.Check(res.Acked); err != nil {
 				t.Fatal(err)
+			}
+			if e := cl.Endpoint(0); e != nil {
+				s := e.Stats()
+				var fetched uint64
+				for _, r := range cl.Secondary[1].Shard {
+					r.mu.Lock()
+					fetched += r.Fetched
+					r.mu.Unlock()
+				}
+				t.Logf("primary: hot acks taken %d, resent fast %d, over TCP %d, abandoned %d; secondary 1 fetched %d updates of skipped messages",
+					s.HotAcksReceived, s.FastRetransmitted, s.Retransmitted, s.Abandoned, fetched)
+				if tr == "hot" && (s.HotAcksReceived == 0 || s.FastRetransmitted == 0) {
+					t.Errorf("hot mode: %d hot acknowledgements taken, %d fast retransmissions", s.HotAcksReceived, s.FastRetransmitted)
+				}
+				if tr == "bi" && s.HotAcksReceived != 0 {
+					t.Errorf("TCP-ack mode took %d hot acknowledgements", s.HotAcksReceived)
+				}
 			}
 			// The check sees a lost acknowledged update.
 			a := res.Acked[len(res.Acked)/2]

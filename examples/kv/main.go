@@ -70,7 +70,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.runs, "runs", 1, "runs per rate and transport (interleaved)")
 	fs.Uint64Var(&o.keys, "keys", 100000, "keys, drawn uniformly")
 	rates := fs.String("rates", "2000,5000,10000,20000", "offered update rates per second, comma-separated, increasing")
-	tr := fs.String("transport", "bi,tcp", "replication networks: bi (bi-channel), tcp (kernel TCP)")
+	tr := fs.String("transport", "hot,bi,tcp", "replication networks: hot (bi-channel, acknowledgements on the fast path), bi (bi-channel, acknowledgements over TCP), tcp (kernel TCP)")
 	fs.DurationVar(&o.duration, "duration", 2*time.Second, "offering time per rate")
 	fs.StringVar(&o.testbed, "testbed", "", "put node i in namespace PREFIX-h<i> of `vnicctl testbed up --hosts N --prefix PREFIX` (the client in the next host if there is one)")
 	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp, vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock) or auto")
@@ -95,8 +95,8 @@ func parseFlags(args []string) (options, error) {
 		o.rates = append(o.rates, r)
 	}
 	for _, s := range strings.Split(*tr, ",") {
-		if s != "bi" && s != "tcp" {
-			return o, fmt.Errorf("kv: -transport %q: give bi, tcp or both", s)
+		if s != "hot" && s != "bi" && s != "tcp" {
+			return o, fmt.Errorf("kv: -transport %q: give hot, bi or tcp, comma-separated", s)
 		}
 		o.transports = append(o.transports, s)
 	}

@@ -6,17 +6,24 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math/bits"
 	"net"
+	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/vnic/vnic/bichannel"
 )
 
 // Sizes of the wire formats. A client request is 64 bytes: request id,
 // key, value; the reply is 16: request id, version (0: failed). A
 // replication message is a kind byte, a count and that many updates
-// (version, key, value: 64 bytes each); an acknowledgement is a kind byte
-// and the shard's version up to which the secondary applied everything
-// (versions double as sequence numbers).
+// (version, key, value: 64 bytes each) of consecutive versions; an
+// acknowledgement (kernel TCP only: the bi-channel acknowledges messages
+// itself) is a kind byte and the shard's version up to which the secondary
+// applied everything (versions double as sequence numbers); a fetch (a
+// secondary asking for the updates of a message the primary abandoned) is
+// a kind byte, the first version and the count.
 const (
 	ValueLen   = 48
 	ReqLen     = 8 + 8 + ValueLen
@@ -24,9 +31,20 @@ const (
 	UpdLen     = 8 + 8 + ValueLen
 	msgRepl    = 1
 	msgAck     = 2
+	msgFetch   = 3
 	ackLen     = 1 + 8
+	fetchLen   = 1 + 8 + 1
 	maxPerRepl = 20 // 2 + 20*64 = 1282 bytes: one MTU
+	// MaxSecondaries bounds the secondaries (a bit each in a mask).
+	MaxSecondaries = 62
 )
+
+// replTag is the bi-channel tag of a replication message: its first
+// version and its count, so that both ends know what an acknowledgement or
+// a skip is about.
+func replTag(first uint64, count int) uint64 { return first<<8 | uint64(count) }
+
+func untag(tag uint64) (first uint64, count int) { return tag >> 8, int(tag & 0xff) }
 
 // Update is one replicated update.
 type Update struct {
@@ -56,6 +74,10 @@ type Replica struct {
 	// OrderViolations counts updates that would have replaced a key's
 	// newer version with an older one; always 0.
 	OrderViolations uint64
+	// Fetched counts the updates a secondary fetched from the primary
+	// because the primary abandoned their message to it (a quorum had
+	// it, and its copy here was lost).
+	Fetched uint64
 }
 
 func newReplica() *Replica { return &Replica{Table: map[uint64]Entry{}} }
@@ -83,7 +105,10 @@ func (r *Replica) Snapshot() (map[uint64]Entry, []Update, uint64) {
 
 // Secondary applies the primary's updates of each shard in version order
 // and acknowledges, on the replication network, the version up to which
-// it applied everything.
+// it applied everything (kernel TCP; over the bi-channel the network's own
+// acknowledgements do). When the primary abandons a message to it (a
+// quorum had it and this copy was lost), it fetches the message's updates
+// from the primary: the versions say which.
 type Secondary struct {
 	ID, Shards int
 	Repl       Repl
@@ -103,6 +128,21 @@ func StartSecondary(ctx context.Context, id, shards int, repl Repl) *Secondary {
 			early := map[uint64]Update{} // arrived ahead of a missing version
 			var ack [ackLen]byte
 			ack[0] = msgAck
+			_, tracked := repl.(TrackedRepl)
+			var fetch [fetchLen]byte
+			fetch[0] = msgFetch
+			onEvent := func(peer int, kind bichannel.MsgKind, tag uint64) {
+				if kind != bichannel.MsgSkipped {
+					return
+				}
+				first, n := untag(tag)
+				r.mu.Lock()
+				r.Fetched += uint64(n)
+				r.mu.Unlock()
+				binary.LittleEndian.PutUint64(fetch[1:], first)
+				fetch[9] = byte(n)
+				repl.Send(peer, sh, fetch[:])
+			}
 			repl.Receive(ctx, sh, func(peer int, m []byte) {
 				if len(m) < 2 || m[0] != msgRepl || len(m) != 2+int(m[1])*UpdLen {
 					return
@@ -126,11 +166,15 @@ func StartSecondary(ctx context.Context, id, shards int, repl Repl) *Secondary {
 					delete(early, u.Version)
 					r.apply(&u)
 				}
+				if tracked {
+					r.mu.Unlock()
+					return
+				}
 				binary.LittleEndian.PutUint64(ack[1:], r.Applied)
 				r.mu.Unlock()
 				repl.Send(peer, sh, ack[:])
 				repl.Flush(sh)
-			})
+			}, onEvent)
 		}()
 	}
 	return s
@@ -147,6 +191,7 @@ type Primary struct {
 	Repl                Repl
 	Shard               []*pshard
 	need                int // secondary acknowledgements an update needs
+	tracked             TrackedRepl
 	wg                  sync.WaitGroup
 	Served              atomic.Uint64
 }
@@ -168,9 +213,30 @@ type pshard struct {
 	reqs  chan request
 	next  uint64    // next version
 	queue []pending // replicated, not yet committed, in version order
+	sent  []sentMsg // TrackedRepl: messages waiting for their quorum, in version order
 	acked []uint64  // per node: the version it acknowledged up to
 	dead  []bool    // per node
 	peers []int     // the secondaries' ids
+}
+
+// sentMsg is a replication message sent over a TrackedRepl: its
+// versions, who acknowledged it and its tickets (to abandon it).
+type sentMsg struct {
+	first, last uint64
+	acked       uint64 // bit i: secondary i acknowledged it
+	known       uint64 // bit i: tickets[i] is set
+	quorum      bool
+	tickets     []bichannel.Ticket
+}
+
+// findSent returns the index of the message whose first version is first,
+// or -1.
+func (ps *pshard) findSent(first uint64) int {
+	i := sort.Search(len(ps.sent), func(i int) bool { return ps.sent[i].first >= first })
+	if i < len(ps.sent) && ps.sent[i].first == first {
+		return i
+	}
+	return -1
 }
 
 // StartPrimary runs the primary's shard workers (node 0; secondaries are
@@ -178,6 +244,7 @@ type pshard struct {
 func StartPrimary(ctx context.Context, shards, secondaries int, repl Repl) *Primary {
 	p := &Primary{Shards: shards, Secondaries: secondaries, Repl: repl, Shard: make([]*pshard, shards)}
 	p.need = (secondaries+1)/2 + 1 - 1 // a majority of 1+secondaries replicas, the primary being one
+	p.tracked, _ = repl.(TrackedRepl)
 	for sh := range shards {
 		ps := &pshard{Replica: newReplica(), reqs: make(chan request, 4096), next: 1,
 			acked: make([]uint64, secondaries+1), dead: make([]bool, secondaries+1)}
@@ -190,7 +257,14 @@ func StartPrimary(ctx context.Context, shards, secondaries int, repl Repl) *Prim
 		go func() {
 			defer p.wg.Done()
 			repl.Receive(ctx, sh, func(peer int, m []byte) {
-				if len(m) != ackLen || m[0] != msgAck || peer < 1 || peer > secondaries {
+				if peer < 1 || peer > secondaries {
+					return
+				}
+				if len(m) == fetchLen && m[0] == msgFetch {
+					p.serveFetch(sh, ps, peer, binary.LittleEndian.Uint64(m[1:]), int(m[9]))
+					return
+				}
+				if len(m) != ackLen || m[0] != msgAck {
 					return
 				}
 				v := binary.LittleEndian.Uint64(m[1:])
@@ -200,14 +274,18 @@ func StartPrimary(ctx context.Context, shards, secondaries int, repl Repl) *Prim
 					p.commit(ps)
 				}
 				ps.mu.Unlock()
+			}, func(peer int, kind bichannel.MsgKind, tag uint64) {
+				if kind == bichannel.MsgAcked && peer >= 1 && peer <= secondaries {
+					p.onAcked(sh, ps, peer, tag)
+				}
 			})
 		}()
 	}
 	return p
 }
 
-// commit applies and answers every queued update a quorum acknowledged;
-// the caller holds ps.mu.
+// commit applies and answers every queued update a quorum acknowledged
+// (cumulative acknowledgements, kernel TCP); the caller holds ps.mu.
 func (p *Primary) commit(ps *pshard) {
 	n := 0
 	for ; n < len(ps.queue); n++ {
@@ -221,9 +299,95 @@ func (p *Primary) commit(ps *pshard) {
 		if got < p.need {
 			break
 		}
-		q := &ps.queue[n]
+	}
+	p.answer(ps, n)
+}
+
+// onAcked counts secondary peer's acknowledgement of the message tagged
+// tag (TrackedRepl). The acknowledgement that completes the message's
+// quorum abandons its copies to the secondaries that have not
+// acknowledged it: they are not retransmitted (a lost one is skipped, and
+// its secondary fetches the updates). Every message at the head of the
+// queue with its quorum is committed.
+func (p *Primary) onAcked(sh int, ps *pshard, peer int, tag uint64) {
+	first, _ := untag(tag)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	i := ps.findSent(first)
+	if i < 0 {
+		return // committed already: a late acknowledgement
+	}
+	m := &ps.sent[i]
+	bit := uint64(1) << peer
+	if m.acked&bit != 0 {
+		return
+	}
+	m.acked |= bit
+	if !m.quorum && bits.OnesCount64(m.acked) >= p.need {
+		m.quorum = true
+		for _, id := range ps.peers {
+			if b := uint64(1) << id; m.known&b != 0 && m.acked&b == 0 {
+				p.tracked.Abandon(id, sh, m.tickets[id])
+			}
+		}
+	}
+	n := 0
+	for n < len(ps.sent) && ps.sent[n].quorum {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	last := ps.sent[n-1].last
+	k := copy(ps.sent, ps.sent[n:])
+	clear(ps.sent[k:])
+	ps.sent = ps.sent[:k]
+	q := 0
+	for q < len(ps.queue) && ps.queue[q].Version <= last {
+		q++
+	}
+	p.answer(ps, q)
+}
+
+// serveFetch sends secondary peer the n updates from version first on
+// (their message was abandoned to it).
+func (p *Primary) serveFetch(sh int, ps *pshard, peer int, first uint64, n int) {
+	msg := make([]byte, 2, 2+n*UpdLen)
+	msg[0] = msgRepl
+	ps.mu.Lock()
+	for v := first; v < first+uint64(n); v++ {
+		var u *Update
+		if v >= 1 && v <= uint64(len(ps.Log)) && ps.Log[v-1].Version == v {
+			u = &ps.Log[v-1]
+		} else {
+			for j := range ps.queue {
+				if ps.queue[j].Version == v {
+					u = &ps.queue[j].Update
+					break
+				}
+			}
+		}
+		if u == nil {
+			continue // never replicated: nothing to fetch
+		}
+		b := msg[len(msg) : len(msg)+UpdLen]
+		binary.LittleEndian.PutUint64(b, u.Version)
+		binary.LittleEndian.PutUint64(b[8:], u.Key)
+		copy(b[16:], u.Value[:])
+		msg = msg[:len(msg)+UpdLen]
+	}
+	ps.mu.Unlock()
+	msg[1] = byte((len(msg) - 2) / UpdLen)
+	p.Repl.Send(peer, sh, msg)
+}
+
+// answer applies and answers the first n queued updates; the caller holds
+// ps.mu.
+func (p *Primary) answer(ps *pshard, n int) {
+	for i := range n {
+		q := &ps.queue[i]
 		ps.apply(&q.Update)
-		q.c.reply(q.id, v)
+		q.c.reply(q.id, q.Version)
 		q.c = nil
 	}
 	if n > 0 {
@@ -249,6 +413,7 @@ func (p *Primary) replicate(ctx context.Context, sh int, ps *pshard) {
 		}
 		msg = msg[:2]
 		ps.mu.Lock()
+		first := ps.next
 		for {
 			u := Update{Version: ps.next, Key: r.key, Value: r.value}
 			ps.next++
@@ -269,13 +434,35 @@ func (p *Primary) replicate(ctx context.Context, sh int, ps *pshard) {
 			break
 		}
 		msg[1] = byte((len(msg) - 2) / UpdLen)
+		tag := replTag(first, int(msg[1]))
+		if p.tracked != nil {
+			ps.sent = append(ps.sent, sentMsg{first: first, last: ps.next - 1, tickets: make([]bichannel.Ticket, p.Secondaries+1)})
+		}
 		dead := ps.dead
 		ps.mu.Unlock()
 		for _, id := range ps.peers {
 			if dead[id] {
 				continue
 			}
-			if err := p.Repl.Send(id, sh, msg); err != nil {
+			var err error
+			if p.tracked != nil {
+				var t bichannel.Ticket
+				if t, err = p.tracked.SendTracked(id, sh, msg, tag); err == nil {
+					ps.mu.Lock()
+					if i := ps.findSent(first); i >= 0 {
+						m := &ps.sent[i]
+						m.tickets[id] = t
+						m.known |= 1 << id
+						if m.quorum && m.acked&(1<<id) == 0 {
+							p.tracked.Abandon(id, sh, t) // the quorum came first
+						}
+					}
+					ps.mu.Unlock()
+				}
+			} else {
+				err = p.Repl.Send(id, sh, msg)
+			}
+			if err != nil {
 				if errors.Is(err, errPeerGone) {
 					ps.mu.Lock()
 					ps.dead[id] = true

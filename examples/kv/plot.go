@@ -26,9 +26,9 @@ func PlotLatency(rows []Row, path string) error {
 	p.Legend.Left = true
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	styles := map[string]color.Color{"bi": color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, "tcp": color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255}}
-	names := map[string]string{"bi": "bi-channel", "tcp": "kernel TCP"}
-	for _, tr := range []string{"bi", "tcp"} {
+	styles := map[string]color.Color{"hot": color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 255}, "bi": color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, "tcp": color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255}}
+	names := map[string]string{"hot": "bi-channel, hot-path acks", "bi": "bi-channel, TCP acks", "tcp": "kernel TCP"}
+	for _, tr := range []string{"hot", "bi", "tcp"} {
 		for _, q := range []struct {
 			name  string
 			get   func(Row) float64

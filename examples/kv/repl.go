@@ -23,7 +23,10 @@ type Repl interface {
 	Send(peer, s int, msg []byte) error
 	// Receive calls fn, from one goroutine, with every message for shard s
 	// until ctx ends or the transport closes. msg is valid during the call.
-	Receive(ctx context.Context, s int, fn func(peer int, msg []byte)) error
+	// A TrackedRepl also calls ev, on the same goroutine, with the
+	// acknowledgements of the messages sent with SendTracked (MsgAcked)
+	// and the messages its peer abandoned (MsgSkipped).
+	Receive(ctx context.Context, s int, fn func(peer int, msg []byte), ev func(peer int, kind bichannel.MsgKind, tag uint64)) error
 	// Flush pushes out what Send buffered for shard s (kernel TCP; a no-op
 	// on the bi-channel, whose every message is a datagram).
 	Flush(s int)
@@ -33,10 +36,37 @@ type Repl interface {
 
 var errPeerGone = errors.New("replica gone")
 
-// BiRepl replicates over the bi-channel: updates and their acknowledgements
-// travel on the fast path, the bi-channel's own acknowledgements and
-// credits asynchronously over TCP.
+// TrackedRepl is a replication network whose own acknowledgements tell
+// the primary which replica has which message (the bi-channel's): the
+// secondaries send no acknowledgements of their own, and the primary stops
+// retransmitting to the replicas outside a quorum.
+type TrackedRepl interface {
+	Repl
+	// SendTracked is Send for a message whose acknowledgement comes back
+	// to Receive's ev with tag.
+	SendTracked(peer, s int, msg []byte, tag uint64) (bichannel.Ticket, error)
+	// Abandon stops retransmitting message t to peer (a quorum has it).
+	Abandon(peer, s int, t bichannel.Ticket)
+}
+
+// BiRepl replicates over the bi-channel. Updates travel on the fast path;
+// the bi-channel's acknowledgements of them (SendTagged, MsgAcked) are the
+// replication acknowledgements: on the fast path with Config.HotAcks (the
+// paper's mode), else in the batches of the TCP control path. Credits go
+// back asynchronously over TCP either way.
 type BiRepl struct{ E *bichannel.Endpoint }
+
+// SendTracked implements TrackedRepl.
+func (b BiRepl) SendTracked(peer, s int, msg []byte, tag uint64) (bichannel.Ticket, error) {
+	t, err := b.E.SendTagged(peer, s, msg, tag)
+	if errors.Is(err, bichannel.ErrPeerDown) {
+		return t, fmt.Errorf("%w: %w", errPeerGone, err)
+	}
+	return t, err
+}
+
+// Abandon implements TrackedRepl.
+func (b BiRepl) Abandon(peer, s int, t bichannel.Ticket) { b.E.Abandon(peer, s, t) }
 
 // Send implements Repl.
 func (b BiRepl) Send(peer, s int, msg []byte) error {
@@ -57,13 +87,17 @@ func (BiRepl) MaxMsg() int { return bichannel.DefaultMaxPayload }
 func (b BiRepl) Close() error { return b.E.Close() }
 
 // Receive implements Repl.
-func (b BiRepl) Receive(ctx context.Context, s int, fn func(peer int, msg []byte)) error {
+func (b BiRepl) Receive(ctx context.Context, s int, fn func(peer int, msg []byte), ev func(peer int, kind bichannel.MsgKind, tag uint64)) error {
 	msgs := make([]bichannel.Message, 0, 64)
 	for {
 		var err error
 		msgs, err = b.E.RecvWait(ctx, s, msgs[:0])
 		for _, m := range msgs {
-			fn(m.Peer, m.Data)
+			if m.Kind == bichannel.MsgData {
+				fn(m.Peer, m.Data)
+			} else if ev != nil {
+				ev(m.Peer, m.Kind, m.Tag)
+			}
 		}
 		if err != nil && !errors.Is(err, bichannel.ErrPeerDown) {
 			return err
@@ -206,7 +240,7 @@ func (t *TCPRepl) Flush(s int) {
 func (*TCPRepl) MaxMsg() int { return bichannel.DefaultMaxPayload }
 
 // Receive implements Repl.
-func (t *TCPRepl) Receive(ctx context.Context, s int, fn func(peer int, msg []byte)) error {
+func (t *TCPRepl) Receive(ctx context.Context, s int, fn func(peer int, msg []byte), _ func(int, bichannel.MsgKind, uint64)) error {
 	var wg sync.WaitGroup
 	for p := range t.in {
 		conn := t.in[p][s]
