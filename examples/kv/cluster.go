@@ -46,8 +46,8 @@ func (p Place) listen(port int) (net.Listener, error) {
 // ClusterConfig is an in-process KV cluster: node 0 the primary, nodes
 // 1..len(Places)-1 the secondaries.
 type ClusterConfig struct {
-	Places    []Place
-	Shards    int
+	Places []Place
+	Shards int
 	// Transport is the replication network: "hot" (the bi-channel with
 	// hot-path acknowledgements, the paper's mode), "bi" (the bi-channel
 	// with its acknowledgements in the TCP control path's batches) or
