@@ -34,7 +34,9 @@ func TestHotAcksExactlyOnceLossy(t *testing.T) {
 	if ls.Lost == 0 || ls.Duplicated == 0 {
 		t.Fatal("the network lost or duplicated nothing: the test tested nothing")
 	}
-	if sum.HotAcksReceived == 0 || sum.HotAcksSent < sum.HotAcksReceived {
+	// (The network duplicates acknowledgements too: more may be taken
+	// than were sent.)
+	if sum.HotAcksSent == 0 || sum.HotAcksReceived == 0 {
 		t.Errorf("hot acks: %d sent, %d taken", sum.HotAcksSent, sum.HotAcksReceived)
 	}
 	if sum.FastRetransmitted == 0 {
