@@ -299,6 +299,9 @@ func (e *Engine) frame(f []byte, now uint64) bool {
 	}
 	d[counters.Packets]++
 	d[counters.Bytes] += uint64(n)
+	if ten.mirror != nil { // vnicctl dump (mirror.go)
+		ten.mirror.put(f[:n], len(f), q, now)
+	}
 	return true
 }
 

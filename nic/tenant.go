@@ -74,6 +74,7 @@ type Tenant struct {
 	axEmpty []uint64
 	bxFull  []uint64
 	dyn     *dynState // DynShRing only
+	mirror  *Mirror   // a dump session's copy (mirror.go); nil when none runs
 	nodes   []int     // NUMA node of each queue
 	// Wake-ups (see idle.go): vnicd's socket ends, the tenant's
 	// need-wakeup words, the generation last signalled per queue, the
