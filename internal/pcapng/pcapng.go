@@ -1,0 +1,447 @@
+// Package pcapng writes and reads the pcapng capture format
+// (draft-ietf-opsawg-pcapng) that vnicctl dump produces and tcpdump,
+// tshark and Wireshark read.
+//
+// The writer emits one Section Header Block, then Interface Description
+// Blocks (one per captured tenant queue, Ethernet link type, nanosecond
+// timestamps), Enhanced Packet Blocks and, at the end, Interface
+// Statistics Blocks (frames received and dropped). Blocks are written in
+// the host's little-endian order. The reader reads what the writer writes,
+// in either byte order, and skips block types it does not know; it exists
+// for tests and tools, not as a general pcapng library.
+package pcapng
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Block types.
+const (
+	blockSHB = 0x0A0D0D0A
+	blockIDB = 0x00000001
+	blockISB = 0x00000005
+	blockEPB = 0x00000006
+)
+
+const byteOrderMagic = 0x1A2B3C4D
+
+// Option codes.
+const (
+	optEnd     = 0
+	optComment = 1
+	// SHB
+	optSHBHardware = 2
+	optSHBOS       = 3
+	optSHBUserAppl = 4
+	// IDB
+	optIfName        = 2
+	optIfDescription = 3
+	optIfTSResol     = 9
+	// ISB
+	optISBStartTime = 2
+	optISBEndTime   = 3
+	optISBIfRecv    = 4
+	optISBIfDrop    = 5
+)
+
+// LinkEthernet is LINKTYPE_ETHERNET.
+const LinkEthernet = 1
+
+// MaxBlock bounds a block the reader accepts (a frame of 256 KiB plus its
+// options is far below it).
+const MaxBlock = 16 << 20
+
+// Interface is an Interface Description Block.
+type Interface struct {
+	Name        string // if_name, e.g. "app/q0"
+	Description string // if_description
+	LinkType    uint16 // LinkEthernet if zero when written
+	Snaplen     uint32 // 0: no limit
+	// TSResol is the if_tsresol option as read (the writer always writes
+	// 9: nanoseconds).
+	TSResol uint8
+}
+
+// Packet is an Enhanced Packet Block.
+type Packet struct {
+	Interface int
+	Time      time.Time
+	OrigLen   int // length on the wire; len(Data) is what was captured
+	Data      []byte
+	Comment   string
+}
+
+// Stats is an Interface Statistics Block.
+type Stats struct {
+	Interface int
+	Time      time.Time
+	Start     time.Time // isb_starttime (zero: not written)
+	End       time.Time // isb_endtime (zero: not written)
+	Received  uint64    // isb_ifrecv: frames the interface got
+	Dropped   uint64    // isb_ifdrop: frames it got but did not capture
+}
+
+// Writer writes a pcapng stream. It is not safe for concurrent use. Each
+// block is one Write call, so wrap a file in a bufio.Writer for speed.
+type Writer struct {
+	w      io.Writer
+	buf    []byte
+	ifaces []Interface
+}
+
+// Section describes the capture (the Section Header Block's options).
+type Section struct {
+	Application string // shb_userappl
+	OS          string // shb_os
+	Hardware    string // shb_hardware
+	Comment     string
+}
+
+// NewWriter writes the Section Header Block.
+func NewWriter(w io.Writer, s Section) (*Writer, error) {
+	pw := &Writer{w: w, buf: make([]byte, 0, 4096)}
+	b := pw.start(blockSHB)
+	b = binary.LittleEndian.AppendUint32(b, byteOrderMagic)
+	b = binary.LittleEndian.AppendUint16(b, 1) // major
+	b = binary.LittleEndian.AppendUint16(b, 0) // minor
+	b = binary.LittleEndian.AppendUint64(b, ^uint64(0))
+	b = appendStrOpt(b, optComment, s.Comment)
+	b = appendStrOpt(b, optSHBHardware, s.Hardware)
+	b = appendStrOpt(b, optSHBOS, s.OS)
+	b = appendStrOpt(b, optSHBUserAppl, s.Application)
+	return pw, pw.finish(b, true)
+}
+
+// AddInterface writes an Interface Description Block and returns the
+// interface's id for WritePacket.
+func (w *Writer) AddInterface(i Interface) (int, error) {
+	if i.LinkType == 0 {
+		i.LinkType = LinkEthernet
+	}
+	i.TSResol = 9
+	b := w.start(blockIDB)
+	b = binary.LittleEndian.AppendUint16(b, i.LinkType)
+	b = binary.LittleEndian.AppendUint16(b, 0)
+	b = binary.LittleEndian.AppendUint32(b, i.Snaplen)
+	b = appendStrOpt(b, optIfName, i.Name)
+	b = appendStrOpt(b, optIfDescription, i.Description)
+	b = appendOpt(b, optIfTSResol, []byte{i.TSResol})
+	if err := w.finish(b, true); err != nil {
+		return 0, err
+	}
+	w.ifaces = append(w.ifaces, i)
+	return len(w.ifaces) - 1, nil
+}
+
+// WritePacket writes an Enhanced Packet Block: data captured from a frame
+// of origLen bytes on interface iface at ts. Data longer than the
+// interface's snaplen is cut to it.
+func (w *Writer) WritePacket(iface int, ts time.Time, origLen int, data []byte, comment string) error {
+	if iface < 0 || iface >= len(w.ifaces) {
+		return fmt.Errorf("pcapng: packet on interface %d; %d interfaces were added", iface, len(w.ifaces))
+	}
+	if s := w.ifaces[iface].Snaplen; s > 0 && len(data) > int(s) {
+		data = data[:s]
+	}
+	origLen = max(origLen, len(data))
+	if len(data) > MaxBlock-64-len(comment) {
+		return fmt.Errorf("pcapng: packet of %d bytes is too large", len(data))
+	}
+	b := w.start(blockEPB)
+	b = binary.LittleEndian.AppendUint32(b, uint32(iface))
+	b = appendTime(b, ts)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(data)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(origLen))
+	b = append(b, data...)
+	b = pad(b)
+	b = appendStrOpt(b, optComment, comment)
+	return w.finish(b, comment != "")
+}
+
+// WriteStats writes an Interface Statistics Block.
+func (w *Writer) WriteStats(s Stats) error {
+	if s.Interface < 0 || s.Interface >= len(w.ifaces) {
+		return fmt.Errorf("pcapng: statistics for interface %d; %d interfaces were added", s.Interface, len(w.ifaces))
+	}
+	b := w.start(blockISB)
+	b = binary.LittleEndian.AppendUint32(b, uint32(s.Interface))
+	b = appendTime(b, s.Time)
+	if !s.Start.IsZero() {
+		b = appendOpt(b, optISBStartTime, appendTime(nil, s.Start))
+	}
+	if !s.End.IsZero() {
+		b = appendOpt(b, optISBEndTime, appendTime(nil, s.End))
+	}
+	b = appendOpt(b, optISBIfRecv, binary.LittleEndian.AppendUint64(nil, s.Received))
+	b = appendOpt(b, optISBIfDrop, binary.LittleEndian.AppendUint64(nil, s.Dropped))
+	return w.finish(b, true)
+}
+
+// start begins a block in w.buf: type and a length to be filled in.
+func (w *Writer) start(typ uint32) []byte {
+	b := binary.LittleEndian.AppendUint32(w.buf[:0], typ)
+	return binary.LittleEndian.AppendUint32(b, 0)
+}
+
+// finish ends the option list (if any), fills in the length, repeats it
+// at the end and writes the block.
+func (w *Writer) finish(b []byte, opts bool) error {
+	if opts {
+		b = binary.LittleEndian.AppendUint32(b, optEnd) // code 0, length 0
+	}
+	n := uint32(len(b) + 4)
+	binary.LittleEndian.PutUint32(b[4:], n)
+	b = binary.LittleEndian.AppendUint32(b, n)
+	w.buf = b[:0]
+	_, err := w.w.Write(b)
+	return err
+}
+
+// appendTime appends a timestamp in nanoseconds (if_tsresol 9), high
+// word first.
+func appendTime(b []byte, t time.Time) []byte {
+	ns := uint64(t.UnixNano())
+	b = binary.LittleEndian.AppendUint32(b, uint32(ns>>32))
+	return binary.LittleEndian.AppendUint32(b, uint32(ns))
+}
+
+func pad(b []byte) []byte {
+	for len(b)%4 != 0 {
+		b = append(b, 0)
+	}
+	return b
+}
+
+func appendOpt(b []byte, code uint16, v []byte) []byte {
+	b = binary.LittleEndian.AppendUint16(b, code)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(v)))
+	b = append(b, v...)
+	return pad(b)
+}
+
+func appendStrOpt(b []byte, code uint16, s string) []byte {
+	if s == "" {
+		return b
+	}
+	if len(s) > 0xffff {
+		s = s[:0xffff]
+	}
+	return appendOpt(b, code, []byte(s))
+}
+
+// File is what Read returns: a capture's content.
+type File struct {
+	Section    Section
+	Interfaces []Interface
+	Packets    []Packet
+	Stats      []Stats
+}
+
+// ErrFormat is wrapped by Read's errors about the stream's content.
+var ErrFormat = errors.New("pcapng: malformed file")
+
+// Read reads a whole pcapng stream (one or more sections; interface ids
+// are those of the packet's section).
+func Read(r io.Reader) (*File, error) {
+	f := &File{}
+	var bo binary.ByteOrder
+	var tsres []time.Duration // per interface of the current section: one tick
+	hdr := make([]byte, 8)
+	for nblock := 0; ; nblock++ {
+		if _, err := io.ReadFull(r, hdr); err != nil {
+			if err == io.EOF && nblock > 0 {
+				return f, nil
+			}
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return f, fmt.Errorf("%w: truncated block header after %d blocks", ErrFormat, nblock)
+			}
+			return f, err
+		}
+		typ := binary.LittleEndian.Uint32(hdr)
+		if typ == blockSHB {
+			// The byte order comes from the magic that follows the length.
+			var m [4]byte
+			if _, err := io.ReadFull(r, m[:]); err != nil {
+				return f, fmt.Errorf("%w: truncated section header", ErrFormat)
+			}
+			switch binary.LittleEndian.Uint32(m[:]) {
+			case byteOrderMagic:
+				bo = binary.LittleEndian
+			case 0x4D3C2B1A:
+				bo = binary.BigEndian
+			default:
+				return f, fmt.Errorf("%w: section header without the byte-order magic", ErrFormat)
+			}
+			tsres = nil
+			hdr = append(hdr[:8], m[:]...)
+		} else if nblock == 0 {
+			return f, fmt.Errorf("%w: does not start with a section header block (not a pcapng file?)", ErrFormat)
+		} else {
+			typ = bo.Uint32(hdr)
+		}
+		n := bo.Uint32(hdr[4:])
+		if n < 12 || n%4 != 0 || n > MaxBlock || int(n) < len(hdr)+4 {
+			return f, fmt.Errorf("%w: block %d of type %#x has length %d", ErrFormat, nblock, typ, n)
+		}
+		blk := make([]byte, n)
+		copy(blk, hdr)
+		if _, err := io.ReadFull(r, blk[len(hdr):]); err != nil {
+			return f, fmt.Errorf("%w: block %d truncated (%d bytes announced)", ErrFormat, nblock, n)
+		}
+		hdr = hdr[:8]
+		if bo.Uint32(blk[n-4:]) != n {
+			return f, fmt.Errorf("%w: block %d's trailing length %d differs from its leading %d", ErrFormat, nblock, bo.Uint32(blk[n-4:]), n)
+		}
+		body := blk[8 : n-4]
+		switch typ {
+		case blockSHB:
+			if len(body) < 16 {
+				return f, fmt.Errorf("%w: short section header", ErrFormat)
+			}
+			if major := bo.Uint16(body[4:]); major != 1 {
+				return f, fmt.Errorf("%w: pcapng major version %d, want 1", ErrFormat, major)
+			}
+			f.Interfaces = f.Interfaces[:0]
+			err := options(bo, body[16:], func(code uint16, v []byte) {
+				switch code {
+				case optComment:
+					f.Section.Comment = string(v)
+				case optSHBHardware:
+					f.Section.Hardware = string(v)
+				case optSHBOS:
+					f.Section.OS = string(v)
+				case optSHBUserAppl:
+					f.Section.Application = string(v)
+				}
+			})
+			if err != nil {
+				return f, err
+			}
+		case blockIDB:
+			if len(body) < 8 {
+				return f, fmt.Errorf("%w: short interface description", ErrFormat)
+			}
+			i := Interface{LinkType: bo.Uint16(body), Snaplen: bo.Uint32(body[4:]), TSResol: 6}
+			err := options(bo, body[8:], func(code uint16, v []byte) {
+				switch code {
+				case optIfName:
+					i.Name = string(v)
+				case optIfDescription:
+					i.Description = string(v)
+				case optIfTSResol:
+					if len(v) == 1 {
+						i.TSResol = v[0]
+					}
+				}
+			})
+			if err != nil {
+				return f, err
+			}
+			tick, err := resolution(i.TSResol)
+			if err != nil {
+				return f, err
+			}
+			f.Interfaces = append(f.Interfaces, i)
+			tsres = append(tsres, tick)
+		case blockEPB:
+			if len(body) < 20 {
+				return f, fmt.Errorf("%w: short enhanced packet block", ErrFormat)
+			}
+			id := bo.Uint32(body)
+			if int(id) >= len(tsres) {
+				return f, fmt.Errorf("%w: packet on interface %d, which was not described", ErrFormat, id)
+			}
+			capLen, orig := bo.Uint32(body[12:]), bo.Uint32(body[16:])
+			if uint64(capLen) > uint64(len(body)-20) {
+				return f, fmt.Errorf("%w: packet of %d captured bytes in a block of %d", ErrFormat, capLen, n)
+			}
+			p := Packet{Interface: int(id), Time: stamp(bo, body[4:], tsres[id]), OrigLen: int(orig), Data: body[20 : 20+capLen]}
+			padded := (int(capLen) + 3) &^ 3
+			if padded <= len(body)-20 {
+				if err := options(bo, body[20+padded:], func(code uint16, v []byte) {
+					if code == optComment {
+						p.Comment = string(v)
+					}
+				}); err != nil {
+					return f, err
+				}
+			}
+			f.Packets = append(f.Packets, p)
+		case blockISB:
+			if len(body) < 12 {
+				return f, fmt.Errorf("%w: short interface statistics block", ErrFormat)
+			}
+			id := bo.Uint32(body)
+			if int(id) >= len(tsres) {
+				return f, fmt.Errorf("%w: statistics of interface %d, which was not described", ErrFormat, id)
+			}
+			s := Stats{Interface: int(id), Time: stamp(bo, body[4:], tsres[id])}
+			err := options(bo, body[12:], func(code uint16, v []byte) {
+				if len(v) != 8 {
+					return
+				}
+				switch code {
+				case optISBStartTime:
+					s.Start = stamp(bo, v, tsres[id])
+				case optISBEndTime:
+					s.End = stamp(bo, v, tsres[id])
+				case optISBIfRecv:
+					s.Received = bo.Uint64(v)
+				case optISBIfDrop:
+					s.Dropped = bo.Uint64(v)
+				}
+			})
+			if err != nil {
+				return f, err
+			}
+			f.Stats = append(f.Stats, s)
+		}
+	}
+}
+
+// resolution reads if_tsresol: a power of ten (or of two, high bit set)
+// fraction of a second; finer than a nanosecond is refused.
+func resolution(r uint8) (time.Duration, error) {
+	if r&0x80 != 0 {
+		if r&0x7f > 30 {
+			return 0, fmt.Errorf("%w: timestamp resolution 2^-%d s is finer than this reader supports", ErrFormat, r&0x7f)
+		}
+		return time.Second >> (r & 0x7f), nil // approximate for the reader's purposes
+	}
+	if r > 9 {
+		return 0, fmt.Errorf("%w: timestamp resolution 10^-%d s is finer than a nanosecond", ErrFormat, r)
+	}
+	d := time.Second
+	for ; r > 0; r-- {
+		d /= 10
+	}
+	return d, nil
+}
+
+func stamp(bo binary.ByteOrder, b []byte, tick time.Duration) time.Time {
+	v := uint64(bo.Uint32(b))<<32 | uint64(bo.Uint32(b[4:]))
+	if tick == time.Nanosecond {
+		return time.Unix(0, int64(v))
+	}
+	return time.Unix(0, 0).Add(time.Duration(v) * tick)
+}
+
+// options walks an option list.
+func options(bo binary.ByteOrder, b []byte, fn func(code uint16, v []byte)) error {
+	for len(b) >= 4 {
+		code, l := bo.Uint16(b), int(bo.Uint16(b[2:]))
+		if code == optEnd {
+			return nil
+		}
+		if 4+l > len(b) {
+			return fmt.Errorf("%w: option %d of %d bytes runs past its block", ErrFormat, code, l)
+		}
+		fn(code, b[4:4+l])
+		b = b[min(len(b), 4+(l+3)&^3):]
+	}
+	return nil
+}
