@@ -146,6 +146,8 @@ func limitFlags() []cli.Flag {
 		&cli.StringFlag{Name: "max-region", Value: "1GiB", Usage: "largest shared region (rings and buffers) one tenant may ask for, e.g. 512MiB"},
 		&cli.StringFlag{Name: "memory-budget", Value: "auto", Usage: "most shared memory all tenants' regions may take together (auto: half of MemTotal, at least 1GiB)"},
 		&cli.IntFlag{Name: "max-name", Value: 64, Usage: "longest tenant name, in bytes"},
+		&cli.IntFlag{Name: "max-dumps", Value: 4, Usage: "most vnicctl dump sessions at once (one per tenant)"},
+		&cli.StringFlag{Name: "dump-buffer", Value: "4MiB", Usage: "each dump's mirror ring, the memory one dump makes vnicd hold (frames that find it full are not captured, and counted); at least 64KiB"},
 		&cli.BoolFlag{Name: "tenant-huge-pages", Usage: "back tenant regions with huge pages when reserved (only for trusted tenants: one that punches a hole in its region can make vnicd SIGBUS when the huge-page pool is empty)"},
 		// (not a limit: the synthetic source's token bucket)
 		&cli.IntFlag{Name: "rate-bucket", Value: 0, Usage: "with --rate: frames the synthetic source may send back to back after a pause (0: 32), so a descheduled vnicd catches up"},
@@ -157,12 +159,12 @@ func limits(c *cli.Context) (daemon.Limits, error) {
 	l := daemon.Limits{
 		MaxConns: c.Int("max-conns"), MaxConnsPerUID: c.Int("max-conns-per-uid"), MaxTenantsPerUID: c.Int("max-tenants-per-uid"),
 		FirstMessageTimeout: c.Duration("first-message-timeout"), ReplyTimeout: c.Duration("reply-timeout"), MaxName: c.Int("max-name"),
-		HugePages: c.Bool("tenant-huge-pages"),
+		HugePages: c.Bool("tenant-huge-pages"), MaxDumps: c.Int("max-dumps"),
 	}
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"max-conns", l.MaxConns}, {"max-conns-per-uid", l.MaxConnsPerUID}, {"max-tenants-per-uid", l.MaxTenantsPerUID}, {"max-name", l.MaxName}} {
+	}{{"max-conns", l.MaxConns}, {"max-conns-per-uid", l.MaxConnsPerUID}, {"max-tenants-per-uid", l.MaxTenantsPerUID}, {"max-name", l.MaxName}, {"max-dumps", l.MaxDumps}} {
 		if f.v < 1 {
 			return l, fmt.Errorf("--%s %d: give a positive number", f.name, f.v)
 		}
@@ -173,6 +175,12 @@ func limits(c *cli.Context) (daemon.Limits, error) {
 	var err error
 	if l.MaxRegionBytes, err = parseBytes(c.String("max-region")); err != nil {
 		return l, fmt.Errorf("--max-region: %w", err)
+	}
+	if l.DumpBufferBytes, err = parseBytes(c.String("dump-buffer")); err != nil {
+		return l, fmt.Errorf("--dump-buffer: %w", err)
+	}
+	if l.DumpBufferBytes < daemon.MinDumpBuffer || l.DumpBufferBytes > 1<<30 {
+		return l, fmt.Errorf("--dump-buffer %s: give 64KiB..1GiB, e.g. 4MiB", c.String("dump-buffer"))
 	}
 	if b := c.String("memory-budget"); b != "auto" {
 		if l.MemoryBudget, err = parseBytes(b); err != nil {

@@ -80,7 +80,8 @@ type Daemon struct {
 	// memory budget), under mu.
 	shmem    int64
 	histSeq  uint64
-	histSeqs []uint64 // sequence of each hist entry
+	histSeqs []uint64  // sequence of each hist entry
+	dumps    dumpState // vnicctl dump sessions (dump.go)
 }
 
 type tenant struct {
@@ -90,7 +91,8 @@ type tenant struct {
 	wake   []int // vnicd's ends of the queues' wake-up socket pairs
 	conn   *proto.Conn
 	match  nic.Match
-	size   int64 // region bytes counted against the memory budget
+	size   int64        // region bytes counted against the memory budget
+	dump   *dumpSession // the running dump of this tenant, under mu
 }
 
 // New checks the configuration and builds the engine.
@@ -115,7 +117,8 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Log, live: map[int]*tenant{}, open: map[*proto.Conn]uint32{}, byUID: map[uint32]int{}, nextID: 1}
+	d := &Daemon{cfg: cfg, log: cfg.Log, live: map[int]*tenant{}, open: map[*proto.Conn]uint32{}, byUID: map[uint32]int{}, nextID: 1,
+		dumps: dumpState{live: map[*dumpSession]struct{}{}}}
 	ecfg := cfg.Engine
 	userFault := ecfg.OnFault
 	ecfg.OnFault = func(t *nic.Tenant, err error) {
@@ -211,6 +214,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	acceptErr := d.acceptLoop(ctx)
 	cancel()
 	err := <-engErr
+	d.endAllDumps(time.Second) // each sends its end before the connections close
 	d.mu.Lock()
 	for c := range d.open {
 		c.Close()
@@ -422,6 +426,13 @@ func (d *Daemon) serve(conn *proto.Conn, pid int32, uid uint32) {
 			ok = reply(proto.TStatusReply, d.status())
 		case proto.TConfig:
 			ok = reply(proto.TConfigReply, d.config())
+		case proto.TDump:
+			if mine != nil {
+				rerr = errors.New("this connection holds a tenant; dump on another connection")
+				break
+			}
+			d.serveDump(conn, body, pid, uid, log, reply)
+			return // the connection ends with the dump
 		default:
 			rerr = fmt.Errorf("unknown request type %d", t)
 		}
@@ -727,6 +738,7 @@ func (d *Daemon) detachID(id int, why string) {
 		d.cfg.OnDetach(d.eng, t.nt)
 	}
 	d.eng.RemoveTenant(t.nt)
+	d.endTenantDump(t)
 	st := tenantStats(t)
 	st.Detached = time.Now().UTC().Format(time.RFC3339)
 	if e := t.nt.Faulty(); e != nil {
@@ -768,7 +780,7 @@ func tenantStats(t *tenant) proto.TenantStats {
 
 // Stats returns every counter (all pages).
 func (d *Daemon) Stats() proto.Stats {
-	s := proto.Stats{Global: d.eng.Global().Snapshot().Map(), Control: d.ctl.snapshot()}
+	s := proto.Stats{Global: d.eng.Global().Snapshot().Map(), Control: d.controlSnapshot()}
 	if d.cfg.SourceStats != nil {
 		s.Source = d.cfg.SourceStats()
 	}
@@ -856,7 +868,7 @@ type statsWire struct {
 
 // statsPage answers one TStats page.
 func (d *Daemon) statsPage(pg proto.Page) statsWire {
-	s := statsWire{Global: d.eng.Global().Snapshot().Map(), Control: d.ctl.snapshot()}
+	s := statsWire{Global: d.eng.Global().Snapshot().Map(), Control: d.controlSnapshot()}
 	if d.cfg.SourceStats != nil {
 		s.Source = d.cfg.SourceStats()
 	}
@@ -899,10 +911,12 @@ func (d *Daemon) status() proto.Status {
 	n := len(d.sorted())
 	d.mu.Unlock()
 	ec := d.eng.Config()
-	return proto.Status{Version: d.cfg.Version, PID: os.Getpid(), Uptime: time.Since(d.start).Round(time.Second).String(),
+	st := proto.Status{Version: d.cfg.Version, PID: os.Getpid(), Uptime: time.Since(d.start).Round(time.Second).String(),
 		Model: ec.Model.String(), Policy: ec.Policy.String(), Source: d.cfg.SourceName, Mode: d.cfg.SourceMode,
 		Tenants: n, Emulator: ec.EmulatorCPU, Socket: d.cfg.Socket, Metrics: d.cfg.MetricsAddr,
 		Idle: ec.Idle.String(), SpinBudget: spinBudget(ec).String(), Sleeps: d.eng.IdleStats().Sleeps}
+	st.Dumps, st.DumpDrops = d.dumpLive()
+	return st
 }
 
 func (d *Daemon) config() proto.Config {
@@ -917,6 +931,7 @@ func (d *Daemon) config() proto.Config {
 		"max_tenants_per_uid": fmt.Sprint(l.MaxTenantsPerUID), "first_message_timeout": l.FirstMessageTimeout.String(),
 		"reply_timeout": l.ReplyTimeout.String(), "max_region": fmt.Sprint(l.MaxRegionBytes),
 		"memory_budget": fmt.Sprint(l.MemoryBudget), "max_name": fmt.Sprint(l.MaxName), "tenant_huge_pages": fmt.Sprint(l.HugePages && !d.cfg.NoHugePages),
+		"max_dumps": fmt.Sprint(l.MaxDumps), "dump_buffer": fmt.Sprint(l.DumpBufferBytes),
 	}
 }
 

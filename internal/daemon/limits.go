@@ -47,7 +47,22 @@ type Limits struct {
 	// engine's checks treat as any other garbage (the tenant alone loses).
 	// Turn it on only when every tenant is trusted.
 	HugePages bool
+	// MaxDumps bounds the dump sessions (vnicctl dump) running at once
+	// (--max-dumps, 4). A tenant has at most one.
+	MaxDumps int
+	// DumpBufferBytes is each dump session's mirror ring, the memory a
+	// dump makes vnicd hold (--dump-buffer, 4 MiB): at most
+	// MaxDumps*DumpBufferBytes in all. Frames that find it full are not
+	// captured (counted as dump_mirror_drops), never lost to the tenant.
+	DumpBufferBytes int64
 }
+
+// DefaultDumpBuffer is --dump-buffer's default; MinDumpBuffer its least
+// value (16 frames of the largest buffer, 64 KiB).
+const (
+	DefaultDumpBuffer = 4 << 20
+	MinDumpBuffer     = 64 << 10
+)
 
 func (l *Limits) defaults() {
 	def := func(v *int, d int) {
@@ -59,6 +74,10 @@ func (l *Limits) defaults() {
 	def(&l.MaxConnsPerUID, 64)
 	def(&l.MaxTenantsPerUID, 16)
 	def(&l.MaxName, 64)
+	def(&l.MaxDumps, 4)
+	if l.DumpBufferBytes == 0 {
+		l.DumpBufferBytes = DefaultDumpBuffer
+	}
 	if l.FirstMessageTimeout == 0 {
 		l.FirstMessageTimeout = 5 * time.Second
 	}

@@ -11,6 +11,20 @@
 // (the client exited, even by kill -9) vnicd detaches the tenant; when
 // vnicd goes away, the client sees the close and reports ErrDaemonGone.
 //
+// Compatibility: Version changes only when an existing message changes
+// meaning. New requests get new types and new fields are optional
+// (omitempty), so a client and vnicd of one protocol version interoperate
+// across releases: an older vnicd answers a request type it does not know
+// with an Error ("unknown request type"), and decoders ignore fields they
+// do not know.
+//
+// Dump (TDump, vnicctl dump) is the one streaming request: after its
+// TDumpReply, vnicd sends TDumpFrames messages unasked until the session
+// ends, then one TDumpEnd, and closes the connection. The client may send
+// TDumpStop at any time; vnicd then sends what the mirror still holds and
+// the TDumpEnd. The Dump body carries its own version (DumpVersion), so the
+// stream's format can grow without a new protocol version.
+//
 // Concurrency: Conn is safe for one reader and one writer at a time.
 package proto
 
@@ -70,6 +84,11 @@ const (
 	TStatus      Type = 11
 	TStatusReply Type = 12
 	TError       Type = 14
+	TDump        Type = 15 // Dump; answered by TDumpReply, then a stream
+	TDumpReply   Type = 16
+	TDumpStop    Type = 17 // client: end the dump (no body)
+	TDumpEnd     Type = 18 // vnicd: the dump ended (DumpEnd), last message
+	TDumpFrames  Type = 20 // vnicd: mirrored frames (DumpFrames), unasked
 )
 
 // ErrVersion is wrapped by version mismatch errors.
@@ -83,7 +102,18 @@ type Error struct {
 	Message string `json:"message"`
 	// Version is the daemon's protocol version (set on version mismatch).
 	Version uint16 `json:"version,omitempty"`
+	// Code classifies the refusal for a client's exit status: one of the
+	// Code* constants, or empty (absent from older daemons).
+	Code string `json:"code,omitempty"`
 }
+
+// Error codes.
+const (
+	CodeNotFound   = "not_found"  // no tenant with that name or id
+	CodePermission = "permission" // the peer's uid may not do this
+	CodeLimit      = "limit"      // a vnicd limit refused it (e.g. --max-dumps)
+	CodeBusy       = "busy"       // e.g. the tenant is already being dumped
+)
 
 func (e *Error) Error() string { return e.Message }
 
@@ -220,6 +250,71 @@ type Status struct {
 	Sleeps     uint64 `json:"sleeps,omitempty"`
 	Socket     string `json:"socket"`
 	Metrics    string `json:"metrics,omitempty"`
+	// Dumps are the dump sessions running (vnicctl dump), DumpDrops the
+	// frames their mirrors could not take since vnicd started.
+	Dumps     int    `json:"dumps,omitempty"`
+	DumpDrops uint64 `json:"dump_drops,omitempty"`
+}
+
+// DumpVersion is the version of the dump stream this build speaks (Dump,
+// DumpReply, DumpFrames, DumpEnd). vnicd refuses a Dump with a higher one.
+const DumpVersion = 1
+
+// Dump asks vnicd for a copy of the frames it delivers to a tenant (TDump).
+type Dump struct {
+	Version int    `json:"version"` // DumpVersion
+	Tenant  string `json:"tenant"`  // name, or id in decimal
+	// Queue is the one queue to capture; nil captures every queue.
+	Queue *int `json:"queue,omitempty"`
+	// Count ends the dump after this many frames (0: no limit).
+	Count uint64 `json:"count,omitempty"`
+	// Snaplen is the most bytes kept of each frame (0: vnicd's buffer
+	// size, the longest frame a tenant can receive).
+	Snaplen int `json:"snaplen,omitempty"`
+}
+
+// DumpReply accepts a Dump (TDumpReply): what will be captured.
+type DumpReply struct {
+	Version int    `json:"version"`
+	Tenant  int    `json:"tenant"`
+	Name    string `json:"name"`
+	Queues  int    `json:"queues"`          // the tenant's queue count
+	Queue   *int   `json:"queue,omitempty"` // nil: every queue
+	Snaplen int    `json:"snaplen"`         // effective (at most the buffer size)
+	Slots   int    `json:"slots"`           // frames the mirror ring holds
+	Bytes   int64  `json:"bytes"`           // its memory
+	Start   int64  `json:"start"`           // unix ns
+}
+
+// DumpFrame is one mirrored frame.
+type DumpFrame struct {
+	Queue int    `json:"q"`
+	Time  int64  `json:"t"`   // unix ns when the engine delivered it
+	Len   int    `json:"len"` // its length on the wire; Data may be shorter
+	Data  []byte `json:"data"`
+}
+
+// DumpFrames carries mirrored frames (TDumpFrames).
+type DumpFrames struct {
+	Frames []DumpFrame `json:"frames"`
+	// Dropped counts the frames the mirror could not take so far (its
+	// ring was full), cumulative.
+	Dropped uint64 `json:"dropped"`
+}
+
+// DumpFramesBytes bounds the frame data of one TDumpFrames message
+// (base64 in JSON: 4/3 of it on the wire, well under PageBytes).
+const DumpFramesBytes = 64 << 10
+
+// DumpEnd ends a dump (TDumpEnd).
+type DumpEnd struct {
+	// Reason is why: "count reached", "stopped by the client", "tenant
+	// detached", "vnicd stopping", "client too slow".
+	Reason   string `json:"reason"`
+	Mirrored uint64 `json:"mirrored"` // frames copied into the mirror
+	Dropped  uint64 `json:"dropped"`  // frames the full mirror did not take
+	Sent     uint64 `json:"sent"`     // frames sent in TDumpFrames
+	End      int64  `json:"end"`      // unix ns
 }
 
 // Config answers TConfig: the daemon's effective configuration.
