@@ -33,10 +33,11 @@ type Mirror struct {
 	phead    uint64 // next slot to fill (published as head)
 	ptail    uint64 // the consumer's tail as last seen
 	_        [64]byte
-	head     atomic.Uint64 // slots filled
-	tail     atomic.Uint64 // slots taken by the reader
-	drops    atomic.Uint64 // frames not mirrored: ring full
-	waiting  atomic.Uint32 // the reader sleeps in Wait
+	head     atomic.Uint64   // slots filled
+	tail     atomic.Uint64   // slots taken by the reader
+	drops    atomic.Uint64   // frames not mirrored: ring full
+	qdrops   []atomic.Uint64 // the same per queue (sized at attach)
+	waiting  atomic.Uint32   // the reader sleeps in Wait
 	wake     chan struct{}
 	attached atomic.Bool
 	wall0    time.Time // engine clock now0 is wall0 (set at attach)
@@ -111,6 +112,16 @@ func (m *Mirror) Bytes() int64 {
 // full. Safe from any goroutine.
 func (m *Mirror) Drops() uint64 { return m.drops.Load() }
 
+// QueueDrops returns Drops for queue q of the tenant (0 before the mirror
+// was attached, or for a queue the tenant does not have). Safe from any
+// goroutine once AttachMirror returned.
+func (m *Mirror) QueueDrops(q int) uint64 {
+	if q < 0 || q >= len(m.qdrops) {
+		return 0
+	}
+	return m.qdrops[q].Load()
+}
+
 // Mirrored returns how many frames were copied into the ring. Safe from any
 // goroutine.
 func (m *Mirror) Mirrored() uint64 { return m.head.Load() }
@@ -126,6 +137,7 @@ func (m *Mirror) put(f []byte, wireLen, q int, now uint64) {
 		m.ptail = m.tail.Load() // a cache miss only when the ring looks full
 		if h-m.ptail > m.mask {
 			m.drops.Store(m.drops.Load() + 1) // one writer: no locked add
+			m.qdrops[q].Store(m.qdrops[q].Load() + 1)
 			return
 		}
 	}
@@ -227,6 +239,7 @@ func (e *Engine) AttachMirror(t *Tenant, m *Mirror) error {
 			err = fmt.Errorf("nic: tenant %q has %d queues; there is no queue %d", t.Name, t.queues, m.queue)
 		default:
 			m.now0, m.wall0 = e.now(), time.Now()
+			m.qdrops = make([]atomic.Uint64, t.queues)
 			t.mirror = m
 		}
 	})

@@ -177,6 +177,9 @@ func TestMirrorOverflow(t *testing.T) {
 	if m.Mirrored() != uint64(m.Slots()) || m.Drops() != uint64(n-m.Slots()) {
 		t.Fatalf("mirrored %d, dropped %d; want %d and %d", m.Mirrored(), m.Drops(), m.Slots(), n-m.Slots())
 	}
+	if q0, q1 := m.QueueDrops(0), m.QueueDrops(1); q0 == 0 || q1 == 0 || q0+q1 != m.Drops() || m.QueueDrops(2) != 0 {
+		t.Fatalf("drops per queue %d + %d, total %d", q0, q1, m.Drops())
+	}
 	recs, _, _ := readMirror(m)
 	if len(recs) != m.Slots() {
 		t.Fatalf("read %d of %d", len(recs), m.Slots())

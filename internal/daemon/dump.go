@@ -336,6 +336,9 @@ loop:
 	}
 	d.endDump(s)
 	end := proto.DumpEnd{Reason: reason, Mirrored: m.Mirrored(), Dropped: m.Drops(), Sent: sent, End: time.Now().UnixNano()}
+	for q := 0; q < t.info.Queues; q++ {
+		end.QueueDropped = append(end.QueueDropped, m.QueueDrops(q))
+	}
 	if sendErr == nil {
 		reply(proto.TDumpEnd, end)
 	}

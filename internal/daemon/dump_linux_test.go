@@ -264,6 +264,9 @@ func TestDumpOverflow(t *testing.T) {
 	if d.end.Dropped == 0 || d.end.Mirrored+d.end.Dropped != pkts || d.end.Sent != uint64(len(d.frames)) || d.end.Sent != d.end.Mirrored {
 		t.Fatalf("%d frames dumped, end %+v; want mirrored + dropped = %d delivered, all mirrored sent", len(d.frames), d.end, pkts)
 	}
+	if len(d.end.QueueDropped) != 1 || d.end.QueueDropped[0] != d.end.Dropped {
+		t.Fatalf("drops per queue %v, total %d", d.end.QueueDropped, d.end.Dropped)
+	}
 	tf.checkSubsequence(t, d.frames[:1])
 	if c := td.d.Stats().Control; c["dump_mirror_drops"] != d.end.Dropped {
 		t.Fatalf("dump_mirror_drops %d, the session dropped %d", c["dump_mirror_drops"], d.end.Dropped)

@@ -314,7 +314,10 @@ type DumpEnd struct {
 	Mirrored uint64 `json:"mirrored"` // frames copied into the mirror
 	Dropped  uint64 `json:"dropped"`  // frames the full mirror did not take
 	Sent     uint64 `json:"sent"`     // frames sent in TDumpFrames
-	End      int64  `json:"end"`      // unix ns
+	// QueueDropped is Dropped per tenant queue (for the pcapng
+	// interface statistics).
+	QueueDropped []uint64 `json:"queue_dropped,omitempty"`
+	End          int64    `json:"end"` // unix ns
 }
 
 // Config answers TConfig: the daemon's effective configuration.
