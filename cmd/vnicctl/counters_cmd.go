@@ -99,6 +99,18 @@ func writeCounters(w io.Writer, st proto.Stats, nonzero bool) error {
 			return err
 		}
 	}
+	if st.Control["dumps_started"] > 0 {
+		fmt.Fprintln(w, "\ndumps (vnicctl dump sessions; dump_mirror_drops: frames not captured, the tenant got them)")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		for _, n := range []string{"dumps_started", "dumps_refused_limit", "dumps_refused_permission", "dumps_refused_busy", "dump_frames_sent", "dump_mirror_drops"} {
+			if !nonzero || st.Control[n] != 0 {
+				fmt.Fprintf(tw, "  %-*s\t%d\t\n", nameWidth, n, st.Control[n])
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	for _, t := range st.Tenants {
 		fmt.Fprintf(w, "\ntenant %d %q (attached %s, pid %d, %s)\n", t.ID, t.Name, t.Attached, t.PID, plural(t.Queues, "queue"))
 		if err := tenantCounters(w, t, nonzero); err != nil {

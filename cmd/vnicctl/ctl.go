@@ -169,6 +169,11 @@ func (cl *ctlConn) call(t proto.Type, out any) error {
 	if err == nil {
 		return nil
 	}
+	return cl.callError(err)
+}
+
+// callError turns a failed request into one sentence (and exit status).
+func (cl *ctlConn) callError(err error) error {
 	var perr *proto.Error
 	var nerr net.Error
 	switch {

@@ -5,6 +5,7 @@
 //	vnicctl rings [--tenant X]   per-ring table: Ax fill, Bx occupancy, borrows, drops by reason
 //	vnicctl counters [-o json]   every counter; the JSON is vnicd's Stats document
 //	vnicctl watch [--count N]    live per-second rates
+//	vnicctl dump --tenant T -w F capture what a tenant receives into a pcapng file
 //	vnicctl rss hash ...         which queue a flow lands on (offline)
 //	vnicctl testbed up|down      the namespaced veth testbed
 //
@@ -111,6 +112,7 @@ func commands() []*cli.Command {
 		diagnoseCommand(),
 		countersCommand(),
 		watchCommand(),
+		dumpCommand(),
 		rssCommand(),
 		testbedCommand(),
 	}

@@ -65,6 +65,9 @@ func writeStatus(w io.Writer, st proto.Status, ns string) error {
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
 	}
+	if st.Dumps > 0 || st.DumpDrops > 0 { // vnicctl dump
+		fmt.Fprintf(tw, "dumps:\t%d running; %d frames not captured since start (mirror ring full)\n", st.Dumps, st.DumpDrops)
+	}
 	return tw.Flush()
 }
 
