@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,8 +20,9 @@ import (
 	"github.com/vnic/vnic/internal/proto"
 )
 
-// dumpEndWait bounds how long vnicctl dump waits for vnicd's end of the
-// stream after asking it to stop (Ctrl-C).
+// dumpEndWait bounds how long vnicctl dump waits, after asking vnicd to
+// stop (Ctrl-C), for each next message of the stream: vnicd first sends
+// what its mirror ring still holds, then the end.
 const dumpEndWait = 5 * time.Second
 
 func dumpCommand() *cli.Command {
@@ -153,11 +155,13 @@ func runDump(c *cli.Context) error {
 	// what the mirror still holds and a TDumpEnd.
 	done := make(chan struct{})
 	defer close(done)
+	var stopping atomic.Bool
 	go func() {
 		select {
 		case <-c.Context.Done():
-			conn.Send(proto.TDumpStop, nil)
+			stopping.Store(true)
 			conn.Unix().SetReadDeadline(time.Now().Add(dumpEndWait))
+			conn.Send(proto.TDumpStop, nil)
 		case <-done:
 		}
 	}()
@@ -179,6 +183,9 @@ func runDump(c *cli.Context) error {
 		if err != nil {
 			serr = err
 			break
+		}
+		if stopping.Load() { // progress: wait for the next message afresh
+			conn.Unix().SetReadDeadline(time.Now().Add(dumpEndWait))
 		}
 		switch typ {
 		case proto.TDumpFrames:
@@ -267,7 +274,7 @@ func runDump(c *cli.Context) error {
 	case serr != nil:
 		var ne net.Error
 		if errors.As(serr, &ne) && ne.Timeout() {
-			return fmt.Errorf("vnicd did not end the dump within %v of the stop; the file holds what arrived", dumpEndWait)
+			return fmt.Errorf("vnicd sent nothing for %v after the stop; the file holds what arrived", dumpEndWait)
 		}
 		if errors.Is(serr, proto.ErrClosed) || errors.Is(serr, io.EOF) || errors.Is(serr, syscall.ECONNRESET) {
 			return &ctlError{code: exitNotRunning, err: serr,

@@ -104,7 +104,8 @@ func TestDumpInterruptAndStdout(t *testing.T) {
 	r.attach(client.AttachOptions{Name: "app", Queues: 2, Match: client.Match{Proto: "udp", DstPortLo: 7000, DstPortHi: 7001}}, true)
 	r.src.open.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(300*time.Millisecond, cancel)
+	defer cancel()
+	go r.whenDumped(cancel)
 	out, errOut, err := runCtx(ctx, "--socket", r.socket, "dump", "--tenant", "app", "-q", "1", "-s", "50", "-w", "-", "-o", "json")
 	if err != nil {
 		t.Fatalf("vnicctl dump: %v\n%s", err, errOut)
@@ -130,7 +131,7 @@ func TestDumpEndsWithVnicd(t *testing.T) {
 	r.attach(client.AttachOptions{Name: "app", Match: client.Match{Proto: "udp", DstPortLo: 7000, DstPortHi: 7000}}, true)
 	r.src.open.Store(true)
 	path := filepath.Join(t.TempDir(), "app.pcapng")
-	time.AfterFunc(300*time.Millisecond, func() { r.stop(); r.wg.Wait(); r.shutdown() })
+	go r.whenDumped(func() { r.stop(); r.wg.Wait(); r.shutdown() })
 	_, errOut, err := runCtx(context.Background(), "--socket", r.socket, "dump", "--tenant", "app", "-w", path)
 	if err != nil {
 		t.Fatalf("vnicctl dump: %v\n%s", err, errOut)
@@ -171,4 +172,15 @@ func TestDumpErrors(t *testing.T) {
 			t.Errorf("%v: %v, want exit status %d", args, err, exitUsage)
 		}
 	}
+}
+
+// whenDumped calls fn once vnicd has sent a dump some frames (or after 20 s).
+func (r *rig) whenDumped(fn func()) {
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if r.d.Stats().Control["dump_frames_sent"] > 0 {
+			break
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	fn()
 }

@@ -292,8 +292,18 @@ func (d *Daemon) serveDump(conn *proto.Conn, body []byte, pid int32, uid uint32,
 		batch.Frames = append(batch.Frames, proto.DumpFrame{Queue: r.Queue, Time: r.Time.UnixNano(), Len: r.WireLen, Data: data[off : off+n]})
 		return !full()
 	}
-	send := func() bool {
+	// send sends what the mirror holds. Unless final, it returns once
+	// the session is asked to end: a producer faster than the client
+	// would otherwise keep it here.
+	send := func(final bool) bool {
 		for sendErr == nil && (req.Count == 0 || sent < req.Count) {
+			if !final {
+				select {
+				case <-s.stop:
+					return true
+				default:
+				}
+			}
 			data, batch.Frames = data[:0], batch.Frames[:0]
 			if m.Read(take) == 0 {
 				return true
@@ -312,7 +322,7 @@ func (d *Daemon) serveDump(conn *proto.Conn, body []byte, pid int32, uid uint32,
 loop:
 	for {
 		m.Wait(s.stop, dumpPoll)
-		if !send() {
+		if !send(false) {
 			var ne interface{ Timeout() bool }
 			if errors.As(sendErr, &ne) && ne.Timeout() {
 				s.end("client too slow: it took no frames for " + dumpSendTimeout.String())
@@ -332,7 +342,7 @@ loop:
 	reason = s.reason
 	d.eng.DetachMirror(t.nt, m)
 	if sendErr == nil && reason != "client closed the connection" {
-		send() // what the mirror took before it was detached
+		send(true) // what the mirror took before it was detached
 	}
 	d.endDump(s)
 	end := proto.DumpEnd{Reason: reason, Mirrored: m.Mirrored(), Dropped: m.Drops(), Sent: sent, End: time.Now().UnixNano()}
