@@ -2,10 +2,8 @@ package ring_test
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"testing"
 
@@ -62,7 +60,7 @@ func crossProcess(t *testing.T, kind string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	fail := func(err error) { t.Error(err) }
+	fail := func(err error) { t.Error(err); cmd.Process.Kill() } // the consumer would wait for ever
 	if kind == "gen" {
 		p, err := ring.NewGenProducer[genEntry](mem, crossCap)
 		if err != nil {
@@ -74,22 +72,7 @@ func crossProcess(t *testing.T, kind string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := rand.New(rand.NewPCG(7, 1))
-		for next := uint64(0); next < crossEntries; {
-			k, err := p.Reserve(1 + r.IntN(64))
-			if err != nil {
-				t.Fatal(err)
-			}
-			k = int(min(uint64(k), crossEntries-next))
-			for i := 0; i < k; i++ {
-				*p.Slot(i) = next + uint64(i)
-			}
-			p.Commit(k)
-			next += uint64(k)
-			if k == 0 {
-				runtime.Gosched()
-			}
-		}
+		producePlain(p, crossEntries, 7, fail)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("consumer process: %v\n%s", err, out.String())
@@ -131,22 +114,5 @@ func crossChild(kind string) error {
 	if err != nil {
 		return err
 	}
-	r := rand.New(rand.NewPCG(7, 2))
-	for want := uint64(0); want < crossEntries; {
-		k, err := c.Peek(1 + r.IntN(64))
-		if err != nil {
-			return err
-		}
-		for i := 0; i < k; i++ {
-			if got := *c.Slot(i); got != want {
-				return fmt.Errorf("entry %d: got %d", want, got)
-			}
-			want++
-		}
-		c.Release(k)
-		if k == 0 {
-			runtime.Gosched()
-		}
-	}
-	return nil
+	return consumePlain(c, crossEntries, 7)
 }

@@ -37,33 +37,46 @@ func pumpPlain(t *testing.T, mem []byte, capacity int, n uint64, seed uint64) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		r := rand.New(rand.NewPCG(seed, 1))
-		for next := uint64(0); next < n; {
-			k, err := p.Reserve(1 + r.IntN(64))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			k = int(min(uint64(k), n-next))
-			for i := 0; i < k; i++ {
-				*p.Slot(i) = next + uint64(i)
-			}
-			p.Commit(k)
-			next += uint64(k)
-			if k == 0 {
-				runtime.Gosched()
-			}
-		}
+		producePlain(p, n, seed, func(err error) { t.Error(err) })
 	}()
+	if err := consumePlain(c, n, seed); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+}
+
+// producePlain commits n consecutive numbers in batches of random sizes
+// (seeded): consumePlain with the same seed checks them.
+func producePlain(p *ring.Producer[uint64], n, seed uint64, fail func(error)) {
+	r := rand.New(rand.NewPCG(seed, 1))
+	for next := uint64(0); next < n; {
+		k, err := p.Reserve(1 + r.IntN(64))
+		if err != nil {
+			fail(err)
+			return
+		}
+		k = int(min(uint64(k), n-next))
+		for i := 0; i < k; i++ {
+			*p.Slot(i) = next + uint64(i)
+		}
+		p.Commit(k)
+		next += uint64(k)
+		if k == 0 {
+			runtime.Gosched()
+		}
+	}
+}
+
+func consumePlain(c *ring.Consumer[uint64], n, seed uint64) error {
 	r := rand.New(rand.NewPCG(seed, 2))
 	for want := uint64(0); want < n; {
 		k, err := c.Peek(1 + r.IntN(64))
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		for i := 0; i < k; i++ {
 			if got := *c.Slot(i); got != want {
-				t.Fatalf("entry %d: got %d", want, got)
+				return fmt.Errorf("entry %d: got %d", want, got)
 			}
 			want++
 		}
@@ -72,7 +85,7 @@ func pumpPlain(t *testing.T, mem []byte, capacity int, n uint64, seed uint64) {
 			runtime.Gosched()
 		}
 	}
-	wg.Wait()
+	return nil
 }
 
 func pumpGen(t *testing.T, mem []byte, capacity int, n uint64, seed uint64) {

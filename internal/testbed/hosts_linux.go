@@ -3,43 +3,11 @@
 package testbed
 
 import (
-	"errors"
 	"fmt"
-	"net"
-	"net/netip"
-	"os"
-	"os/exec"
-	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
-
-// Host is one host of a multi-host testbed: its namespace and its
-// interface on the bridge.
-type Host struct {
-	NS     string // namespace <prefix>-h<i>
-	If     string // interface <prefix>h<i> in NS
-	BrIf   string // the other end, <prefix>b<i>, a port of the bridge
-	IP     netip.Addr
-	MAC    net.HardwareAddr
-	Index  int // ifindex of If in NS
-	Queues int
-}
-
-// HostIP returns the address of host i of a multi-host testbed:
-// 198.19.0.<i+1> (a /24 of the benchmarking range 198.18.0.0/15).
-func HostIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 19, 0, byte(i + 1)}) }
-
-// HostNames returns the namespaces of a multi-host testbed with this
-// config: the bridge's, then the hosts'.
-func (c Config) HostNames() (bridge string, hosts []string) {
-	bridge = c.Prefix + "-br"
-	for i := 0; i < c.Hosts; i++ {
-		hosts = append(hosts, fmt.Sprintf("%s-h%d", c.Prefix, i))
-	}
-	return bridge, hosts
-}
 
 // upHosts builds the multi-host testbed: namespace <prefix>-br holding the
 // bridge <prefix>br, and for each host i a namespace <prefix>-h<i> whose
@@ -52,34 +20,21 @@ func upHosts(c Config) (*Testbed, error) {
 		return nil, fmt.Errorf("testbed: %d hosts; use 2 to 200", c.Hosts)
 	}
 	brName, hostNames := c.HostNames()
-	for _, n := range append([]string{brName}, hostNames...) {
-		if _, err := os.Stat("/run/netns/" + n); err == nil {
-			return nil, fmt.Errorf("testbed: namespace %s exists; remove the old testbed first (vnicctl testbed down --prefix %s)", n, c.Prefix)
-		}
+	if err := refuseExisting(c.Prefix, append([]string{brName}, hostNames...)); err != nil {
+		return nil, err
 	}
 	tb := &Testbed{Prefix: c.Prefix, BridgeNS: brName}
 	fail := func(err error) (*Testbed, error) {
 		Down(c)
 		return nil, err
 	}
-	brNS, err := NewNamed(brName)
+	brNS, bnl, err := newHostNS(brName)
 	if err != nil {
 		return fail(err)
 	}
 	defer brNS.Close()
-	if err := InNetns(brNS, func() error { return errors.Join(DisableIPv6(), loUp()) }); err != nil {
-		return fail(err)
-	}
-	bnl, err := netlink.NewHandleAt(brNS)
-	if err != nil {
-		return fail(err)
-	}
 	defer bnl.Close()
-	mtu := c.MTU
-	if mtu == 0 {
-		mtu = 1500
-	}
-	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: c.Prefix + "br", MTU: mtu}}
+	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: c.Prefix + "br", MTU: c.mtu()}}
 	if err := bnl.LinkAdd(br); err != nil {
 		return fail(fmt.Errorf("testbed: bridge %s: %w", br.Name, err))
 	}
@@ -87,64 +42,45 @@ func upHosts(c Config) (*Testbed, error) {
 		return fail(fmt.Errorf("testbed: bridge %s up: %w", br.Name, err))
 	}
 	for i, hn := range hostNames {
-		hns, err := NewNamed(hn)
-		if err != nil {
-			return fail(err)
-		}
-		h := Host{NS: hn, If: fmt.Sprintf("%sh%d", c.Prefix, i), BrIf: fmt.Sprintf("%sb%d", c.Prefix, i), IP: HostIP(i), Queues: c.Queues}
-		err = func() error {
-			defer hns.Close()
-			if err := InNetns(hns, func() error { return errors.Join(DisableIPv6(), loUp()) }); err != nil {
-				return err
-			}
-			v := &netlink.Veth{
-				LinkAttrs: netlink.LinkAttrs{Name: h.BrIf, NumTxQueues: c.Queues, NumRxQueues: c.Queues, TxQLen: 1000, MTU: mtu},
-				PeerName:  h.If, PeerNumTxQueues: uint32(c.Queues), PeerNumRxQueues: uint32(c.Queues), PeerTxQLen: 1000,
-				PeerNamespace: netlink.NsFd(int(hns)),
-			}
-			if err := bnl.LinkAdd(v); err != nil {
-				return fmt.Errorf("create %s/%s: %w", h.BrIf, h.If, err)
-			}
-			port, err := bnl.LinkByName(h.BrIf)
-			if err != nil {
-				return err
-			}
-			if err := bnl.LinkSetMaster(port, br); err != nil {
-				return fmt.Errorf("%s into bridge: %w", h.BrIf, err)
-			}
-			if err := bnl.LinkSetUp(port); err != nil {
-				return err
-			}
-			hnl, err := netlink.NewHandleAt(hns)
-			if err != nil {
-				return err
-			}
-			defer hnl.Close()
-			lk, err := hnl.LinkByName(h.If)
-			if err != nil {
-				return err
-			}
-			addr := &netlink.Addr{IPNet: &net.IPNet{IP: h.IP.AsSlice(), Mask: net.CIDRMask(24, 32)}}
-			if err := hnl.AddrAdd(lk, addr); err != nil {
-				return fmt.Errorf("address %s on %s: %w", addr, h.If, err)
-			}
-			if err := hnl.LinkSetUp(lk); err != nil {
-				return err
-			}
-			h.MAC, h.Index = lk.Attrs().HardwareAddr, lk.Attrs().Index
-			// Real UDP checksums from the hosts' ordinary sockets, so an
-			// AF_XDP receiver on another host sees valid frames.
-			if out, err := exec.Command("ip", "netns", "exec", hn, "ethtool", "-K", h.If, "tx-checksum-ip-generic", "off").CombinedOutput(); err != nil {
-				return fmt.Errorf("ethtool -K %s tx-checksum-ip-generic off: %v: %s (install ethtool)", h.If, err, strings.TrimSpace(string(out)))
-			}
-			return nil
-		}()
+		h, err := bridgedHost(c, i, hn, bnl, br)
 		if err != nil {
 			return fail(fmt.Errorf("testbed: host %d: %w", i, err))
 		}
 		tb.Hosts = append(tb.Hosts, h)
 	}
 	return tb, nil
+}
+
+// bridgedHost makes host i's namespace hn and its veth pair, whose other
+// end becomes a port of the bridge br (bnl is the bridge namespace's
+// netlink handle).
+func bridgedHost(c Config, i int, hn string, bnl *netlink.Handle, br *netlink.Bridge) (Host, error) {
+	h := Host{NS: hn, If: fmt.Sprintf("%sh%d", c.Prefix, i), BrIf: fmt.Sprintf("%sb%d", c.Prefix, i), IP: HostIP(i), Queues: c.Queues}
+	hns, hnl, err := newHostNS(hn)
+	if err != nil {
+		return h, err
+	}
+	defer hns.Close()
+	defer hnl.Close()
+	if err := addVeth(bnl, c, h.BrIf, h.If, hns); err != nil {
+		return h, err
+	}
+	port, err := bnl.LinkByName(h.BrIf)
+	if err != nil {
+		return h, err
+	}
+	if err := bnl.LinkSetMaster(port, br); err != nil {
+		return h, fmt.Errorf("%s into bridge: %w", h.BrIf, err)
+	}
+	if err := bnl.LinkSetUp(port); err != nil {
+		return h, err
+	}
+	lk, err := addrUp(hnl, h.If, h.IP)
+	if err != nil {
+		return h, err
+	}
+	h.MAC, h.Index = lk.Attrs().HardwareAddr, lk.Attrs().Index
+	return h, softwareChecksums(hn, h.If)
 }
 
 // HostSockets returns the sockets of hosts 0..n-1 of a multi-host testbed

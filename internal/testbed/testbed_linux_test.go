@@ -20,21 +20,8 @@ import (
 // pair from the peer side, and removes it, leaving nothing behind.
 func TestIntegrationTestbedUpDown(t *testing.T) {
 	prefix := fmt.Sprintf("vt%d", os.Getpid()%10000)
-	cfg := testbed.Config{Prefix: prefix, Peers: 2, Queues: 2}
-	tb, err := testbed.Up(cfg)
-	if err != nil {
-		if strings.Contains(err.Error(), "operation not permitted") {
-			t.Skipf("skipping: cannot create network namespaces here: %v", err)
-		}
-		t.Fatal(err)
-	}
-	defer testbed.Down(cfg)
-	if got := testbed.List(prefix); len(got) != 3 {
-		t.Fatalf("namespaces %v", got)
-	}
-	if _, err := testbed.Up(cfg); err == nil || !strings.Contains(err.Error(), "testbed down") {
-		t.Fatalf("second Up: %v", err)
-	}
+	cfg := testbed.Config{Prefix: prefix, Peers: 2, Queues: 2, MTU: 2000}
+	tb := up(t, cfg, 3)
 	for _, l := range tb.Links {
 		if len(l.DUTMAC) != 6 || len(l.PeerMAC) != 6 || l.DUTIndex == 0 {
 			t.Fatalf("link %+v", l)
@@ -42,6 +29,21 @@ func TestIntegrationTestbedUpDown(t *testing.T) {
 		// A UDP datagram from the peer namespace reaches a socket in the DUT.
 		dut, _ := netns.GetFromName(tb.DUT)
 		peer, _ := netns.GetFromName(l.PeerNS)
+		// Both ends have the MTU asked for.
+		for _, e := range []struct {
+			ns   netns.NsHandle
+			name string
+		}{{dut, l.DUTIf}, {peer, l.PeerIf}} {
+			if err := testbed.InNetns(e.ns, func() error {
+				lk, err := netlink.LinkByName(e.name)
+				if err == nil && lk.Attrs().MTU != cfg.MTU {
+					err = fmt.Errorf("%s has MTU %d, want %d", e.name, lk.Attrs().MTU, cfg.MTU)
+				}
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		var ln *net.UDPConn
 		if err := testbed.InNetns(dut, func() (err error) {
 			ln, err = net.ListenUDP("udp4", &net.UDPAddr{IP: l.DUTIP.AsSlice(), Port: 9999})
@@ -90,22 +92,9 @@ func TestIntegrationTestbedUpDown(t *testing.T) {
 func TestIntegrationTestbedHosts(t *testing.T) {
 	prefix := fmt.Sprintf("vh%d", os.Getpid()%10000)
 	cfg := testbed.Config{Prefix: prefix, Hosts: 3, Queues: 2}
-	tb, err := testbed.Up(cfg)
-	if err != nil {
-		if strings.Contains(err.Error(), "operation not permitted") {
-			t.Skipf("skipping: cannot create network namespaces here: %v", err)
-		}
-		t.Fatal(err)
-	}
-	defer testbed.Down(cfg)
-	if got := testbed.List(prefix); len(got) != 4 {
-		t.Fatalf("namespaces %v", got)
-	}
+	tb := up(t, cfg, 4)
 	if len(tb.Hosts) != 3 || tb.BridgeNS != prefix+"-br" || tb.DUT != "" {
 		t.Fatalf("testbed %+v", tb)
-	}
-	if _, err := testbed.Up(cfg); err == nil || !strings.Contains(err.Error(), "testbed down") {
-		t.Fatalf("second Up: %v", err)
 	}
 	if _, err := testbed.Up(testbed.Config{Prefix: prefix + "x", Hosts: 1}); err == nil {
 		t.Fatal("a 1-host testbed was accepted")
@@ -164,4 +153,26 @@ func TestIntegrationTestbedHosts(t *testing.T) {
 			t.Fatalf("%s exists in the root namespace", h.If)
 		}
 	}
+}
+
+// up builds the testbed cfg (skipping where namespaces cannot be made),
+// removes it at the end of the test, and checks that it made that many
+// namespaces and that a second Up with the same prefix is refused.
+func up(t *testing.T, cfg testbed.Config, namespaces int) *testbed.Testbed {
+	t.Helper()
+	tb, err := testbed.Up(cfg)
+	if err != nil {
+		if strings.Contains(err.Error(), "operation not permitted") {
+			t.Skipf("skipping: cannot create network namespaces here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testbed.Down(cfg) })
+	if got := testbed.List(cfg.Prefix); len(got) != namespaces {
+		t.Fatalf("namespaces %v, want %d of them", got, namespaces)
+	}
+	if _, err := testbed.Up(cfg); err == nil || !strings.Contains(err.Error(), "testbed down") {
+		t.Fatalf("second Up: %v", err)
+	}
+	return tb
 }
