@@ -5,43 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
-	"github.com/vnic/vnic/internal/testbed"
+	"github.com/vnic/vnic/examples/internal/casestudy"
 )
 
-// Place is where one node's sockets live (testbed.Sockets: its address,
-// and hooks that make its sockets; zero: this process's namespace) and,
-// if VNIC.Socket is set, the node's vnicd for the vNIC fast path.
-type Place struct {
-	testbed.Sockets
-	VNIC bichannel.VNICConfig
-}
-
-// testbedPlaces puts node i in namespace <prefix>-h<i> of a testbed made
-// by `vnicctl testbed up --hosts N --prefix <prefix>`, at testbed.HostIP(i).
-func testbedPlaces(prefix string, n int) ([]Place, error) {
-	ss, err := testbed.HostSockets(prefix, n)
-	if err != nil {
-		return nil, fmt.Errorf("kv: %w", err)
-	}
-	ps := make([]Place, n)
-	for i, s := range ss {
-		ps[i].Sockets = s
-	}
-	return ps, nil
-}
-
-func (p Place) listen(port int) (net.Listener, error) {
-	l := net.Listen
-	if p.Listen != nil {
-		l = p.Listen
-	}
-	return l("tcp", netip.AddrPortFrom(p.IP, uint16(port)).String())
-}
+// Place is where one node's sockets live (and its vnicd).
+type Place = casestudy.Place
 
 // ClusterConfig is an in-process KV cluster: node 0 the primary, nodes
 // 1..len(Places)-1 the secondaries.
@@ -83,89 +55,38 @@ func NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if N-1 > MaxSecondaries {
 		return nil, fmt.Errorf("kv: %d secondaries: at most %d", N-1, MaxSecondaries)
 	}
+	// The primary talks to every secondary; secondaries to the primary
+	// only.
+	peersOf := func(i int) []int {
+		if i > 0 {
+			return []int{0}
+		}
+		var ps []int
+		for j := 1; j < N; j++ {
+			ps = append(ps, j)
+		}
+		return ps
+	}
 	switch cfg.Transport {
 	case "bi", "hot":
-		eps := make([]*bichannel.Endpoint, N)
-		peers := make([]bichannel.Peer, N)
-		for i, pl := range cfg.Places {
-			c := cfg.Bi
-			c.NodeID, c.Workers = i, cfg.Shards
-			c.Listen = netip.AddrPortFrom(pl.IP, 0).String()
-			c.ListenFunc, c.Dialer = pl.Listen, pl.Dial
-			c.Fast = cfg.Fast
-			c.UDP.IP, c.UDP.ListenUDP = pl.IP, pl.ListenUDP
-			c.VNIC = pl.VNIC
-			c.TolerateDeadPeers = true // the primary goes on with its quorum
-			c.HotAcks = cfg.Transport == "hot"
-			if cfg.FastPath != nil {
-				c.FastPath = cfg.FastPath(i)
-			}
-			e, err := bichannel.New(c)
-			if err != nil {
-				for _, x := range eps[:i] {
-					x.Close()
-				}
-				return nil, fmt.Errorf("kv: node %d: %w", i, err)
-			}
-			eps[i], cl.repls[i] = e, BiRepl{e}
-			peers[i] = bichannel.Peer{ID: i, Addr: e.ControlAddr()}
+		tmpl := cfg.Bi
+		tmpl.TolerateDeadPeers = true // the primary goes on with its quorum
+		tmpl.HotAcks = cfg.Transport == "hot"
+		eps, err := casestudy.Endpoints(ctx, casestudy.EndpointsConfig{Places: cfg.Places, Workers: cfg.Shards,
+			Template: tmpl, Fast: cfg.Fast, FastPath: cfg.FastPath, Peers: peersOf})
+		if err != nil {
+			return nil, fmt.Errorf("kv: %w", err)
 		}
-		errs := make([]error, N)
-		var wg sync.WaitGroup
 		for i, e := range eps {
-			// The primary talks to every secondary; secondaries to the
-			// primary only.
-			ps := peers[:1]
-			if i == 0 {
-				ps = peers
-			}
-			wg.Add(1)
-			go func() { defer wg.Done(); errs[i] = e.Connect(ctx, append([]bichannel.Peer(nil), ps...)) }()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			cl.closeRepls()
-			return nil, err
+			cl.repls[i] = BiRepl{e}
 		}
 	case "tcp":
-		addrs := make([]string, N)
-		lns := make([]net.Listener, N)
-		for i, pl := range cfg.Places {
-			ln, err := pl.listen(0)
-			if err != nil {
-				for _, l := range lns[:i] {
-					l.Close()
-				}
-				return nil, fmt.Errorf("kv: node %d: %w", i, err)
-			}
-			lns[i], addrs[i] = ln, ln.Addr().String()
+		ms, err := casestudy.Meshes(ctx, cfg.Places, cfg.Shards, peersOf)
+		if err != nil {
+			return nil, fmt.Errorf("kv: %w", err)
 		}
-		errs := make([]error, N)
-		var wg sync.WaitGroup
-		for i := range N {
-			peers := []int{0}
-			if i == 0 {
-				peers = nil
-				for j := 1; j < N; j++ {
-					peers = append(peers, j)
-				}
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r, err := NewTCPRepl(ctx, i, cfg.Shards, addrs, peers, lns[i], cfg.Places[i].Dial)
-				if err != nil {
-					lns[i].Close()
-					errs[i] = err
-					return
-				}
-				cl.repls[i] = r
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			cl.closeRepls()
-			return nil, err
+		for i, m := range ms {
+			cl.repls[i] = NewTCPRepl(m, cfg.Shards)
 		}
 	default:
 		return nil, fmt.Errorf("kv: transport %q: give hot, bi or tcp", cfg.Transport)
@@ -180,7 +101,7 @@ func NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			cl.Secondary[i] = StartSecondary(nctx, i, cfg.Shards, cl.repls[i])
 		}
 	}
-	ln, err := cfg.Places[0].listen(0)
+	ln, err := cfg.Places[0].ListenTCP()
 	if err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("kv: client listener: %w", err)
@@ -341,13 +262,4 @@ func (cl *Cluster) Check(acked []Acked) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// loopback places n nodes on 127.0.0.1.
-func loopback(n int) []Place {
-	p := make([]Place, n)
-	for i := range p {
-		p[i].IP = netip.MustParseAddr("127.0.0.1")
-	}
-	return p
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/examples/internal/casestudy"
 )
 
 // Quorum replication over both replication networks, with one secondary
@@ -21,7 +22,7 @@ import (
 func TestKVQuorumOneReplicaDead(t *testing.T) {
 	for _, tr := range []string{"hot", "bi", "tcp"} {
 		t.Run(tr, func(t *testing.T) {
-			cfg := ClusterConfig{Places: loopback(3), Shards: 2, Transport: tr,
+			cfg := ClusterConfig{Places: casestudy.Loopback(3), Shards: 2, Transport: tr,
 				Bi: bichannel.Config{Flows: 2, BuffersPerFlow: 64, RetransmitTimeout: 10 * time.Millisecond,
 					HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 5 * time.Second}}
 			var ln *bichannel.LossyNet
@@ -30,13 +31,7 @@ func TestKVQuorumOneReplicaDead(t *testing.T) {
 				if ln, err = bichannel.NewLossyNet(bichannel.LossyConfig{Loss: 0.05, Duplicate: 0.05, Reorder: 0.05, Seed: 11}); err != nil {
 					t.Fatal(err)
 				}
-				cfg.FastPath = func(int) bichannel.FastPath {
-					fp, err := ln.NewFastPath(cfg.Shards)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return fp
-				}
+				cfg.FastPath = casestudy.LossyFastPaths(ln, cfg.Shards)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()

@@ -27,13 +27,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/examples/internal/casestudy"
 )
 
 type options struct {
@@ -47,19 +46,7 @@ type options struct {
 	fromCSV                          string
 }
 
-func main() {
-	o, err := parseFlags(os.Args[1:])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, o, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-}
+func main() { casestudy.Main(parseFlags, run) }
 
 func parseFlags(args []string) (options, error) {
 	var o options
@@ -87,18 +74,12 @@ func parseFlags(args []string) (options, error) {
 	if o.kill && o.secondaries < 2 {
 		return o, fmt.Errorf("kv: -kill needs -secondaries 2 or more (a quorum must survive)")
 	}
-	for _, s := range strings.Split(*rates, ",") {
-		r, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-		if err != nil || r <= 0 {
-			return o, fmt.Errorf("kv: -rates %q: give positive rates, comma-separated", s)
-		}
-		o.rates = append(o.rates, r)
+	var err error
+	if o.rates, err = casestudy.Floats("rates", *rates); err != nil {
+		return o, fmt.Errorf("kv: %w", err)
 	}
-	for _, s := range strings.Split(*tr, ",") {
-		if s != "hot" && s != "bi" && s != "tcp" {
-			return o, fmt.Errorf("kv: -transport %q: give hot, bi or tcp, comma-separated", s)
-		}
-		o.transports = append(o.transports, s)
+	if o.transports, err = casestudy.Choices("transport", *tr, "hot", "bi", "tcp"); err != nil {
+		return o, fmt.Errorf("kv: %w", err)
 	}
 	return o, nil
 }
@@ -130,20 +111,20 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	nodes := 1 + o.secondaries
-	places := loopback(nodes + 1)
+	places := casestudy.Loopback(nodes + 1)
 	if o.testbed != "" {
-		if places, err = testbedPlaces(o.testbed, nodes); err != nil {
-			return err
-		}
-		if cp, err := testbedPlaces(o.testbed, nodes+1); err == nil {
-			places = cp // a host of its own for the client
-		} else {
-			places = append(places, places[0])
+		if places, err = casestudy.TestbedPlaces(o.testbed, nodes); err != nil {
+			return fmt.Errorf("kv: %w", err)
 		}
 		if fast != bichannel.FastUDP {
-			for i := range places[:nodes] {
-				places[i].VNIC = bichannel.VNICConfig{Socket: fmt.Sprintf("/run/vnic/%s-h%d.sock", o.testbed, i), BasePort: 9400}
+			if err := casestudy.UseVNIC(places, o.testbed, 9400); err != nil {
+				return fmt.Errorf("kv: vNIC fast path: %w", err)
 			}
+		}
+		if cp, err := casestudy.TestbedPlaces(o.testbed, nodes+1); err == nil {
+			places = append(places, cp[nodes]) // a host of its own for the client
+		} else {
+			places = append(places, places[0])
 		}
 	}
 	var rows []Row

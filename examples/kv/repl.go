@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/examples/internal/casestudy"
 )
 
 // Repl is the replication network between the primary and the
@@ -106,14 +107,13 @@ func (b BiRepl) Receive(ctx context.Context, s int, fn func(peer int, msg []byte
 }
 
 // TCPRepl replicates over kernel TCP: a connection per pair of nodes and
-// shard, 2-byte length framing, a buffered writer flushed by Flush (the
-// shard worker flushes when its queue runs dry, so batches form under
-// load), a reader goroutine per connection.
+// shard (casestudy.Mesh), 2-byte length framing, a buffered writer
+// flushed by Flush (the shard worker flushes when its queue runs dry, so
+// batches form under load), a reader goroutine per connection.
 type TCPRepl struct {
+	m   *casestudy.Mesh
 	out [][]*tcpOut // [peer][shard]
-	in  [][]net.Conn
 	rmu []sync.Mutex
-	ln  net.Listener
 }
 
 type tcpOut struct {
@@ -123,83 +123,18 @@ type tcpOut struct {
 	dead bool
 }
 
-// NewTCPRepl connects node id (accepting on ln, at addrs[id]) to every node
-// in peers, one connection per shard each way.
-func NewTCPRepl(ctx context.Context, id, shards int, addrs []string, peers []int, ln net.Listener,
-	dial func(ctx context.Context, network, addr string) (net.Conn, error)) (*TCPRepl, error) {
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
-	n := len(addrs)
-	t := &TCPRepl{out: make([][]*tcpOut, n), in: make([][]net.Conn, n), rmu: make([]sync.Mutex, shards), ln: ln}
-	for p := range n {
+// NewTCPRepl replicates over the mesh's connections, one lane per shard.
+func NewTCPRepl(m *casestudy.Mesh, shards int) *TCPRepl {
+	t := &TCPRepl{m: m, out: make([][]*tcpOut, len(m.Out)), rmu: make([]sync.Mutex, shards)}
+	for p := range m.Out {
 		t.out[p] = make([]*tcpOut, shards)
-		t.in[p] = make([]net.Conn, shards)
-	}
-	want := len(peers) * shards
-	accepted := make(chan error, 1)
-	var amu sync.Mutex
-	go func() {
-		for range want {
-			conn, err := ln.Accept()
-			if err != nil {
-				accepted <- err
-				return
+		for s, c := range m.Out[p] {
+			if c != nil {
+				t.out[p][s] = &tcpOut{c: c, w: bufio.NewWriterSize(c, 32<<10)}
 			}
-			var hdr [4]byte
-			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-			if _, err := io.ReadFull(conn, hdr[:]); err != nil {
-				accepted <- err
-				return
-			}
-			conn.SetReadDeadline(time.Time{})
-			p, s := int(binary.BigEndian.Uint16(hdr[:])), int(binary.BigEndian.Uint16(hdr[2:]))
-			if p >= n || s >= shards {
-				accepted <- fmt.Errorf("kv: tcp: bad hello: node %d shard %d", p, s)
-				return
-			}
-			amu.Lock()
-			t.in[p][s] = conn
-			amu.Unlock()
-		}
-		accepted <- nil
-	}()
-	for _, p := range peers {
-		for s := range shards {
-			var (
-				conn net.Conn
-				err  error
-			)
-			for {
-				conn, err = dial(ctx, "tcp", addrs[p])
-				if err == nil || ctx.Err() != nil {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if err != nil {
-				t.Close()
-				return nil, fmt.Errorf("kv: tcp: connect to node %d: %w", p, err)
-			}
-			conn.(*net.TCPConn).SetNoDelay(true)
-			var hdr [4]byte
-			binary.BigEndian.PutUint16(hdr[:], uint16(id))
-			binary.BigEndian.PutUint16(hdr[2:], uint16(s))
-			conn.Write(hdr[:])
-			t.out[p][s] = &tcpOut{c: conn, w: bufio.NewWriterSize(conn, 32<<10)}
 		}
 	}
-	var err error
-	select {
-	case err = <-accepted:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	if err != nil {
-		t.Close()
-		return nil, fmt.Errorf("kv: tcp: accepting: %w", err)
-	}
-	return t, nil
+	return t
 }
 
 // Send implements Repl.
@@ -242,8 +177,8 @@ func (*TCPRepl) MaxMsg() int { return bichannel.DefaultMaxPayload }
 // Receive implements Repl.
 func (t *TCPRepl) Receive(ctx context.Context, s int, fn func(peer int, msg []byte), _ func(int, bichannel.MsgKind, uint64)) error {
 	var wg sync.WaitGroup
-	for p := range t.in {
-		conn := t.in[p][s]
+	for p := range t.m.In {
+		conn := t.m.In[p][s]
 		if conn == nil {
 			continue
 		}
@@ -274,19 +209,4 @@ func (t *TCPRepl) Receive(ctx context.Context, s int, fn func(peer int, msg []by
 }
 
 // Close implements Repl.
-func (t *TCPRepl) Close() error {
-	if t.ln != nil {
-		t.ln.Close()
-	}
-	for p := range t.out {
-		for s := range t.out[p] {
-			if o := t.out[p][s]; o != nil {
-				o.c.Close()
-			}
-			if c := t.in[p][s]; c != nil {
-				c.Close()
-			}
-		}
-	}
-	return nil
-}
+func (t *TCPRepl) Close() error { return t.m.Close() }

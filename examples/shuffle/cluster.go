@@ -4,37 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
-	"github.com/vnic/vnic/internal/testbed"
+	"github.com/vnic/vnic/examples/internal/casestudy"
 )
 
-// Place is where one host's sockets live (testbed.Sockets: its address,
-// and hooks that make its sockets; zero: this process's namespace) and,
-// if VNIC.Socket is set, the host's vnicd for the vNIC fast path.
-type Place struct {
-	testbed.Sockets
-	VNIC bichannel.VNICConfig
-}
-
-// testbedPlaces puts host i in namespace <prefix>-h<i> of a testbed made
-// by `vnicctl testbed up --hosts N --prefix <prefix>`, at testbed.HostIP(i).
-func testbedPlaces(prefix string, n int) ([]Place, error) {
-	ss, err := testbed.HostSockets(prefix, n)
-	if err != nil {
-		return nil, fmt.Errorf("shuffle: %w", err)
-	}
-	ps := make([]Place, n)
-	for i, s := range ss {
-		ps[i].Sockets = s
-	}
-	return ps, nil
-}
+// Place is where one host's sockets live (and its vnicd).
+type Place = casestudy.Place
 
 // ClusterConfig describes an in-process cluster: every host of the
 // shuffle in this process, each with its own sockets (and namespace, if
@@ -64,82 +43,25 @@ type Cluster struct {
 func NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	N := len(cfg.Places)
 	cl := &Cluster{cfg: cfg, trs: make([]Transport, N)}
-	listen := func(i int) (net.Listener, error) {
-		l := net.Listen
-		if cfg.Places[i].Listen != nil {
-			l = cfg.Places[i].Listen
-		}
-		return l("tcp", netip.AddrPortFrom(cfg.Places[i].IP, 0).String())
-	}
 	switch cfg.Transport {
 	case "tcp":
-		addrs := make([]string, N)
-		lns := make([]net.Listener, N)
-		for i := range N {
-			ln, err := listen(i)
-			if err != nil {
-				for _, l := range lns[:i] {
-					l.Close()
-				}
-				return nil, fmt.Errorf("shuffle: host %d: %w", i, err)
-			}
-			lns[i], addrs[i] = ln, ln.Addr().String()
+		ms, err := casestudy.Meshes(ctx, cfg.Places, cfg.Workers, nil)
+		if err != nil {
+			return nil, fmt.Errorf("shuffle: %w", err)
 		}
-		errs := make([]error, N)
-		var wg sync.WaitGroup
-		for i := range N {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				t, err := NewTCPTransport(ctx, TCPConfig{ID: i, Workers: cfg.Workers, Addrs: addrs, Listener: lns[i], Dial: cfg.Places[i].Dial, MaxMsg: cfg.MaxMsg})
-				if err != nil {
-					lns[i].Close()
-					errs[i] = err
-					return
-				}
-				cl.trs[i] = t
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			cl.Close()
-			return nil, err
+		for i, m := range ms {
+			cl.trs[i] = NewTCPTransport(m, cfg.Workers, cfg.MaxMsg)
 		}
 	case "bi":
-		eps := make([]*bichannel.Endpoint, N)
-		peers := make([]bichannel.Peer, N)
-		for i, pl := range cfg.Places {
-			c := cfg.Bi
-			c.NodeID, c.Workers = i, cfg.Workers
-			c.Listen = netip.AddrPortFrom(pl.IP, 0).String()
-			c.ListenFunc, c.Dialer = pl.Listen, pl.Dial
-			c.Fast = cfg.Fast
-			c.UDP.IP, c.UDP.ListenUDP = pl.IP, pl.ListenUDP
-			c.VNIC = pl.VNIC
-			c.MaxPayload = cfg.MaxMsg
-			if cfg.FastPath != nil {
-				c.FastPath = cfg.FastPath(i)
-			}
-			e, err := bichannel.New(c)
-			if err != nil {
-				for _, x := range eps[:i] {
-					x.Close()
-				}
-				return nil, fmt.Errorf("shuffle: host %d: %w", i, err)
-			}
-			eps[i], cl.trs[i] = e, BiTransport{E: e, Max: cfg.MaxMsg}
-			peers[i] = bichannel.Peer{ID: i, Addr: e.ControlAddr()}
+		tmpl := cfg.Bi
+		tmpl.MaxPayload = cfg.MaxMsg
+		eps, err := casestudy.Endpoints(ctx, casestudy.EndpointsConfig{Places: cfg.Places, Workers: cfg.Workers,
+			Template: tmpl, Fast: cfg.Fast, FastPath: cfg.FastPath})
+		if err != nil {
+			return nil, fmt.Errorf("shuffle: %w", err)
 		}
-		errs := make([]error, N)
-		var wg sync.WaitGroup
 		for i, e := range eps {
-			wg.Add(1)
-			go func() { defer wg.Done(); errs[i] = e.Connect(ctx, peers) }()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			cl.Close()
-			return nil, err
+			cl.trs[i] = BiTransport{E: e, Max: cfg.MaxMsg}
 		}
 	default:
 		return nil, fmt.Errorf("shuffle: transport %q: give bi or tcp", cfg.Transport)
@@ -234,13 +156,4 @@ func (cl *Cluster) Run(ctx context.Context, tables []*Table) (*Result, error) {
 	}
 	res.CheckMessage = fmt.Sprintf("every host gathered exactly the rows the %d tables hold for it (counts and checksums)", N)
 	return res, nil
-}
-
-// loopback places n hosts on 127.0.0.1.
-func loopback(n int) []Place {
-	p := make([]Place, n)
-	for i := range p {
-		p[i].IP = netip.MustParseAddr("127.0.0.1")
-	}
-	return p
 }

@@ -26,14 +26,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/examples/internal/casestudy"
 )
 
 type options struct {
@@ -47,19 +46,7 @@ type options struct {
 	msg                  int
 }
 
-func main() {
-	o, err := parseFlags(os.Args[1:])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, o, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-}
+func main() { casestudy.Main(parseFlags, run) }
 
 func parseFlags(args []string) (options, error) {
 	var o options
@@ -84,18 +71,12 @@ func parseFlags(args []string) (options, error) {
 	if o.hosts < 2 || o.workers < 1 || o.runs < 1 {
 		return o, fmt.Errorf("shuffle: -hosts %d -workers %d -runs %d: give at least 2 hosts, 1 worker, 1 run", o.hosts, o.workers, o.runs)
 	}
-	for _, s := range strings.Split(*rows, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return o, fmt.Errorf("shuffle: -rows %q: give positive row counts, comma-separated", s)
-		}
-		o.rows = append(o.rows, n)
+	var err error
+	if o.rows, err = casestudy.Ints("rows", *rows); err != nil {
+		return o, fmt.Errorf("shuffle: %w", err)
 	}
-	for _, s := range strings.Split(*tr, ",") {
-		if s != "bi" && s != "tcp" {
-			return o, fmt.Errorf("shuffle: -transport %q: give bi, tcp or both", s)
-		}
-		o.transports = append(o.transports, s)
+	if o.transports, err = casestudy.Choices("transport", *tr, "bi", "tcp"); err != nil {
+		return o, fmt.Errorf("shuffle: %w", err)
 	}
 	return o, nil
 }
@@ -115,14 +96,14 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	places := loopback(o.hosts)
+	places := casestudy.Loopback(o.hosts)
 	if o.testbed != "" {
-		if places, err = testbedPlaces(o.testbed, o.hosts); err != nil {
-			return err
+		if places, err = casestudy.TestbedPlaces(o.testbed, o.hosts); err != nil {
+			return fmt.Errorf("shuffle: %w", err)
 		}
 		if fast != bichannel.FastUDP {
-			for i := range places {
-				places[i].VNIC = bichannel.VNICConfig{Socket: fmt.Sprintf("/run/vnic/%s-h%d.sock", o.testbed, i), BasePort: 9300}
+			if err := casestudy.UseVNIC(places, o.testbed, 9300); err != nil {
+				return fmt.Errorf("shuffle: vNIC fast path: %w", err)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/examples/internal/casestudy"
 )
 
 func tables(n, rows int) []*Table {
@@ -40,7 +41,7 @@ func TestShuffleExactlyOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
-			cfg.Places, cfg.Workers, cfg.Seed = loopback(hosts), 2, 42
+			cfg.Places, cfg.Workers, cfg.Seed = casestudy.Loopback(hosts), 2, 42
 			var ln *bichannel.LossyNet
 			if tc.name == "bi-lossy" {
 				var err error
@@ -48,13 +49,7 @@ func TestShuffleExactlyOnce(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cfg.FastPath = func(int) bichannel.FastPath {
-					fp, err := ln.NewFastPath(cfg.Workers)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return fp
-				}
+				cfg.FastPath = casestudy.LossyFastPaths(ln, cfg.Workers)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()

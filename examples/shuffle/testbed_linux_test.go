@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/examples/internal/casestudy"
 	"github.com/vnic/vnic/internal/testbed"
 	"github.com/vnic/vnic/internal/testutil"
 )
@@ -47,7 +48,7 @@ func TestIntegrationShuffleTestbed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	places, err := testbedPlaces(cfg.Prefix, hosts)
+	places, err := casestudy.TestbedPlaces(cfg.Prefix, hosts)
 	if err != nil {
 		t.Fatal(err)
 	}

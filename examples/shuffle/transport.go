@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/examples/internal/casestudy"
 )
 
 // Transport is what the shuffle needs from the network: reliable messages
@@ -84,16 +85,14 @@ func (b BiTransport) Receive(ctx context.Context, w int, fn func(peer int, msg [
 }
 
 // TCPTransport is the same shuffle over kernel TCP: one connection per
-// pair of hosts and worker, messages framed by a 2-byte length, writes
-// batched by a buffered writer per connection (flushed when full and by
-// Flush), each connection read by its own goroutine.
+// pair of hosts and worker (casestudy.Mesh), messages framed by a 2-byte
+// length, writes batched by a buffered writer per connection (flushed
+// when full and by Flush), each connection read by its own goroutine.
 type TCPTransport struct {
-	id, hosts, workers int
-	out                [][]*tcpOut // [peer][worker]
-	in                 [][]net.Conn
-	rmu                []sync.Mutex // per worker: Receive's callbacks run one at a time
-	ln                 net.Listener
-	maxMsg             int
+	m      *casestudy.Mesh
+	out    [][]*tcpOut  // [peer][worker]
+	rmu    []sync.Mutex // per worker: Receive's callbacks run one at a time
+	maxMsg int
 }
 
 type tcpOut struct {
@@ -102,97 +101,20 @@ type tcpOut struct {
 	w  *bufio.Writer
 }
 
-// TCPConfig places a TCPTransport.
-type TCPConfig struct {
-	ID, Workers int
-	Addrs       []string     // every host's listen address, by id
-	Listener    net.Listener // this host's, listening on Addrs[ID]; closed by Close
-	Dial        func(ctx context.Context, network, addr string) (net.Conn, error)
-	MaxMsg      int // the largest message (0: bichannel.DefaultMaxPayload, as the bi-channel's)
-}
-
-// NewTCPTransport accepts on Listener, connects to every other host (one
-// connection per worker each way) and returns when all are up.
-func NewTCPTransport(ctx context.Context, c TCPConfig) (*TCPTransport, error) {
-	dial := (&net.Dialer{}).DialContext
-	if c.Dial != nil {
-		dial = c.Dial
-	}
-	n := len(c.Addrs)
-	t := &TCPTransport{id: c.ID, hosts: n, workers: c.Workers, out: make([][]*tcpOut, n), in: make([][]net.Conn, n), rmu: make([]sync.Mutex, c.Workers), maxMsg: c.MaxMsg}
-	ln := c.Listener
-	t.ln = ln
-	var err error
-	for p := range n {
-		t.out[p] = make([]*tcpOut, c.Workers)
-		t.in[p] = make([]net.Conn, c.Workers)
-	}
-	want := (n - 1) * c.Workers
-	accepted := make(chan error, 1)
-	go func() {
-		var mu sync.Mutex
-		for range want {
-			conn, err := ln.Accept()
-			if err != nil {
-				accepted <- err
-				return
+// NewTCPTransport sends and receives over the mesh's connections, one
+// lane per worker; maxMsg is the largest message (0:
+// bichannel.DefaultMaxPayload, as the bi-channel's).
+func NewTCPTransport(m *casestudy.Mesh, workers, maxMsg int) *TCPTransport {
+	t := &TCPTransport{m: m, out: make([][]*tcpOut, len(m.Out)), rmu: make([]sync.Mutex, workers), maxMsg: maxMsg}
+	for p := range m.Out {
+		t.out[p] = make([]*tcpOut, workers)
+		for w, c := range m.Out[p] {
+			if c != nil {
+				t.out[p][w] = &tcpOut{c: c, w: bufio.NewWriterSize(c, 64<<10)}
 			}
-			var hdr [4]byte
-			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-			if _, err := io.ReadFull(conn, hdr[:]); err != nil {
-				accepted <- err
-				return
-			}
-			conn.SetReadDeadline(time.Time{})
-			p, w := int(binary.BigEndian.Uint16(hdr[:])), int(binary.BigEndian.Uint16(hdr[2:]))
-			if p >= n || w >= c.Workers || p == c.ID {
-				accepted <- fmt.Errorf("shuffle: tcp: bad hello from %v: host %d worker %d", conn.RemoteAddr(), p, w)
-				return
-			}
-			mu.Lock()
-			t.in[p][w] = conn
-			mu.Unlock()
-		}
-		accepted <- nil
-	}()
-	for p := range n {
-		if p == c.ID {
-			continue
-		}
-		for w := range c.Workers {
-			var conn net.Conn
-			for {
-				conn, err = dial(ctx, "tcp", c.Addrs[p])
-				if err == nil || ctx.Err() != nil {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if err != nil {
-				t.Close()
-				return nil, fmt.Errorf("shuffle: tcp: connect to host %d: %w", p, err)
-			}
-			var hdr [4]byte
-			binary.BigEndian.PutUint16(hdr[:], uint16(c.ID))
-			binary.BigEndian.PutUint16(hdr[2:], uint16(w))
-			if _, err := conn.Write(hdr[:]); err != nil {
-				conn.Close()
-				t.Close()
-				return nil, err
-			}
-			t.out[p][w] = &tcpOut{c: conn, w: bufio.NewWriterSize(conn, 64<<10)}
 		}
 	}
-	select {
-	case err = <-accepted:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	if err != nil {
-		t.Close()
-		return nil, fmt.Errorf("shuffle: tcp: accepting: %w", err)
-	}
-	return t, nil
+	return t
 }
 
 // MaxMsg implements Transport.
@@ -236,8 +158,8 @@ func (t *TCPTransport) Receive(ctx context.Context, w int, fn func(peer int, msg
 	stop := func(err error) {
 		once.Do(func() { res = err; cancel() })
 	}
-	for p := range t.in {
-		conn := t.in[p][w]
+	for p := range t.m.In {
+		conn := t.m.In[p][w]
 		if conn == nil {
 			continue
 		}
@@ -280,19 +202,4 @@ func (t *TCPTransport) Receive(ctx context.Context, w int, fn func(peer int, msg
 }
 
 // Close closes every connection.
-func (t *TCPTransport) Close() error {
-	if t.ln != nil {
-		t.ln.Close()
-	}
-	for p := range t.out {
-		for w := range t.out[p] {
-			if o := t.out[p][w]; o != nil {
-				o.c.Close()
-			}
-			if c := t.in[p][w]; c != nil {
-				c.Close()
-			}
-		}
-	}
-	return nil
-}
+func (t *TCPTransport) Close() error { return t.m.Close() }
