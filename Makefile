@@ -2,7 +2,7 @@
 GO        ?= go
 PKGS      ?= ./...
 # Debian packages the privileged tests and the demo use; installed when missing.
-APT_PKGS  ?= iproute2 ethtool tcpdump tcpreplay netsniff-ng iperf3 skopeo
+APT_PKGS  ?= iproute2 ethtool tcpdump tcpreplay netsniff-ng iperf3 skopeo tshark
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 FUZZTIME  ?= 10s
