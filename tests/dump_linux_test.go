@@ -68,7 +68,7 @@ func (b *bed) runVnicctl(args ...string) (stdout, stderr string, code int) {
 // startDump starts vnicctl dump and waits until it says the dump runs
 // (vnicd's mirror is on). wait returns its error and the rest of its
 // stderr.
-func (b *bed) startDump(ctx context.Context, args ...string) (wait func() (error, string)) {
+func (b *bed) startDump(ctx context.Context, args ...string) (wait func() (string, error)) {
 	b.t.Helper()
 	cmd := exec.CommandContext(ctx, vnicctl(b.t), append([]string{"--socket", b.socket, "dump"}, args...)...)
 	stderr, err := cmd.StderrPipe()
@@ -92,9 +92,9 @@ func (b *bed) startDump(ctx context.Context, args ...string) (wait func() (error
 	}
 	rest := make(chan string, 1)
 	go func() { b, _ := io.ReadAll(stderr); rest <- string(b) }()
-	return func() (error, string) {
+	return func() (string, error) {
 		tail := <-rest
-		return cmd.Wait(), tail
+		return tail, cmd.Wait()
 	}
 }
 
@@ -160,7 +160,7 @@ func TestIntegrationDump(t *testing.T) {
 	// Traffic starts once vnicctl says the dump runs (the mirror is on).
 	wait := b.startDump(ctx, "--tenant", "app", "--count", strconv.Itoa(k), "-w", path)
 	b.trafgenSeq(n, 5000, sport0, 9000)
-	werr, tail := wait()
+	tail, werr := wait()
 	if werr != nil {
 		t.Fatalf("vnicctl dump: %v\n%s", werr, tail)
 	}
@@ -331,7 +331,7 @@ func TestIntegrationDumpOverflowAndHostile(t *testing.T) {
 	defer cancel()
 	wait := b.startDump(ctx, "--tenant", "app", "--count", "10", "-w", filepath.Join(dir, "after.pcapng"))
 	b.trafgenSeq(50, 1000, 30000, 9000)
-	if err, tail := wait(); err != nil || !strings.Contains(tail, "10 frames written") {
+	if tail, err := wait(); err != nil || !strings.Contains(tail, "10 frames written") {
 		t.Fatalf("dump after the stuck client left: %v: %s", err, tail)
 	}
 	if err := r.close(); err != nil {
