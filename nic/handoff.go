@@ -321,6 +321,9 @@ func (h *Handoff) frame(f HandoffFrame, now uint64) {
 	}
 	d[counters.Packets]++
 	d[counters.Bytes] += uint64(n)
+	if ten.mirror != nil { // vnicctl dump (mirror.go)
+		ten.mirror.put(data, int(f.Len), q, now)
+	}
 }
 
 // drop keeps buf as a spare and reports the Ax entry it came from.
