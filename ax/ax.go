@@ -55,17 +55,39 @@ func (n *NIC) Avail(max int) (int, error) { return n.c.Peek(max) }
 // is consumed anyway (the slot must be reported so the core refills it) and
 // returned with ErrBadBuffer.
 func (n *NIC) Take() (buf uint32, idx uint64, ok bool, err error) {
-	k, err := n.c.Peek(1)
-	if err != nil || k == 0 {
-		return 0, 0, false, err
+	s := n.c.Next() // the core's cursor is loaded only when this finds none
+	if s == nil {
+		var k int
+		if k, err = n.c.Peek(1); err != nil || k == 0 {
+			return 0, 0, false, err
+		}
+		s = n.c.Slot(0)
 	}
 	idx = n.c.Cursor()
-	buf = n.c.Slot(0).Buf
+	buf = s.Buf
 	n.c.Advance(1)
 	if buf >= n.bufCount {
 		return buf, idx, true, ErrBadBuffer
 	}
 	return buf, idx, true, nil
+}
+
+// TakeKnown is Take's fast path: it consumes the next entry only when the
+// core's cursor as last loaded shows one and it names a buffer of the
+// region, without loading the cursor. ok false means: call Take (which
+// loads the cursor, and reports a bad buffer).
+func (n *NIC) TakeKnown() (buf uint32, idx uint64, ok bool) {
+	s := n.c.Next()
+	if s == nil {
+		return 0, 0, false
+	}
+	buf = s.Buf // read once: the core may rewrite it
+	if buf >= n.bufCount {
+		return 0, 0, false
+	}
+	idx = n.c.Cursor()
+	n.c.Advance(1)
+	return buf, idx, true
 }
 
 // Publish makes the entries taken so far free for the core, with one store.

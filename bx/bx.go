@@ -57,22 +57,38 @@ func NewNIC(mem []byte, capacity int) (*NIC, error) {
 	return &NIC{p: p}, nil
 }
 
-// Room reports whether n more entries can be staged now.
+// Room reports whether n more entries can be staged now. It loads the
+// core's cursor only when the copy last loaded does not show the room.
 func (n *NIC) Room(k int) (bool, error) {
+	if n.staged+k <= n.p.Known() {
+		return true, nil
+	}
+	return n.reserve(k)
+}
+
+// RoomKnown reports whether one more entry fits by the core's cursor as
+// last loaded, without loading it: true means Stage will succeed; false
+// means ask Room.
+func (n *NIC) RoomKnown() bool { return n.staged < n.p.Known() }
+
+func (n *NIC) reserve(k int) (bool, error) {
 	got, err := n.p.Reserve(n.staged + k)
 	return got >= n.staged+k, err
 }
 
 // Stage writes e into the next free slot; it returns false when the ring is
-// full. The entry becomes visible to the core at Flush.
+// full. The entry becomes visible to the core at Flush. The slot (payload
+// and, but for the batch's first slot, its generation bit) is written in
+// one go, so a line the core is polling is taken from it once per batch,
+// not once per field.
 func (n *NIC) Stage(e *Entry) (bool, error) {
-	got, err := n.p.Reserve(n.staged + 1)
-	if err != nil || got <= n.staged {
-		return false, err
+	if n.staged+1 > n.p.Known() {
+		if ok, err := n.reserve(1); !ok {
+			return false, err
+		}
 	}
-	s := n.p.Slot(n.staged)
-	*s = *e
-	s.Seq = n.seq
+	n.p.Put(n.staged, e)
+	n.p.Slot(n.staged).Seq = n.seq
 	n.seq++
 	n.staged++
 	return true, nil
@@ -85,7 +101,7 @@ func (n *NIC) Staged() int { return n.staged }
 func (n *NIC) Flush() int {
 	k := n.staged
 	if k > 0 {
-		n.p.Commit(k)
+		n.p.Post(k)
 		n.staged = 0
 	}
 	return k

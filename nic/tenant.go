@@ -75,7 +75,11 @@ type Tenant struct {
 	bxFull  []uint64
 	dyn     *dynState // DynShRing only
 	mirror  *Mirror   // a dump session's copy (mirror.go); nil when none runs
-	nodes   []int     // NUMA node of each queue
+	// ownFirst: every queue's first Ax candidate is its own ring and the
+	// notice (if any) goes to that ring's Bx ring (RxBisect and PrivRing
+	// with the default association): Engine.frame's fast path applies.
+	ownFirst bool
+	nodes    []int // NUMA node of each queue
 	// Wake-ups (see idle.go): vnicd's socket ends, the tenant's
 	// need-wakeup words, the generation last signalled per queue, the
 	// region's engine-sleeping word, the engine's counters.
@@ -210,6 +214,10 @@ func newTenant(cfg TenantConfig, r *shm.Region, m Model, shGroup int) (*Tenant, 
 		for q := range t.assoc {
 			t.assoc[q] = []int{q}
 		}
+	}
+	t.ownFirst = m == RxBisect || m == PrivRing
+	for q, c := range t.assoc {
+		t.ownFirst = t.ownFirst && len(c) > 0 && c[0] == q
 	}
 	if shGroup <= 0 || shGroup > n {
 		shGroup = n

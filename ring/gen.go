@@ -89,6 +89,49 @@ func (p *GenProducer[T]) Commit(n int) {
 	p.local += uint64(n)
 }
 
+// Put writes v into the i-th reserved slot (0 is the next one to post)
+// and, for every slot but the first, its generation bit too: the whole
+// slot with one pass over its line, while the line is being written
+// anyway. The consumer cannot read a slot past the first unposted one
+// (it scans in order), so a later slot's bit may be set long before the
+// batch is published; the first slot's bit is the one [GenProducer.Post]
+// stores, atomically, once every slot of the batch is written. The caller
+// must have reserved the slot and must Put slots in order from 0 and Post
+// them; slots filled through Slot are published with Commit instead.
+func (p *GenProducer[T]) Put(i int, v *T) {
+	c := p.local + uint64(i)
+	s := &p.v.slots[c&p.v.mask]
+	s.v = *v
+	if i != 0 {
+		// Not the first slot: the consumer cannot be polling this one.
+		// (It may be polling the first: that bit is Post's.)
+		s.ctrl = genOf(c, p.v.shift)
+	}
+}
+
+// Post publishes n entries written with Put: one release store of the
+// first slot's generation bit (the others were set by Put).
+func (p *GenProducer[T]) Post(n int) {
+	if n <= 0 {
+		return
+	}
+	// Release: every slot written by Put is visible before the consumer
+	// can see the first entry of the batch.
+	atomic.StoreUint32(&p.v.slots[p.local&p.v.mask].ctrl, genOf(p.local, p.v.shift))
+	p.local += uint64(n)
+}
+
+// Known returns how many slots are free according to the consumer cursor
+// last loaded (0 once the ring is corrupt), without loading it: at least
+// what Reserve would grant, so a caller may skip Reserve when Known covers
+// what it needs.
+func (p *GenProducer[T]) Known() int {
+	if p.err != nil {
+		return 0
+	}
+	return int(p.capa - (p.local - p.cachedCons))
+}
+
 // Cursor returns the producer's cursor (the next entry to post).
 func (p *GenProducer[T]) Cursor() uint64 { return p.local }
 

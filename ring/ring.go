@@ -189,6 +189,16 @@ func (c *Consumer[T]) Peek(max int) (int, error) {
 	return int(min(avail, uint64(max))), nil
 }
 
+// Next returns the oldest unread entry when the producer cursor last
+// loaded shows one, without loading it (nil otherwise, and once the ring
+// is corrupt): the cheap first try before Peek.
+func (c *Consumer[T]) Next() *T {
+	if c.cachedProd == c.local || c.err != nil {
+		return nil
+	}
+	return &c.v.slots[c.local&c.v.mask]
+}
+
 // Slot returns the i-th ready entry (0 is the oldest unread one).
 func (c *Consumer[T]) Slot(i int) *T {
 	return &c.v.slots[(c.local+uint64(i))&c.v.mask]

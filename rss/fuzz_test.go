@@ -25,6 +25,7 @@ func FuzzParse(f *testing.F) {
 		padding[i] = 0xa5
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
+		checkFastPath(t, frame)
 		var tup Tuple
 		err := Parse(frame, &tup)
 

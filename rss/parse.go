@@ -78,12 +78,58 @@ func be16(b []byte) uint16 { return binary.BigEndian.Uint16(b) }
 // only. The IPv4 total length and IPv6 payload length bound the packet, so
 // Ethernet padding after it is ignored.
 func Parse(frame []byte, t *Tuple) error {
+	if parseUDPTCP4(frame, t) {
+		return nil
+	}
 	*t = Tuple{}
 	if err := parse(frame, t); err != nil {
 		*t = Tuple{}
 		return err
 	}
 	return nil
+}
+
+// parseUDPTCP4 parses the frame a NIC sees most, in one pass with one
+// bounds check: untagged IPv4 without options, not a fragment, carrying a
+// complete TCP or UDP header. It fills *t exactly as parse would and returns
+// true, or returns false without writing *t for any other frame, which
+// parse then handles (TestParseFastPathAgrees checks both agree).
+func parseUDPTCP4(f []byte, t *Tuple) bool {
+	if len(f) < etherHdrLen+ipv4MinHdr+udpHdrLen {
+		return false
+	}
+	// Ethertype IPv4, version 4 with a 20-byte header, no MF flag and a
+	// zero fragment offset.
+	p := f[etherHdrLen:]
+	_ = p[ipv4MinHdr+udpHdrLen-1]
+	if f[12] != etherTypeIPv4>>8 || f[13] != etherTypeIPv4&0xff || p[0] != 0x45 || be16(p[6:])&0x3fff != 0 {
+		return false
+	}
+	total := int(be16(p[2:]))
+	if total < ipv4MinHdr+udpHdrLen || total > len(p) {
+		return false
+	}
+	proto := p[9]
+	l4 := p[ipv4MinHdr:total]
+	switch proto {
+	case ProtoUDP:
+		if ulen := int(be16(l4[4:])); ulen < udpHdrLen || ulen > len(l4) {
+			return false
+		}
+	case ProtoTCP:
+		if len(l4) < tcpMinHdr {
+			return false
+		}
+		if doff := int(l4[12]>>4) * 4; doff < tcpMinHdr || doff > len(l4) {
+			return false
+		}
+	default:
+		return false
+	}
+	*t = Tuple{Proto: proto, SrcPort: be16(l4[0:]), DstPort: be16(l4[2:]), HasPorts: true}
+	*(*[4]byte)(t.Src[:4]) = [4]byte(p[12:16])
+	*(*[4]byte)(t.Dst[:4]) = [4]byte(p[16:20])
+	return true
 }
 
 func parse(frame []byte, t *Tuple) error {

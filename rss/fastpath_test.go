@@ -1,0 +1,61 @@
+package rss
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// checkFastPath fails t if the one-pass IPv4 parser and the general parser
+// disagree on frame: whenever the fast path takes a frame, the general one
+// must accept it with the same tuple.
+func checkFastPath(t *testing.T, frame []byte) bool {
+	t.Helper()
+	var fast, slow Tuple
+	fast.Proto = 99 // the fast path must write every field
+	took := parseUDPTCP4(frame, &fast)
+	err := parse(frame, &slow)
+	if took && (err != nil || fast != slow) {
+		t.Fatalf("frame % x: fast path %+v, general path %+v, %v", frame, fast, slow, err)
+	}
+	return took
+}
+
+// TestParseFastPathAgrees mutates every test frame byte by byte and length
+// by length, and checks the fast path against the general parser on each.
+func TestParseFastPathAgrees(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	took, total := 0, 0
+	for _, c := range parseCases() {
+		if checkFastPath(t, c.frame) {
+			took++
+		}
+		total++
+		for range 3000 {
+			f := append([]byte(nil), c.frame...)
+			for range 1 + rng.IntN(3) {
+				if len(f) == 0 {
+					break
+				}
+				switch rng.IntN(3) {
+				case 0: // a byte of the headers
+					f[rng.IntN(min(len(f), 60))] = byte(rng.Uint32())
+				case 1: // a length field set to something near
+					i := 14 + 2 + rng.IntN(2)*(20+4-2) // IPv4 total length or UDP length
+					if i+1 < len(f) {
+						f[i], f[i+1] = 0, byte(rng.IntN(80))
+					}
+				case 2: // truncate
+					f = f[:rng.IntN(len(f)+1)]
+				}
+			}
+			if checkFastPath(t, f) {
+				took++
+			}
+			total++
+		}
+	}
+	if took == 0 || took == total {
+		t.Fatalf("fast path took %d of %d frames: the test does not exercise both paths", took, total)
+	}
+	t.Logf("fast path took %d of %d frames", took, total)
+}
