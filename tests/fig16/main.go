@@ -11,7 +11,6 @@ import (
 	"encoding/csv"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -20,9 +19,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/vnic/vnic/internal/figure"
 )
 
 // labels name the variants in the legend, in this order.
@@ -99,31 +97,9 @@ func run(in, out, title string) error {
 	if out == "" {
 		out = strings.TrimSuffix(in, ".csv")
 	}
-	w, h := 7*vg.Inch, 4.5*vg.Inch
-	for _, ext := range []string{".svg", ".png"} {
-		var c vg.CanvasWriterTo
-		if ext == ".png" {
-			c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))}
-		} else {
-			c = vgsvg.New(w, h)
-		}
-		p.Draw(draw.New(c))
-		if err := write(out+ext, c); err != nil {
-			return err
-		}
+	if err := figure.Save(out, 7*vg.Inch, 4.5*vg.Inch, p); err != nil {
+		return err
 	}
 	fmt.Printf("fig16: wrote %s.svg and %s.png from %s\n", out, out, in)
 	return nil
-}
-
-func write(path string, c io.WriterTo) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
