@@ -29,6 +29,20 @@ for f in ring engine rss alloc boundary; do
 	go run golang.org/x/perf/cmd/benchstat "$out/$f.txt" | grep -vE '^(goos|goarch|pkg|cpu):'
 done
 cat "$out/machine.txt"
+if [ "${CACHE:-1}" = 1 ]; then
+	# Issue 13: the working-set sweep on this machine's real caches
+	# (docs/cache.md) and the core-side cost per packet of privring, shring
+	# and rxbisect (docs/coreside.md), each one command writing a CSV and a
+	# plot. SMOKE=1 runs them tiny and keeps the output in bench/.
+	echo "== cache working-set sweep and core-side cost (real engine, CPUs 0 and 1)"
+	if [ "${SMOKE:-0}" = 1 ]; then
+		go run ./tests/cachesweep -smoke -out "$out/cache"
+		go run ./tests/coreside -count 1 -benchtime 200x -out "$out/coreside"
+	else
+		go run ./tests/cachesweep -out docs/cache | tee "$out/cache.txt"
+		go run ./tests/coreside -out docs/coreside | tee "$out/coreside.txt"
+	fi
+fi
 if [ "${SMOKE:-0}" != 1 ] && [ "${RECEIVERS:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
 	echo "== receivers (real traffic through the veth testbed; root only)"
 	go test -run '^$' -bench Receivers -benchtime 1x -timeout 20m ./tests/ | tee "$out/receivers.txt"

@@ -27,6 +27,8 @@ const (
 	// spare buffer and rxbisect's small Ax rings starve.
 	slack      = 64
 	allocCache = 32
+	// minPackets is the fewest packets a measurement wants.
+	minPackets = 5000
 )
 
 // point is one run of the real engine.
@@ -71,7 +73,9 @@ func (r result) mpps() float64 { return float64(r.Processed) / r.Wall.Seconds() 
 // consumerNs and engineNs are CPU ns per packet on each side, counted only
 // while it had work: preemption on a loaded machine does not inflate them
 // (cache pollution by the other tenants of the CPU still does).
-func (r result) consumerNs() float64 { return float64(r.ConsumerCPU.Nanoseconds()) / float64(max(r.Processed, 1)) }
+func (r result) consumerNs() float64 {
+	return float64(r.ConsumerCPU.Nanoseconds()) / float64(max(r.Processed, 1))
+}
 func (r result) engineNs() float64 {
 	return float64(r.EngineCPU.Nanoseconds()) / float64(max(r.EngineFrames, 1))
 }
@@ -212,7 +216,7 @@ func run(p point) (result, error) {
 	}()
 
 	var hist sim.Histogram
-	var processed, bad atomic.Uint64
+	var processed, bad, processedSoFar atomic.Uint64
 	var cpu atomic.Int64
 	conDone := make(chan struct{})
 	go func() {
@@ -248,6 +252,9 @@ func run(p point) (result, error) {
 				qu.Release(pk)
 				busy += threadCPU() - t0 - clockCost
 				n += uint64(len(pk))
+				if measuring {
+					processedSoFar.Store(n)
+				}
 			}
 		}
 		processed.Store(n)
@@ -267,7 +274,10 @@ func run(p point) (result, error) {
 	t0 := time.Now()
 	phase.Store(1)
 	var wsSum, wsN float64
-	for time.Since(t0) < p.Dur {
+	// Measure for p.Dur, longer (up to 10×) until the consumer has
+	// processed minPackets: on a loaded machine the two threads may get
+	// little CPU.
+	for d := time.Since(t0); d < p.Dur || (processedSoFar.Load() < minPackets && d < 10*p.Dur); d = time.Since(t0) {
 		time.Sleep(2 * time.Millisecond)
 		var ws uint64
 		for q := range p.Queues {
