@@ -48,7 +48,7 @@ func plotSweep(stem string, rows []*row, pr []probeRow, c cacheReport) error {
 			Series: append(tput, capa...), Marks: marks, YHeadroom: 1.25},
 		figure.Panel{Title: "paced latency (Bx stamp to rewrite done)", XLabel: xl, YLabel: "µs (log)", LogX: true, LogY: true,
 			LegendTop: true, LegendLeft: true, Series: append(p99, p50...), Marks: marks, YHeadroom: 4},
-		figure.Panel{Title: "CPU per packet while busy (unpaced)", XLabel: xl, YLabel: "ns/pkt", LogX: true, ZeroY: true,
+		figure.Panel{Title: "CPU per packet while busy (unpaced)", XLabel: xl, YLabel: "ns/pkt (log)", LogX: true, LogY: true,
 			LegendLeft: true, LegendTop: true, Series: cost, Marks: marks, YHeadroom: 1.25},
 	)
 }
