@@ -127,7 +127,7 @@ func (r *row) med(f func(result) float64) float64 {
 var header = []string{"mode", "model", "ring", "ax", "queues", "frame_bytes", "buffers", "buffer_bytes", "reps",
 	"offered_pps", "mpps", "mpps_min", "mpps_max", "delivered_frac", "drops_ax_starved_frac", "drops_bx_full_frac",
 	"consumer_ns_per_pkt", "engine_ns_per_frame", "capacity_mpps", "io_working_set_bytes", "io_working_set_max_bytes", "p50_us", "p99_us",
-	"copy_gbps", "touched_gbps", "bad_frames"}
+	"copy_gbps", "touched_gbps", "engine_gbps_cpu", "bad_frames"}
 
 func (r *row) record() []string {
 	f := func(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
@@ -171,6 +171,9 @@ func (r *row) record() []string {
 		f(r.med(func(x result) float64 {
 			return float64(x.Delivered+x.Processed) * float64(r.p.Frame) / x.Wall.Seconds() / 1e9
 		}), 3),
+		// The engine's bytes per second of its own CPU time (copy plus
+		// its per-frame work), comparable with the probe's copy bandwidth.
+		f(float64(r.p.Frame)/r.med(result.engineNs), 3),
 		strconv.FormatUint(bad, 10),
 	}
 }

@@ -45,10 +45,10 @@ func plotSweep(stem string, rows []*row, pr []probeRow, c cacheReport) error {
 		figure.Panel{Title: "memory probe (CPU 1)", XLabel: "array size (MiB, log)", YLabel: "load latency (ns, log)",
 			LogX: true, LogY: true, LegendTop: true, LegendLeft: true, Series: []figure.Series{probe}, Marks: marks},
 		figure.Panel{Title: "unpaced throughput (LB rewrite)", XLabel: xl, YLabel: "Mpps", LogX: true, ZeroY: true,
-			Series: append(tput, capa...), Marks: marks, YHeadroom: 1.25},
+			LegendTop: true, LegendLeft: true, Series: append(tput, capa...), Marks: marks, YHeadroom: 1.6},
 		figure.Panel{Title: "paced latency (Bx stamp to rewrite done)", XLabel: xl, YLabel: "µs (log)", LogX: true, LogY: true,
 			LegendTop: true, LegendLeft: true, Series: append(p99, p50...), Marks: marks, YHeadroom: 4},
 		figure.Panel{Title: "CPU per packet while busy (unpaced)", XLabel: xl, YLabel: "ns/pkt (log)", LogX: true, LogY: true,
-			LegendLeft: true, LegendTop: true, Series: cost, Marks: marks, YHeadroom: 1.25},
+			LegendLeft: true, LegendTop: true, Series: cost, Marks: marks, YHeadroom: 4},
 	)
 }
