@@ -65,7 +65,7 @@ func readCaches(l3 int64) cacheReport {
 		add("CPUID 0: vendor %s, family 0x%x model 0x%x; leaf 0x40000000 hypervisor %q", vendor, fam, model, hv)
 		maxExt, _, _, _ := cpuid(0x80000000, 0)
 		if maxExt >= 0x80000006 {
-			_, _, c, d = cpuid(0x80000005, 0)
+			_, _, c, _ = cpuid(0x80000005, 0)
 			add("CPUID 0x80000005: L1d %d KiB", c>>24)
 			_, _, c, d = cpuid(0x80000006, 0)
 			cpuL2 = int64(c>>16) << 10
