@@ -83,11 +83,13 @@ func biServer(ctx context.Context, e *bichannel.Endpoint, peer int) error {
 		if err != nil {
 			return err
 		}
+		trecv := nanotime()
 		out = out[:0]
 		for _, m := range msgs {
 			d := m.Data
 			switch d[0] {
 			case biOpPing:
+				biStampRecv(d, trecv)
 				out = append(out, d) // valid until the next RecvWait
 			case biOpSink:
 				sink++
@@ -112,6 +114,9 @@ func biServer(ctx context.Context, e *bichannel.Endpoint, peer int) error {
 			}
 		}
 		if len(out) > 0 {
+			for _, o := range out {
+				biStampSend(o)
+			}
 			if _, err := e.SendBatchContext(ctx, peer, 0, out); err != nil {
 				return err
 			}
@@ -144,6 +149,8 @@ func biTCPServe(c net.Conn) error {
 		}
 		switch d[4] {
 		case biOpPing:
+			biStampRecv(d[4:], nanotime())
+			biStampSend(d[4:])
 			copy(d, hdr)
 			bw.Write(d)
 		case biOpSink:
@@ -554,6 +561,12 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 	defer cancel()
 	vnicdPid, srvPid := bed.vnicd.Process.Pid, r.srv.Process.Pid
 	b.Logf("processes: vnicd (pid %d, DUT namespace, engine on CPU 0), the client (this process: node 1 of each pair, the TCP client), the server (pid %d, peer namespace: node 0 of each pair on kernel UDP, the TCP echo server)", vnicdPid, srvPid)
+	if n := biEnv("BICH_GOMAXPROCS", 0); n > 0 {
+		// The client and the server process (not vnicd): with one P, a
+		// goroutine readied by the poller does not wake a second thread.
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
+		b.Logf("placement: GOMAXPROCS %d in the client and the server process", n)
+	}
 	if cpu := biEnvInt("BICH_APP_CPU", -1); cpu >= 0 {
 		restore, err := pinProcess(cpu)
 		if err != nil {
@@ -571,6 +584,14 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 		{"bichannel", &biClient{ctx: ctx, e: r.n1}},
 		{"tcp", newBiTCPClient(r.tcp)},
 		{"bichannel_kudp", &biClient{ctx: ctx, e: r.n1k}},
+	}
+	if only := os.Getenv("BICH_VARIANTS"); only != "" { // e.g. bichannel,tcp: profiling one variant
+		variants = slices.DeleteFunc(variants, func(v struct {
+			name string
+			l    biConn
+		}) bool {
+			return !slices.Contains(strings.Split(only, ","), v.name)
+		})
 	}
 	type series struct {
 		rate, p50, p95, p99, pipe, up, down                                                []float64
@@ -594,6 +615,18 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 			}
 			self, srv, vn := c.stop()
 			s.cpuPing, s.srvPing, s.vnPing = append(s.cpuPing, perM(self, 2*pr.n)), append(s.srvPing, perM(srv, 2*pr.n)), append(s.vnPing, perM(vn, 2*pr.n))
+			if os.Getenv("BICH_STAGES") == "1" {
+				recs, err := biStages(v.l, pingD)
+				if err != nil {
+					b.Fatalf("%s stages: %v", v.name, err)
+				}
+				b.Logf("rep %d %-14s: stages: %s", rep, v.name, biStageSummary(recs))
+				if f := os.Getenv("BICH_STAGES_FILE"); f != "" {
+					if err := biStageDump(fmt.Sprintf("%s.%s.%d", f, v.name, rep), recs); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
 			c = startCPU(vnicdPid, srvPid)
 			pipe, pn, err := biPipelined(v.l, window, pipeD)
 			if err != nil {
@@ -647,6 +680,9 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 		name string
 		s    *series
 	}{{"bichannel (vNIC)", bs}, {"bichannel_kudp", ks}} {
+		if x.s == nil || ts == nil {
+			continue // BICH_VARIANTS left it out
+		}
 		b.Logf("medians of %d reps, %s / tcp: p50 %.2fx, p99 %.2fx (target <= 1); pipelined %.2fx (target >= 1.5); 8KiB to peer %.2fx, from peer %.2fx (target >= 1)",
 			reps, x.name, biMedian(x.s.p50)/biMedian(ts.p50), biMedian(x.s.p99)/biMedian(ts.p99), biMedian(x.s.pipe)/biMedian(ts.pipe),
 			biMedian(x.s.up)/biMedian(ts.up), biMedian(x.s.down)/biMedian(ts.down))
@@ -656,7 +692,7 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 		biFigure16(b, []struct {
 			name string
 			l    biConn
-		}{variants[0], variants[1], variants[2]})
+		}(variants))
 	}
 
 	b.Logf("node 1 (vNIC): %+v; VNICFast %+v", r.n1.Stats(), r.v1.FastStats())
@@ -828,7 +864,8 @@ func (b *biBed) remotePairs(name string) *biRemote {
 	r := &biRemote{}
 	if err := testbed.InNetns(b.dut, func() (err error) {
 		r.n1, err = bichannel.New(bichannel.Config{NodeID: 1, Workers: 1, Listen: netip.AddrPortFrom(l.DUTIP, 0).String(), Fast: bichannel.FastVNIC,
-			VNIC: bichannel.VNICConfig{Socket: b.socket, Name: name, IP: l.DUTIP, MAC: dutMAC, PeerMAC: peerMAC, BasePort: biDUTPort}})
+			VNIC: bichannel.VNICConfig{Socket: b.socket, Name: name, IP: l.DUTIP, MAC: dutMAC, PeerMAC: peerMAC, BasePort: biDUTPort,
+				Spin: time.Duration(biEnvInt("BICH_VNIC_SPIN_US", 0)) * time.Microsecond}})
 		if err != nil {
 			return err
 		}
@@ -848,8 +885,16 @@ func (b *biBed) remotePairs(name string) *biRemote {
 	if err != nil {
 		b.tb.Fatal(err)
 	}
-	r.srv = exec.Command("ip", "netns", "exec", l.PeerNS, exe, "-test.run", "^TestHelperBichannelServer$")
-	r.srv.Env = append(os.Environ(), biServerEnv+"=1", "BICH_SRV_IP="+l.PeerIP.String(),
+	srvArgs := []string{"netns", "exec", l.PeerNS, exe, "-test.run", "^TestHelperBichannelServer$"}
+	if cpus := os.Getenv("BICH_SRV_CPUS"); cpus != "" {
+		srvArgs = append([]string{"netns", "exec", l.PeerNS, "taskset", "-c", cpus}, srvArgs[3:]...)
+	}
+	r.srv = exec.Command("ip", srvArgs...)
+	r.srv.Env = os.Environ()
+	if n := biEnv("BICH_GOMAXPROCS", 0); n > 0 {
+		r.srv.Env = append(r.srv.Env, fmt.Sprintf("GOMAXPROCS=%d", n))
+	}
+	r.srv.Env = append(r.srv.Env, biServerEnv+"=1", "BICH_SRV_IP="+l.PeerIP.String(),
 		"BICH_SRV_N1="+r.n1.ControlAddr(), "BICH_SRV_N1K="+r.n1k.ControlAddr())
 	r.srv.Stderr = os.Stderr
 	out, err := r.srv.StdoutPipe()

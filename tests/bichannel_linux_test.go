@@ -86,6 +86,7 @@ func newBiBed(tb testing.TB, queues, workers int) *biBed {
 	args := []string{"netns", "exec", tbd.DUT, filepath.Join(binDir, "vnicd"), "run", "--source", "xsk",
 		"--iface", b.link.DUTIf, "--socket", b.socket, "--metrics-addr", "", "--log-format", "json", "--emulator-cpu", "0",
 		"--ax-size", "512", "--bx-size", "2048", "--claim-ports", ports, "--claim-udp-only"}
+	args = append(args, strings.Fields(os.Getenv("BICH_VNICD_ARGS"))...) // the benchmark's placement and idle knobs (later flags win)
 	f, err := os.CreateTemp(tb.TempDir(), "vnicd-*.log")
 	if err != nil {
 		tb.Fatal(err)
