@@ -122,6 +122,11 @@ type FastStats struct {
 	// receives (UDPConfig.MaxDatagram), dropped: a peer with a larger
 	// MaxPayload, or someone else's traffic.
 	Oversize uint64
+	// Sleeps are waits that went to sleep (VNICFast: Queue.Wait after the
+	// spin); SpinsCut are those whose spin stopped early because the
+	// thread had been descheduled (the CPU is shared: spinning on would
+	// hold it from vnicd or the peer).
+	Sleeps, SpinsCut uint64
 }
 
 // FastCounter is implemented by fast paths that count what they do;

@@ -73,6 +73,7 @@ type VNICFast struct {
 
 	sent, received, sendErrors, drops atomic.Uint64
 	waitErrors                        atomic.Uint64 // Queue.Wait errors other than vnicd gone (e.g. a starved queue)
+	sleeps, spinsCut                  atomic.Uint64
 }
 
 type vnicQ struct {
@@ -412,7 +413,8 @@ func (v *VNICFast) Wait(ctx context.Context, worker int) error {
 		vq.held = vq.held[:0]
 		vq.mu.Unlock()
 	}
-	spinEnd := time.Now().Add(v.cfg.Spin)
+	last := time.Now()
+	spinEnd := last.Add(v.cfg.Spin)
 	for i := 0; ; i++ {
 		if vq.woken.Load() {
 			return nil
@@ -433,12 +435,23 @@ func (v *VNICFast) Wait(ctx context.Context, worker int) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if time.Now().After(spinEnd) {
+			now := time.Now()
+			if now.After(spinEnd) {
 				break
 			}
+			if now.Sub(last) > spinGap {
+				// 64 polls take a few µs: this thread was off its CPU.
+				// The CPU is shared with whoever must produce the frame
+				// (vnicd's engine, the peer), and spinning on would hold
+				// it from them: sleep, and be woken.
+				v.spinsCut.Add(1)
+				break
+			}
+			last = now
 			runtime.Gosched()
 		}
 	}
+	v.sleeps.Add(1)
 	// Sleep. The context is Wake's way in: Wake cancels it, and
 	// Queue.Wait watches its context (it wakes its poll when the context
 	// ends). The allocation is on the way to sleep only.
@@ -552,7 +565,8 @@ func (v *VNICFast) Close() error {
 // FastStats implements FastCounter. Drops are received frames that were
 // not unfragmented UDP.
 func (v *VNICFast) FastStats() FastStats {
-	return FastStats{Sent: v.sent.Load(), Received: v.received.Load(), SendErrors: v.sendErrors.Load(), Drops: v.drops.Load()}
+	return FastStats{Sent: v.sent.Load(), Received: v.received.Load(), SendErrors: v.sendErrors.Load(), Drops: v.drops.Load(),
+		Sleeps: v.sleeps.Load(), SpinsCut: v.spinsCut.Load()}
 }
 
 // udpPayload returns the UDP payload of an Ethernet frame (up to two VLAN
@@ -586,6 +600,14 @@ func udpPayload(frame []byte) ([]byte, netip.AddrPort, bool) {
 // trip between two hosts, so that a ping-pong or a pipelined exchange never
 // sleeps and never needs a wake-up.
 const DefaultVNICSpin = 50 * time.Microsecond
+
+// spinGap cuts VNICFast.Wait's spin short: a pass of 64 polls and a
+// Gosched that took longer means the thread was descheduled. On a shared
+// CPU (docs/bichannel.md: vnicd's engine, the application and the peer on
+// one vCPU) a spinning waiter only delays the frame it waits for, by the
+// length of its time slice; on a core of its own it is never descheduled
+// and spins for the full VNICConfig.Spin.
+const spinGap = 20 * time.Microsecond
 
 func (c VNICConfig) withSpin() VNICConfig {
 	switch {

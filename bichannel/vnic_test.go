@@ -445,3 +445,59 @@ func TestVNICFastSeparateTxQueues(t *testing.T) {
 		}
 	}
 }
+
+// stallQueue is a queue with nothing to receive whose Recv stalls once,
+// at poll stallAt, as if the thread had been descheduled.
+type stallQueue struct {
+	polls, stallAt, waits int
+	stall                 time.Duration
+}
+
+func (q *stallQueue) Recv(dst []client.Packet) []client.Packet {
+	if q.polls++; q.polls == q.stallAt {
+		time.Sleep(q.stall)
+	}
+	return dst
+}
+func (q *stallQueue) Release([]client.Packet)        {}
+func (q *stallQueue) Send(f [][]byte) (int, error)   { return len(f), nil }
+func (q *stallQueue) Wait(ctx context.Context) error { q.waits++; return nil }
+
+type stallTenant struct{ q *stallQueue }
+
+func (t stallTenant) Queues() int             { return 1 }
+func (t stallTenant) Queue(int) vnicQueue     { return t.q }
+func (t stallTenant) RSSInfo() client.RSSInfo { return client.RSSInfo{} }
+func (t stallTenant) Err() error              { return nil }
+func (t stallTenant) Close() error            { return nil }
+
+// TestVNICWaitSpinCutWhenDescheduled: a waiter whose spin finds it was off
+// its CPU (a pass of polls took longer than spinGap) stops spinning and
+// sleeps in Queue.Wait, instead of holding a shared CPU for the rest of
+// VNICConfig.Spin; SpinsCut and Sleeps count it.
+func TestVNICWaitSpinCutWhenDescheduled(t *testing.T) {
+	q := &stallQueue{stallAt: 10, stall: 5 * spinGap}
+	cfg := VNICConfig{BasePort: 9000, IP: netip.MustParseAddr("198.18.0.1"), Spin: time.Minute}
+	v, err := newVNICFast(stallTenant{q}, 1, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	done := make(chan error, 1)
+	go func() { done <- v.Wait(context.Background(), 0) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Wait spun on after a stall (Spin is a minute)")
+	}
+	st := v.FastStats()
+	if st.SpinsCut != 1 || st.Sleeps != 1 || q.waits != 1 {
+		t.Fatalf("SpinsCut %d, Sleeps %d, Queue.Wait calls %d; want 1, 1, 1", st.SpinsCut, st.Sleeps, q.waits)
+	}
+	if q.polls > 64+q.stallAt { // the pass after the stall is the last
+		t.Fatalf("%d polls after a stall at poll %d", q.polls, q.stallAt)
+	}
+}
