@@ -38,6 +38,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"run", "extra"}, "takes only flags"},
 		{[]string{"run", "--config", bad}, "use rxbisect, privring, shring or dynshring"}, // the file is read
 		{[]string{"run", "--socket", "/proc/vnicd.sock", "--metrics-addr", ""}, "listen on /proc/vnicd.sock"},
+		{[]string{"run", "--dump-buffer", "1KiB"}, "--dump-buffer 1KiB: give 64KiB..1GiB"},
+		{[]string{"run", "--dump-buffer", "lots"}, "--dump-buffer"},
+		{[]string{"run", "--max-dumps", "0"}, "--max-dumps 0: give a positive number"},
 	} {
 		var out, errb bytes.Buffer
 		err := newApp(&out, &errb).Run(append([]string{"vnicd"}, c.args...))
