@@ -53,6 +53,8 @@ type Queue struct {
 	// and every method returns ErrClosed or does nothing.
 	closed *atomic.Bool
 	spin   time.Duration
+	// coalesce is the nap between looks at the ring (AttachOptions.Coalesce).
+	coalesce time.Duration
 	// need-wakeup handshake (package shm, the wake section)
 	needWake *uint32 // this queue's word: sleep generation, 0 while polling
 	engSleep *uint32 // vnicd's word: 1 while it sleeps and wants doorbells

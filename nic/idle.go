@@ -75,16 +75,17 @@ type IdleStats struct {
 	Doorbells uint64 // wake-ups by a tenant's TX doorbell
 	Signals   uint64 // wake-ups sent to tenants' queues
 	Refused   uint64 // wake-ups a tenant's socket did not take (its buffer full: harmless)
+	Naps      uint64 // coalescing naps (Config.RxCoalesce) instead of polls
 }
 
 type idleCounters struct {
-	sleeps, doorbells, signals, refused atomic.Uint64
+	sleeps, doorbells, signals, refused, naps atomic.Uint64
 }
 
 // IdleStats returns the sleep counters. Safe from any goroutine.
 func (e *Engine) IdleStats() IdleStats {
 	c := &e.idleCnt
-	return IdleStats{Sleeps: c.sleeps.Load(), Doorbells: c.doorbells.Load(), Signals: c.signals.Load(), Refused: c.refused.Load()}
+	return IdleStats{Sleeps: c.sleeps.Load(), Doorbells: c.doorbells.Load(), Signals: c.signals.Load(), Refused: c.refused.Load(), Naps: c.naps.Load()}
 }
 
 // setSleeping stores v into every tenant's engine-sleeping word. The store

@@ -123,6 +123,27 @@ func (d *idler) wait(timeout time.Duration, c *idleCounters) {
 	}
 }
 
+// nap sleeps for d on a timer: the coalescing delay (Config.RxCoalesce).
+// Only the control eventfd (a tenant change, Run's context) cuts it short;
+// frames and doorbells wait for the timer, which is the point.
+func (d *idler) nap(dur time.Duration) {
+	ts := unix.NsecToTimespec(int64(dur))
+	fds := [1]unix.PollFd{{Fd: int32(d.ctl), Events: unix.POLLIN}}
+	if k, _ := unix.Ppoll(fds[:], &ts, nil); k > 0 {
+		unix.Read(d.ctl, d.buf[:8])
+	}
+}
+
+// setTimerSlack sets the calling thread's timer slack (the thread must be
+// locked) and returns a function that restores the previous value.
+func setTimerSlack(slack time.Duration) (restore func()) {
+	old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if err != nil || unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(slack), 0, 0, 0) != nil {
+		return func() {}
+	}
+	return func() { unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0) }
+}
+
 // drain empties a doorbell. MSG_DONTWAIT makes each call non-blocking
 // whatever the descriptor's flags (vnicd's end is its own, non-blocking
 // already; the tenant holds only the other end). At most a few reads: a

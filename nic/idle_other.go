@@ -13,3 +13,6 @@ func (d *idler) removeTenant(*Tenant)              {}
 func (d *idler) kick()                             {}
 func (d *idler) wait(time.Duration, *idleCounters) {}
 func (t *Tenant) wakeQueue(int)                    {}
+func (d *idler) nap(time.Duration)                 {}
+
+func setTimerSlack(time.Duration) func() { return func() {} }

@@ -42,6 +42,14 @@ const idleCheck = 64
 // source's descriptors (Waitable), the tenants' doorbells and the control
 // eventfd. No Go timer is involved: a frame, a doorbell or a tenant change
 // wakes it within microseconds.
+//
+// With Config.RxCoalesce > 0 (interrupt moderation, like a NIC's rx-usecs
+// or NAPI's deferred re-arm), a poll that finds the source empty while
+// the last batch was not full (the source is under-loaded: the engine
+// keeps up) is followed by a nap of RxCoalesce on a timer instead of more
+// polls; what arrived meanwhile is then taken as one batch. A full batch
+// means the source is loaded, and Run polls again at once. After
+// SpinBudget without a frame it sleeps in epoll as above.
 func (e *Engine) Run(ctx context.Context, src Source) error {
 	if e.cfg.EmulatorCPU >= 0 {
 		// The thread's previous mask comes back before it unlocks, so the
@@ -110,9 +118,22 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 	if budget <= 0 {
 		budget = DefaultSpinBudget
 	}
+	var coalesce time.Duration
+	if idler != nil && e.cfg.RxCoalesce > 0 {
+		coalesce = e.cfg.RxCoalesce
+		// The naps are timed sleeps: a precise timer needs this thread's
+		// timer slack (50 µs by default) well below the delay.
+		runtime.LockOSThread()
+		restore := setTimerSlack(min(max(coalesce/8, time.Microsecond), 50*time.Microsecond))
+		defer func() {
+			restore()
+			runtime.UnlockOSThread()
+		}()
+	}
 	buf := make([][]byte, 0, e.cfg.Batch)
 	var pending [][]byte
 	idle, iter := 0, 0
+	loaded := true // the last batch was full: poll again without a nap
 	var idleSince time.Time
 	done := ctx.Done()
 	for {
@@ -135,12 +156,20 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 				return err
 			}
 			pending = buf
+			if len(buf) > 0 {
+				loaded = len(buf) == cap(buf)
+			}
 		}
 		if len(pending) == 0 {
 			idle++
 			if idle == 1 {
 				e.Fold()
 				idleSince = time.Now()
+			}
+			if coalesce > 0 && !loaded && time.Since(idleSince) < budget {
+				e.idleCnt.naps.Add(1)
+				idler.nap(coalesce)
+				continue
 			}
 			if idle%idleCheck != 0 {
 				continue

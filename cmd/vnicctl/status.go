@@ -86,6 +86,10 @@ func policyNote(p string) string {
 func idleNote(st proto.Status) string {
 	switch st.Idle {
 	case "adaptive":
+		if st.RxCoalesce != "" && st.RxCoalesce != "0s" {
+			return fmt.Sprintf("adaptive, rx-coalesce %s (naps when under-loaded: %d; sleeps after %s idle: %d)",
+				st.RxCoalesce, st.Naps, dash(st.SpinBudget), st.Sleeps)
+		}
 		return fmt.Sprintf("adaptive (polls, sleeps in epoll after %s idle; slept %d times)", dash(st.SpinBudget), st.Sleeps)
 	case "busy":
 		return "busy (polls forever: one core at 100%, lowest latency)"

@@ -51,6 +51,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "emulator-cpu", Value: 0, Usage: "CPU the emulated NIC is pinned to (-1: unpinned)"},
 			&cli.StringFlag{Name: "idle", Value: "adaptive", Usage: "what the engine does without work: adaptive (busy-poll, then after --spin-budget sleep in epoll on the AF_XDP sockets, the tenants' doorbells and the control plane) or busy (poll forever, one core at 100%)"},
 			&cli.DurationFlag{Name: "spin-budget", Value: nic.DefaultSpinBudget, Usage: "with --idle adaptive, how long the engine polls without work before it sleeps"},
+			&cli.IntFlag{Name: "rx-coalesce-usecs", Value: defaultRxCoalesceUsecs, Usage: "with --idle adaptive, interrupt moderation: when the wire is under-loaded (a poll finds it empty after a batch that was not full) the engine naps this many microseconds instead of polling, and frames wait up to that long more (0: poll; at most 10000)"},
 			&cli.IntFlag{Name: "consumer-cpu", Value: 1, Usage: "CPU the in-process demo consumers are pinned to (-1: unpinned)"},
 			&cli.IntFlag{Name: "frame-size", Value: 64, Usage: "synthetic frame size, 64..1514"},
 			&cli.IntFlag{Name: "flows", Value: 1024, Usage: "synthetic flows"},
@@ -146,11 +147,11 @@ func run(c *cli.Context) error {
 		return fmt.Errorf("create the tenant region: %w", err)
 	}
 	defer region.Close()
-	idle, spin, err := idleFlags(c)
+	idle, spin, coalesce, err := idleFlags(c)
 	if err != nil {
 		return err
 	}
-	eng, err := nic.New(nic.Config{Model: model, Policy: policy, Key: key, EmulatorCPU: ecpu, Idle: idle, SpinBudget: spin,
+	eng, err := nic.New(nic.Config{Model: model, Policy: policy, Key: key, EmulatorCPU: ecpu, Idle: idle, SpinBudget: spin, RxCoalesce: coalesce,
 		OnFault: func(t *nic.Tenant, err error) {
 			log.Error().Err(err).Str("tenant", t.Name).Msg("tenant wrote corrupt ring state; detaching it")
 		}})
@@ -344,15 +345,23 @@ func withConfig(flags []cli.Flag) []cli.Flag {
 	return append(out, &cli.StringFlag{Name: "config", Usage: "YAML file with any of these flags as keys (flags on the command line win)"})
 }
 
-// idleFlags reads --idle and --spin-budget.
-func idleFlags(c *cli.Context) (nic.IdleMode, time.Duration, error) {
+// defaultRxCoalesceUsecs is --rx-coalesce-usecs' default (docs/operations.md
+// gives the trade-off).
+const defaultRxCoalesceUsecs = 0
+
+// idleFlags reads --idle, --spin-budget and --rx-coalesce-usecs.
+func idleFlags(c *cli.Context) (nic.IdleMode, time.Duration, time.Duration, error) {
 	idle, err := nic.ParseIdle(c.String("idle"))
 	if err != nil {
-		return 0, 0, fmt.Errorf("--idle: %w", err)
+		return 0, 0, 0, fmt.Errorf("--idle: %w", err)
 	}
 	spin := c.Duration("spin-budget")
 	if spin <= 0 || spin > time.Second {
-		return 0, 0, fmt.Errorf("--spin-budget %v: give a duration in (0, 1s], e.g. %v (the default)", spin, nic.DefaultSpinBudget)
+		return 0, 0, 0, fmt.Errorf("--spin-budget %v: give a duration in (0, 1s], e.g. %v (the default)", spin, nic.DefaultSpinBudget)
 	}
-	return idle, spin, nil
+	us := c.Int("rx-coalesce-usecs")
+	if us < 0 || us > 10000 {
+		return 0, 0, 0, fmt.Errorf("--rx-coalesce-usecs %d: give 0 (poll) to 10000 microseconds, e.g. 50", us)
+	}
+	return idle, spin, time.Duration(us) * time.Microsecond, nil
 }

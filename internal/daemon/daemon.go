@@ -186,7 +186,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info().Str("socket", d.cfg.Socket).Str("model", d.eng.Config().Model.String()).
 		Str("policy", d.eng.Config().Policy.String()).Str("source", d.cfg.SourceName).
 		Str("mode", d.cfg.SourceMode).Int("emulator_cpu", d.eng.Config().EmulatorCPU).
-		Str("idle", d.eng.Config().Idle.String()).Dur("spin_budget", spinBudget(d.eng.Config())).Msg("vnicd listening")
+		Str("idle", d.eng.Config().Idle.String()).Dur("spin_budget", spinBudget(d.eng.Config())).Dur("rx_coalesce", d.eng.Config().RxCoalesce).Msg("vnicd listening")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	engErr := make(chan error, 1)
@@ -916,6 +916,9 @@ func (d *Daemon) status() proto.Status {
 		Tenants: n, Emulator: ec.EmulatorCPU, Socket: d.cfg.Socket, Metrics: d.cfg.MetricsAddr,
 		Idle: ec.Idle.String(), SpinBudget: spinBudget(ec).String(), Sleeps: d.eng.IdleStats().Sleeps}
 	st.Dumps, st.DumpDrops = d.dumpLive()
+	if ec.Idle == nic.IdleAdaptive && ec.RxCoalesce > 0 {
+		st.RxCoalesce, st.Naps = ec.RxCoalesce.String(), d.eng.IdleStats().Naps
+	}
 	return st
 }
 

@@ -193,6 +193,18 @@ func TestWakeupExchanges(t *testing.T) {
 	if testing.Short() {
 		n = 2000
 	}
+	wakeupExchanges(t, n, 0)
+}
+
+// TestWakeupExchangesCoalesced is TestWakeupExchanges with interrupt
+// moderation on both sides (the engine's RxCoalesce, the client's
+// Coalesce): the naps publish no need-wakeup word, and a wait that naps
+// and then sleeps must still be woken by vnicd's signal.
+func TestWakeupExchangesCoalesced(t *testing.T) {
+	wakeupExchanges(t, 2000, 30*time.Microsecond)
+}
+
+func wakeupExchanges(t *testing.T, n int, coalesce time.Duration) {
 	wire := newWireSource(t)
 	replies := make(chan struct{}, 1)
 	sink := sinkFunc(func(frames [][]byte) (int, error) {
@@ -204,10 +216,11 @@ func TestWakeupExchanges(t *testing.T) {
 	td := startDaemon(t, wire, func(c *daemon.Config) {
 		c.Engine.Tx = sink
 		c.Engine.SpinBudget = 50 * time.Microsecond
+		c.Engine.RxCoalesce = coalesce
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	ten, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "pingpong", Queues: 1, Match: client.Match{Default: true}, Spin: 20 * time.Microsecond})
+	ten, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "pingpong", Queues: 1, Match: client.Match{Default: true}, Spin: 20 * time.Microsecond, Coalesce: coalesce})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,6 +301,9 @@ func TestWakeupExchanges(t *testing.T) {
 	}
 	if stats.Sleeps == 0 || is.Sleeps == 0 || is.Doorbells == 0 || stats.Doorbells == 0 {
 		t.Errorf("the pauses should put both sides to sleep: client %+v, engine %+v", stats, is)
+	}
+	if coalesce > 0 && (stats.Naps == 0 || is.Naps == 0) {
+		t.Errorf("coalescing %v: the client napped %d times and the engine %d, want both > 0", coalesce, stats.Naps, is.Naps)
 	}
 	var sl []time.Duration
 	for i, d := range lat {

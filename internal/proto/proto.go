@@ -244,10 +244,13 @@ type Status struct {
 	Emulator int    `json:"emulator_cpu"`
 	// Idle is the engine's idle mode ("adaptive" or "busy"), SpinBudget
 	// how long it polls without work before it sleeps (adaptive), Sleeps
-	// how often it slept.
+	// how often it slept. RxCoalesce is its interrupt moderation delay
+	// (empty or "0s": off), Naps how often it napped that long.
 	Idle       string `json:"idle,omitempty"`
 	SpinBudget string `json:"spin_budget,omitempty"`
 	Sleeps     uint64 `json:"sleeps,omitempty"`
+	RxCoalesce string `json:"rx_coalesce,omitempty"`
+	Naps       uint64 `json:"naps,omitempty"`
 	Socket     string `json:"socket"`
 	Metrics    string `json:"metrics,omitempty"`
 	// Dumps are the dump sessions running (vnicctl dump), DumpDrops the
