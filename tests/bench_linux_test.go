@@ -34,12 +34,14 @@ import (
 // run, over one testbed (a veth pair with 2 queues) and with one sender:
 // trafgen in the peer namespace, one worker, 60-byte UDP frames (64 with
 // FCS) to port 9000 in 64 flows (source ports 10000-10063), as fast as it
-// can. The receivers, interleaved (vnicd, afxdp-raw, afpacket-v3, recvmmsg,
+// can. The receivers, interleaved (vnicd, vnicd-coal, afxdp-raw, afpacket-v3, recvmmsg,
 // then again) for VNIC_BENCH_REPS repetitions (default 6) of
 // VNIC_BENCH_FRAMES frames (default 1,000,000):
 //
 //   - vnicd: the real vnicd binary (--source xsk, native XDP) plus an
 //     in-process client (client.Attach, 2 queues) that receives and releases;
+//   - vnicd-coal: the same with interrupt moderation on both sides
+//     (--rx-coalesce-usecs and AttachOptions.Coalesce, rbCoalesce);
 //   - afxdp-raw: vnic's XDP program and package xsk with a loop that calls
 //     Recv and counts: the floor for what vnicd adds;
 //   - afpacket-v3: an AF_PACKET socket with a TPACKET_V3 RX ring;
@@ -138,7 +140,18 @@ const (
 )
 
 // rbReceivers is the interleaving order.
-var rbReceivers = []string{"vnicd", "afxdp-raw", "afpacket-v3", "recvmmsg"}
+var rbReceivers = []string{"vnicd", "vnicd-coal", "afxdp-raw", "afpacket-v3", "recvmmsg"}
+
+// rbCoalesce is the interrupt moderation of the vnicd-coal runs: vnicd's
+// --rx-coalesce-usecs and the client's AttachOptions.Coalesce
+// (VNIC_BENCH_COALESCE_US, default 200).
+func rbCoalesce() time.Duration {
+	us, err := strconv.Atoi(os.Getenv("VNIC_BENCH_COALESCE_US"))
+	if err != nil || us <= 0 {
+		us = 200
+	}
+	return time.Duration(us) * time.Microsecond
+}
 
 func rbEnvInt(b *testing.B, name string, def, lo int) int {
 	s := os.Getenv(name)
@@ -282,13 +295,16 @@ func rbSummary(results []rbResult, frames int) string {
 			f(col(name, func(r rbResult) float64 { return r.perMpktSent(r.Softirq) }), 3),
 			f(col(name, rbResult.lossPct), 2), f(col(name, func(r rbResult) float64 { return r.Other.Seconds() }), 2))
 	}
-	if rs := by["vnicd"]; len(rs) > 0 {
-		v := col("vnicd", func(r rbResult) float64 { return r.perMpkt(r.Vnicd) })
-		c := col("vnicd", func(r rbResult) float64 { return r.perMpkt(r.RecvCPU - r.Vnicd) })
-		idle := col("vnicd", func(r rbResult) float64 { return 100 * r.VnicdIdle })
-		fmt.Fprintf(&sb, "vnicd's cpu-s/Mpkt split: vnicd process %s, client threads %s; vnicd without traffic used %s%% of a CPU\n",
-			f(v, 3), f(c, 3), f(idle, 0))
+	for _, name := range []string{"vnicd", "vnicd-coal"} {
+		if rs := by[name]; len(rs) > 0 {
+			v := col(name, func(r rbResult) float64 { return r.perMpkt(r.Vnicd) })
+			c := col(name, func(r rbResult) float64 { return r.perMpkt(r.RecvCPU - r.Vnicd) })
+			idle := col(name, func(r rbResult) float64 { return 100 * r.VnicdIdle })
+			fmt.Fprintf(&sb, "%s's cpu-s/Mpkt split: vnicd process %s, client threads %s; vnicd without traffic used %s%% of a CPU\n",
+				name, f(v, 3), f(c, 3), f(idle, 0))
+		}
 	}
+	fmt.Fprintf(&sb, "vnicd-coal: --rx-coalesce-usecs %d and the client's Coalesce %v (VNIC_BENCH_COALESCE_US)\n", rbCoalesce()/time.Microsecond, rbCoalesce())
 	sb.WriteString("The sender (one trafgen worker on CPU 0, which also runs the kernel's softirq receive path) limits every rate;\n" +
 		"the receiving side's CPU per packet is what distinguishes the receivers.")
 	return sb.String()
@@ -482,8 +498,8 @@ func (e *rbBed) run(ctx context.Context, name string, n int) (rbResult, error) {
 	if attached {
 		return rbResult{}, fmt.Errorf("an XDP program is still attached to %s before the %s run", e.link.DUTIf, name)
 	}
-	if name == "vnicd" {
-		return e.runVnicd(ctx, n)
+	if name == "vnicd" || name == "vnicd-coal" {
+		return e.runVnicd(ctx, name, n)
 	}
 	return e.runLocal(ctx, name, n)
 }
@@ -579,8 +595,12 @@ func (e *rbBed) runLocal(ctx context.Context, name string, n int) (res rbResult,
 // runVnicd measures vnicd and an attached client. The receiving side's CPU
 // is vnicd's utime+stime (/proc/<pid>/stat) over the sending window and
 // the drain, plus the client's two receive threads (RUSAGE_THREAD).
-func (e *rbBed) runVnicd(ctx context.Context, n int) (res rbResult, err error) {
-	res.Recv = "vnicd"
+func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult, err error) {
+	res.Recv = name
+	var coalesce time.Duration
+	if name == "vnicd-coal" {
+		coalesce = rbCoalesce()
+	}
 	sock := filepath.Join(e.dir, "vnicd.sock")
 	os.Remove(sock)
 	logf, err := os.CreateTemp(e.dir, "vnicd-*.log")
@@ -590,7 +610,8 @@ func (e *rbBed) runVnicd(ctx context.Context, n int) (res rbResult, err error) {
 	defer logf.Close()
 	cmd := exec.Command("ip", "netns", "exec", e.bed.DUT, filepath.Join(binDir, "vnicd"), "run", "--source", "xsk", "--iface", e.link.DUTIf, "--xdp-mode", "native",
 		"--socket", sock, "--metrics-addr", "", "--log-format", "json", "--emulator-cpu", strconv.Itoa(rbVnicdCPU),
-		"--ax-size", "512", "--bx-size", "2048", "--claim-all") // the bench's own testbed
+		"--ax-size", "512", "--bx-size", "2048", "--claim-all", // the bench's own testbed
+		"--rx-coalesce-usecs", strconv.Itoa(int(coalesce/time.Microsecond)))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return res, err
@@ -640,7 +661,7 @@ func (e *rbBed) runVnicd(ctx context.Context, n int) (res rbResult, err error) {
 	if err := rbPinProcess(pid, rbVnicdCPU); err != nil {
 		return res, err
 	}
-	ten, err := client.Attach(ctx, sock, client.AttachOptions{Name: "bench", Queues: rbQueues, Batch: 64, Match: client.Match{Default: true}})
+	ten, err := client.Attach(ctx, sock, client.AttachOptions{Name: "bench", Queues: rbQueues, Batch: 64, Match: client.Match{Default: true}, Coalesce: coalesce})
 	if err != nil {
 		return res, err
 	}
