@@ -32,6 +32,10 @@ func main() {
 	name := flag.String("name", "rxcount", "tenant name shown by vnicctl tenants")
 	ports := flag.String("ports", "", "claim only this UDP destination port range, e.g. 9000-9031 (default: every frame no other tenant claims)")
 	reattach := flag.Bool("reattach", false, "when vnicd goes away, attach again (backing off up to 5 s) instead of exiting")
+	axSize := flag.Int("ax-size", 0, "entries per Ax ring, i.e. buffers each queue keeps posted (0: vnicd's default); deeper rings ride out longer scheduling gaps")
+	bxSize := flag.Int("bx-size", 0, "entries per Bx ring (0: vnicd's default)")
+	spin := flag.Duration("spin", 0, "how long Wait polls before it sleeps (0: the library's default, 50µs)")
+	coalesce := flag.Duration("coalesce", 0, "nap this long between looks at an empty queue instead of spinning (interrupt moderation; 0: spin)")
 	flag.Parse()
 
 	m := client.Match{Default: true}
@@ -52,16 +56,17 @@ func main() {
 	}
 	start := time.Now()
 	counts := make([]atomic.Uint64, *queues)
-	opts := client.AttachOptions{Name: *name, Queues: *queues, Match: m}
+	waits := make([]client.WaitStats, *queues)
+	opts := client.AttachOptions{Name: *name, Queues: *queues, Match: m, AxSize: *axSize, BxSize: *bxSize, Spin: *spin, Coalesce: *coalesce}
 	backoff := 100 * time.Millisecond
 	for {
-		err := receive(ctx, *socket, opts, counts)
+		err := receive(ctx, *socket, opts, counts, waits)
 		if err == nil || ctx.Err() != nil {
 			break
 		}
 		if !*reattach {
 			fmt.Fprintln(os.Stderr, "rxcount:", err)
-			report(counts, time.Since(start))
+			report(counts, waits, time.Since(start))
 			os.Exit(1)
 		}
 		fmt.Fprintf(os.Stderr, "rxcount: %v; attaching again in %v\n", err, backoff)
@@ -71,12 +76,12 @@ func main() {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
-	report(counts, time.Since(start))
+	report(counts, waits, time.Since(start))
 }
 
 // receive attaches once and serves every queue until ctx ends (nil) or the
 // tenant fails (vnicd gone, attach refused).
-func receive(ctx context.Context, socket string, opts client.AttachOptions, counts []atomic.Uint64) error {
+func receive(ctx context.Context, socket string, opts client.AttachOptions, counts []atomic.Uint64, waits []client.WaitStats) error {
 	ten, err := client.Attach(ctx, socket, opts)
 	if err != nil {
 		return err
@@ -90,6 +95,7 @@ func receive(ctx context.Context, socket string, opts client.AttachOptions, coun
 			defer wg.Done()
 			queue := ten.Queue(q)
 			pk := make([]client.Packet, 0, 32)
+			defer func() { waits[q] = addWaits(waits[q], queue.WaitStats()) }()
 			for {
 				if err := queue.Wait(ctx); err != nil {
 					gone.Store(errors.Is(err, client.ErrDaemonGone))
@@ -108,12 +114,26 @@ func receive(ctx context.Context, socket string, opts client.AttachOptions, coun
 	return nil
 }
 
-func report(counts []atomic.Uint64, d time.Duration) {
+// addWaits adds one attachment's wait counters to the running total.
+func addWaits(a, b client.WaitStats) client.WaitStats {
+	a.Spun += b.Spun
+	a.Sleeps += b.Sleeps
+	a.Signalled += b.Signalled
+	a.TimedOut += b.TimedOut
+	a.Spurious += b.Spurious
+	a.Naps += b.Naps
+	a.Napped += b.Napped
+	return a
+}
+
+func report(counts []atomic.Uint64, waits []client.WaitStats, d time.Duration) {
 	var total uint64
 	for q := range counts {
 		n := counts[q].Load()
 		total += n
-		fmt.Printf("queue %d: %d packets\n", q, n)
+		w := waits[q]
+		fmt.Printf("queue %d: %d packets (waits: %d returned polling, %d after naps, %d slept and were woken by vnicd, %d timed out)\n",
+			q, n, w.Spun, w.Napped, w.Signalled, w.TimedOut)
 	}
 	fmt.Printf("received %d packets in %v (%.2f Mpps)\n", total, d.Round(time.Millisecond), float64(total)/d.Seconds()/1e6)
 }
