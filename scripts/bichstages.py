@@ -5,7 +5,7 @@ t0 t1 t2 t3 t4 per line, CLOCK_MONOTONIC ns) with a perf trace
 -k CLOCK_MONOTONIC) of the vNIC variant, and print where the round trip
 goes. See scripts/bichstages.sh and docs/bichannel.md.
 
-usage: bichstages.py TRACE STAMPS VNICD_PID SERVER_PID
+usage: bichstages.py TRACE STAMPS VNICD_PID SERVER_PID CLIENT_PID
 
 vnicd's engine thread is the one that makes the AF_XDP TX kicks
 (sendto with a NULL buffer); its tenant wake-ups are sendto of one byte.
@@ -16,7 +16,8 @@ import statistics
 import sys
 from collections import Counter, defaultdict
 
-trace, stamps, vpid, spid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+trace, stamps = sys.argv[1], sys.argv[2]
+vpid, spid, cpid = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 rx = re.compile(r'^\s*(\S+)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+(\d+)\.(\d+):\s+(\S+):\s*(.*)$')
 ev = []
 for line in open(trace):
@@ -30,7 +31,7 @@ lo, hi = ts[0], ts[-1]
 KICK = 'len: 0x00000000'
 WAKE = 'len: 0x00000001'
 eng = Counter(e[3] for e in ev if e[2] == vpid and e[1] == 'syscalls:sys_enter_sendto' and KICK in e[5]).most_common(1)[0][0]
-cpid = Counter(e[2] for e in ev if e[6] == 'tests.test' and e[2] != spid).most_common(1)[0][0]
+tid2pid = {e[3]: e[2] for e in ev}
 
 
 def first(after, before, pred):
@@ -91,9 +92,9 @@ for line in open(stamps):
             S['E3 engine on a CPU -> signal to the client'].append(sig[0] - s[0])
     else:
         S['E0 XDP redirect -> signal to the client (engine polling)'].append(sig[0] - xr[0])
-    wc = first(sig[0], t4, lambda e: e[1] == 'sched:sched_wakeup' and e[5].startswith('comm=tests.test'))
+    wc = first(sig[0], t4, lambda e: e[1] == 'sched:sched_wakeup' and tid2pid.get(int(e[5].split(' pid=')[1].split()[0])) == cpid)
     if wc:
-        tid = int(wc[5].split('pid=')[1].split()[0])
+        tid = int(wc[5].split(' pid=')[1].split()[0])
         s = switched_in(tid, wc[0], t4)
         S['F1 signal -> client thread woken'].append(wc[0] - sig[0])
         if s:
@@ -107,7 +108,6 @@ for k in sorted(S):
     print('%-58s n=%5d  p50 %7.1f µs  p90 %7.1f  mean %7.1f' % (k, len(v), v[len(v) // 2] / 1e3, v[int(len(v) * .9)] / 1e3, statistics.mean(v) / 1e3))
 
 # Who had each CPU, and how often each process was switched in per round trip.
-tid2pid = {e[3]: e[2] for e in ev}
 names = {vpid: 'vnicd', spid: 'server', cpid: 'client'}
 occ = defaultdict(Counter)
 last = {}

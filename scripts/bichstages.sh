@@ -35,4 +35,4 @@ perf script --ns -i "$out.data" -F comm,tid,pid,cpu,time,event,trace > "$out.txt
 vnicd=$(grep -o 'vnicd (pid [0-9]*' "$out.log" | grep -o '[0-9]*$')
 server=$(grep -o 'server (pid [0-9]*' "$out.log" | grep -o '[0-9]*$')
 grep -E 'stages|ping-pong' "$out.log" | sed 's/.*_test.go:[0-9]*: //' | cut -c1-200
-python3 "$root/scripts/bichstages.py" "$out.txt" "$out.st.bichannel.0" "$vnicd" "$server"
+python3 "$root/scripts/bichstages.py" "$out.txt" "$out.st.bichannel.0" "$vnicd" "$server" "$bp"
