@@ -59,6 +59,26 @@
 // for lack of buffers. A sender also never runs more than the window ahead
 // of its oldest unacknowledged message.
 //
+// # Hot-path acknowledgements and quorums
+//
+// [Config.HotAcks] is the paper's mode for quorum replication: the
+// receiver acknowledges each message on the fast path the moment it takes
+// it (a datagram of type "hot ack" with the same header, source checks and,
+// in the authenticated mode, tag as data), the sender resends an
+// unacknowledged message over the fast path (three times, then over TCP),
+// and credits with a cumulative backstop still go back in batches over
+// TCP. [Endpoint.SendTagged] sends a message whose acknowledgement comes
+// back as a [MsgAcked] event, with the application's tag (a version
+// number), in the sending worker's Recv: a primary counts its quorum from
+// them. [Endpoint.Abandon] then marks the copies to the other replicas:
+// one still unacknowledged when its retransmission is due is skipped, not
+// resent ([Stats.Abandoned]); a skip record on the control connection
+// makes its receiver count the sequence number as received (its window
+// moves on, its credit comes back) and hand the application a
+// [MsgSkipped] event with the tag, so it knows what to fetch. A message is
+// delivered at most once either way; a late copy of a skipped one is a
+// duplicate.
+//
 // A peer whose TCP connection fails, who closes, or from whom nothing
 // (heartbeats included) arrived for [Config.HeartbeatTimeout] is dead for
 // good: Send, Recv, RecvWait and Flush then return a [*PeerError]

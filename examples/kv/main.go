@@ -28,6 +28,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -43,7 +44,7 @@ type options struct {
 	duration                         time.Duration
 	testbed, fast, csv, plot         string
 	kill                             bool
-	fromCSV                          string
+	fromCSV, cpuprofile              string
 }
 
 func main() { casestudy.Main(parseFlags, run) }
@@ -64,6 +65,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.csv, "csv", "", "write the results to this CSV file")
 	fs.StringVar(&o.plot, "plot", "", "draw latency against rate (the paper's Figure 17) into this .png or .svg")
 	fs.StringVar(&o.fromCSV, "from-csv", "", "run nothing: redraw -plot from this CSV (written by -csv)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (every node and the client) to this file")
 	fs.BoolVar(&o.kill, "kill", false, "kill secondary 2 half-way through each step and check every live replica against the acknowledged log")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -126,6 +128,17 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		} else {
 			places = append(places, places[0])
 		}
+	}
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var rows []Row
 	fmt.Fprintf(out, "%-4s %3s %10s %10s %9s %9s %9s %9s %7s %s\n", "tr", "run", "offered/s", "answered/s", "p50 µs", "p95 µs", "p99 µs", "max µs", "CPU-s", "notes")
