@@ -230,6 +230,12 @@ type worker struct {
 	notify chan struct{}
 
 	poll pollState // run-to-completion receive (FastPoller); see poll.go
+
+	// Hot acknowledgements owed for the datagrams the goroutine receiving
+	// this worker's fast path took in its current batch (hotack.go); only
+	// that goroutine touches them.
+	hot     []hotPending
+	hotSent []bool
 }
 
 type inMsg struct {
@@ -800,6 +806,7 @@ func (e *Endpoint) rxLoop(w int) {
 		for _, d := range dgs {
 			e.onDatagram(w, d.Src, d.Data)
 		}
+		e.flushHotAcks(w)
 		if err != nil {
 			if !e.isClosing() {
 				// vnicd gone, say: messages still arrive, retransmitted
@@ -848,7 +855,7 @@ func (e *Endpoint) onDatagram(w int, src netip.AddrPort, d []byte) {
 	if int(h.worker) != w {
 		e.st.mistargeted.Add(1)
 	}
-	e.arrive(p, int(h.worker), int(h.flow), h.seq, payload, false, src)
+	e.arrive(p, int(h.worker), int(h.flow), h.seq, payload, w, src)
 }
 
 // dropped counts a dropped datagram and logs it, naming the source, at
@@ -868,9 +875,11 @@ func (e *Endpoint) logAllowed() bool {
 	return (last == 0 || now-last >= int64(time.Second)) && e.lastLog.CompareAndSwap(last, now)
 }
 
-// arrive takes one copy of a message, from the fast path or TCP:
-// duplicate suppression, buffer accounting, the inbox.
-func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, viaTCP bool, src netip.AddrPort) {
+// arrive takes one copy of a message, from the fast path (received by
+// worker rxw's receiving goroutine) or TCP (rxw -1): duplicate suppression,
+// buffer accounting, the inbox.
+func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, rxw int, src netip.AddrPort) {
+	viaTCP := rxw < 0
 	wk := e.workers[w]
 	wk.mu.Lock()
 	rf := &p.rx[w][f]
@@ -881,7 +890,7 @@ func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, viaTCP 
 		wk.mu.Unlock()
 		e.st.duplicates.Add(1)
 		if e.cfg.HotAcks {
-			e.sendHotAck(p, w, f, seq, base) // its sender missed the first
+			e.hotAck(rxw, p, w, f, seq, base) // its sender missed the first
 		}
 		return
 	case seq-rf.base >= win:
@@ -930,7 +939,7 @@ func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, viaTCP 
 		e.poller.Wake(w) // a TCP copy for a worker asleep in the fast path's Wait
 	}
 	if e.cfg.HotAcks {
-		e.sendHotAck(p, w, f, seq, base)
+		e.hotAck(rxw, p, w, f, seq, base)
 	}
 	p.kickAcks(urgent)
 }

@@ -49,8 +49,7 @@ func FuzzDatagram(f *testing.F) {
 	signDatagram(sipKey{1, 2}, d)
 	f.Add(d)
 	f.Add(d[:HeaderLen])
-	ack := make([]byte, HeaderLen+hotAckLen)
-	putHotAck(ack, &dgHeader{node: 1, session: 2, worker: 0, flow: 1, seq: 3, length: hotAckLen}, 2, 1)
+	ack := putHotAck(make([]byte, HeaderLen+hotAckLen+8), &dgHeader{node: 1, session: 2, worker: 0, flow: 1, seq: 3}, 2, 1, []uint64{1, 5})
 	signDatagram(sipKey{1, 2}, ack)
 	f.Add(ack)
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -62,9 +61,13 @@ func FuzzDatagram(f *testing.F) {
 		if h.typ == dgAck {
 			// A hot acknowledgement's payload, as onHotAck decodes it:
 			// what parses re-encodes to the same bytes.
-			if fl, cum, ok := parseHotAck(p); ok {
-				re := make([]byte, HeaderLen+hotAckLen)
-				putHotAck(re, &h, fl, cum)
+			var buf [maxHotSel]uint32
+			if fl, cum, sel, ok := parseHotAck(p, buf[:]); ok {
+				abs := make([]uint64, len(sel))
+				for i, d := range sel {
+					abs[i] = cum + uint64(d)
+				}
+				re := putHotAck(make([]byte, HeaderLen+hotAckLen+4*maxHotSel), &h, fl, cum, abs)
 				if !bytes.Equal(re[HeaderLen:], p) {
 					t.Fatalf("hot acknowledgement %x re-encodes to %x", p, re[HeaderLen:])
 				}
@@ -203,9 +206,7 @@ func FuzzOnDatagram(f *testing.F) {
 	d := make([]byte, HeaderLen+8)
 	putHeader(d, &dgHeader{node: 0, session: a.session, worker: 0, flow: 0, seq: 0, length: 8})
 	f.Add(d)
-	ack := make([]byte, HeaderLen+hotAckLen)
-	putHotAck(ack, &dgHeader{node: 0, session: a.session, worker: 0, flow: 0, seq: 0, length: hotAckLen}, 0, 1)
-	f.Add(ack)
+	f.Add(putHotAck(make([]byte, HeaderLen+hotAckLen+4), &dgHeader{node: 0, session: a.session, worker: 0, flow: 0}, 0, 1, []uint64{3}))
 	f.Fuzz(func(t *testing.T, dg []byte) {
 		b.onDatagram(0, src, dg)
 		if s := b.Stats(); s.DeliveredFast != 0 || s.HotAcksReceived != 0 {

@@ -97,8 +97,8 @@ type sendState struct {
 	tracked  bool
 	trackTag uint64
 	ticket   Ticket
-	events   []ackEvent                  // tracked messages just acknowledged (quorum.go)
-	ackDg    [HeaderLen + hotAckLen]byte // a hot acknowledgement being sent (hotack.go)
+	events   []ackEvent                                // tracked messages just acknowledged (quorum.go)
+	ackDg    [HeaderLen + hotAckLen + 4*maxHotSel]byte // a hot acknowledgement being sent (hotack.go)
 }
 
 type sflow struct {
@@ -1095,7 +1095,7 @@ func (p *peer) readLoop() {
 					p.fail(fmt.Errorf("protocol error: retransmission for worker %d flow %d of %d bytes", w, f, n))
 					return
 				}
-				e.arrive(p, w, f, seq, payload, true, p.ctlAddr)
+				e.arrive(p, w, f, seq, payload, -1, p.ctlAddr)
 			}
 		case msgSkip:
 			var s skipRecord
@@ -1333,10 +1333,8 @@ func (p *peer) retransmit(now int64) int64 {
 			if pe := ss.pending(ent); pe != nil {
 				switch {
 				case pe.abandon:
-					sk = ss.skipDue(sk, w, ent, pe)
-					skips++
-					freed++
-					continue
+					// A grace period before the skip: not resent, but
+					// a copy late rather than lost may still arrive.
 				case hot:
 					e.resendFast(p, ss, w, int(ent.flow), pe)
 				default:

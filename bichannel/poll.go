@@ -46,6 +46,7 @@ func (e *Endpoint) pollLocked(w int, ps *pollState) {
 	for _, d := range ps.dgs {
 		e.onDatagram(w, d.Src, d.Data)
 	}
+	e.flushHotAcks(w)
 	if err != nil {
 		e.fastFailed(w, ps, err)
 	}

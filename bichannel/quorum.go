@@ -16,9 +16,9 @@ import (
 // where its fast-path queue is read).
 //
 // Once a quorum has a message, the copies still unacknowledged at the other
-// replicas need no retransmission: Abandon marks one. When its
-// retransmission deadline comes (the first copy was evidently lost or is
-// very late), the sender frees it instead of resending it and tells the
+// replicas need no retransmission: Abandon marks one. It is never resent;
+// when its retransmission deadline has passed twice (the first copy was
+// evidently lost, or is three timeouts late), the sender frees it and tells the
 // receiver, in a skip record on the control connection, to count its
 // sequence number as received: the receiver's window moves on, its credit
 // comes back, and the receiver's application gets a MsgSkipped event with
@@ -86,8 +86,8 @@ func (e *Endpoint) SendTaggedContext(ctx context.Context, peerID, w int, msg []b
 }
 
 // Abandon tells the sender not to retransmit the message t that worker w
-// sent to peer: if it is still unacknowledged when its retransmission is
-// due, it is skipped instead (see above; Stats.Abandoned). It reports
+// sent to peer: if it is still unacknowledged two retransmission timeouts
+// after its send, it is skipped (see above; Stats.Abandoned). It reports
 // whether the message was still unacknowledged. Use it once a quorum of
 // other replicas has the message.
 func (e *Endpoint) Abandon(peerID, w int, t Ticket) bool {

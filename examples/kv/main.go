@@ -95,6 +95,7 @@ type Row struct {
 	Answered, Failed            uint64
 	CPUs                        float64
 	Saturated, Killed, Verified bool
+	Notes                       string // the bi-channel's counters (not in the CSV)
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
@@ -155,8 +156,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 					notes += "saturated "
 				}
 				if row.Killed {
-					notes += "secondary 2 killed; live replicas match the acknowledged log"
+					notes += "secondary 2 killed; live replicas match the acknowledged log; "
 				}
+				notes += row.Notes
 				fmt.Fprintf(out, "%-4s %3d %10.0f %10.0f %9.0f %9.0f %9.0f %9.0f %7.2f %s\n", t, r, row.Offered, row.Throughput, row.P50us, row.P95us, row.P99us, row.MaxUs, row.CPUs, notes)
 			}
 		}
@@ -205,6 +207,11 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 	row := Row{Transport: t, Run: run, Offered: rate, Throughput: res.Throughput(), Answered: res.Answered, Failed: res.Failed,
 		P50us: us(res.Latency.Quantile(0.5)), P95us: us(res.Latency.Quantile(0.95)), P99us: us(res.Latency.Quantile(0.99)), MaxUs: us(res.Latency.Max()),
 		CPUs: cpu.Seconds(), Saturated: res.Saturated || res.Failed > 0, Killed: o.kill}
+	if e := cl.Endpoint(0); e != nil {
+		s := e.Stats()
+		row.Notes = fmt.Sprintf("primary: %d sent, %d hot acks, resent %d fast + %d TCP, %d abandoned, %d stalls (%v)",
+			s.Sent, s.HotAcksReceived, s.FastRetransmitted, s.Retransmitted, s.Abandoned, s.Stalls, s.StallTime.Round(time.Millisecond))
+	}
 	if res.OrderErrors != 0 {
 		return row, fmt.Errorf("kv: %d dependent updates answered out of order", res.OrderErrors)
 	}

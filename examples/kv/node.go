@@ -129,8 +129,7 @@ func StartSecondary(ctx context.Context, id, shards int, repl Repl) *Secondary {
 			var ack [ackLen]byte
 			ack[0] = msgAck
 			_, tracked := repl.(TrackedRepl)
-			var fetch [fetchLen]byte
-			fetch[0] = msgFetch
+			fetches := startSendQueue(ctx, &s.wg)
 			onEvent := func(peer int, kind bichannel.MsgKind, tag uint64) {
 				if kind != bichannel.MsgSkipped {
 					return
@@ -139,9 +138,13 @@ func StartSecondary(ctx context.Context, id, shards int, repl Repl) *Secondary {
 				r.mu.Lock()
 				r.Fetched += uint64(n)
 				r.mu.Unlock()
-				binary.LittleEndian.PutUint64(fetch[1:], first)
-				fetch[9] = byte(n)
-				repl.Send(peer, sh, fetch[:])
+				fetches.push(func() {
+					var fetch [fetchLen]byte
+					fetch[0] = msgFetch
+					binary.LittleEndian.PutUint64(fetch[1:], first)
+					fetch[9] = byte(n)
+					repl.Send(peer, sh, fetch[:])
+				})
 			}
 			repl.Receive(ctx, sh, func(peer int, m []byte) {
 				if len(m) < 2 || m[0] != msgRepl || len(m) != 2+int(m[1])*UpdLen {
@@ -182,6 +185,48 @@ func StartSecondary(ctx context.Context, id, shards int, repl Repl) *Secondary {
 
 // Wait waits for the shard workers to end.
 func (s *Secondary) Wait() { s.wg.Wait() }
+
+// sendQueue runs sends on a goroutine of its own, in order, so that a
+// receiving goroutine never waits for the network's credits: a receiver
+// blocked in Send stops consuming, and its peer's credits stop coming back.
+type sendQueue struct {
+	mu    sync.Mutex
+	items []func()
+	kick  chan struct{}
+}
+
+func startSendQueue(ctx context.Context, wg *sync.WaitGroup) *sendQueue {
+	q := &sendQueue{kick: make(chan struct{}, 1)}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-q.kick:
+			case <-ctx.Done():
+				return
+			}
+			q.mu.Lock()
+			items := q.items
+			q.items = nil
+			q.mu.Unlock()
+			for _, f := range items {
+				f()
+			}
+		}
+	}()
+	return q
+}
+
+func (q *sendQueue) push(f func()) {
+	q.mu.Lock()
+	q.items = append(q.items, f)
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
 
 // Primary serves clients over TCP and replicates every update to the
 // secondaries; it applies an update and answers the client once a
@@ -252,6 +297,7 @@ func StartPrimary(ctx context.Context, shards, secondaries int, repl Repl) *Prim
 			ps.peers = append(ps.peers, i)
 		}
 		p.Shard[sh] = ps
+		fetches := startSendQueue(ctx, &p.wg)
 		p.wg.Add(2)
 		go func() { defer p.wg.Done(); p.replicate(ctx, sh, ps) }()
 		go func() {
@@ -261,7 +307,8 @@ func StartPrimary(ctx context.Context, shards, secondaries int, repl Repl) *Prim
 					return
 				}
 				if len(m) == fetchLen && m[0] == msgFetch {
-					p.serveFetch(sh, ps, peer, binary.LittleEndian.Uint64(m[1:]), int(m[9]))
+					first, n := binary.LittleEndian.Uint64(m[1:]), int(m[9])
+					fetches.push(func() { p.serveFetch(sh, ps, peer, first, n) })
 					return
 				}
 				if len(m) != ackLen || m[0] != msgAck {
