@@ -299,7 +299,7 @@ func waitFor(t *testing.T, ctx context.Context, cond func() bool, what func() st
 // acknowledgement on the fast path, the MsgAcked event — allocates nothing
 // once warm.
 func TestHotAckRoundTripDoesNotAllocate(t *testing.T) {
-	cfg := Config{Workers: 1, Fast: FastUDP, HotAcks: true}
+	cfg := Config{Workers: 1, Fast: FastUDP, HotAcks: true, HeartbeatTimeout: 10 * time.Second} // -race on a loaded machine
 	eps := newCluster(t, 2, cfg, nil)
 	a, z := eps[0], eps[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
