@@ -405,6 +405,19 @@ func (q *Queue) Wait(ctx context.Context) error {
 		// short by the context's deadline is not.
 		timedOut = n == 0 && err == nil && fds[1].Revents == 0 && timeout == waitPoll
 		woke = n > 0
+		if woke || timedOut {
+			// vnicd signals each generation once. The byte that woke this
+			// poll may have spent the current generation on an entry
+			// already received (vnicd loads the word after it posts, and
+			// may load it late, after this Wait published its generation),
+			// so a new one goes out before the next look: without it, the
+			// next entry finds the generation signalled and sends nothing,
+			// and the queue sleeps until waitPoll.
+			if q.gen++; q.gen == 0 {
+				q.gen = 1
+			}
+			atomic.StoreUint32(q.needWake, q.gen)
+		}
 		if n > 0 && q.drainWake(fd) {
 			// vnicd closed its end: this tenant was detached.
 			if !q.bx.Ready() {

@@ -83,12 +83,13 @@ smac=$(ip netns exec "$peer" cat "/sys/class/net/$pif/address")
 #    trafgen (trafgen pins its worker to CPU 0).
 RATE=${RATE:-100000}
 FRAMES=${FRAMES:-1000000}
-RX_COALESCE_USECS=${RX_COALESCE_USECS:-0}
+RX_COALESCE_USECS=${RX_COALESCE_USECS:-50}
 AX_SIZE=${AX_SIZE:-4096}
 BX_SIZE=${BX_SIZE:-4096}
 XSK_RING_SIZE=${XSK_RING_SIZE:-8192}
+NICE=${NICE:--10}
 echo "== real traffic: vnicd takes frames from $dif (netns $dut) through XDP + AF_XDP"
-ip netns exec "$dut" bin/vnicd run --source xsk --iface "$dif" --socket "$sock" --metrics-addr '' \
+ip netns exec "$dut" nice -n "$NICE" bin/vnicd run --source xsk --iface "$dif" --socket "$sock" --metrics-addr '' \
 	--log-format console --emulator-cpu "$ecpu" --model rxbisect --bx-size "$BX_SIZE" --rx-coalesce-usecs "$RX_COALESCE_USECS" --xsk-ring-size "$XSK_RING_SIZE" &
 vpid=$!
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
@@ -100,7 +101,7 @@ fi
 # The tenant claims UDP 9000-9099 (where trafgen sends): XDP takes only that
 # from the interface, everything else still reaches the kernel.
 # It runs until trafgen is done and the last frames are in (SIGINT below).
-bin/rxcount --socket "$sock" --queues 4 --duration 0 --name demo-app --ports 9000-9099 \
+nice -n "$NICE" bin/rxcount --socket "$sock" --queues 4 --duration 0 --name demo-app --ports 9000-9099 \
 	--ax-size "$AX_SIZE" --coalesce "${RX_COALESCE_USECS}us" >"$dir/rxcount.out" &
 rpid=$!
 sleep 1

@@ -1,0 +1,132 @@
+package client
+
+import (
+	"context"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vnic/vnic/ax"
+	"github.com/vnic/vnic/bx"
+	"github.com/vnic/vnic/shm"
+)
+
+// TestWaitLateSignal plays vnicd's side of the need-wakeup handshake by
+// its rule (post, then load the word; signal a generation at most once)
+// with vnicd's load delayed, as when its thread is preempted between the
+// two: the signal meant for an entry the queue has already received
+// lands on the next Wait's generation and wakes it for nothing. That Wait
+// must publish a new generation before it sleeps again, or vnicd, finding
+// the generation signalled, sends nothing for the next entry and the
+// queue sleeps until the poll's safety timeout (the lost wake-up behind
+// make demo's drops under load, issue 9).
+func TestWaitLateSignal(t *testing.T) {
+	g := shm.Queues(1, 8, 16, 8, 2048, 32)
+	words := make([]uint64, g.Layout().Total/8+1)
+	r, err := shm.Format(unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), g.Layout().Total), g, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ten, err := Local(r, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := ten.Queue(0)
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pair[0])
+	q.wake = os.NewFile(uintptr(pair[1]), "wake")
+	defer q.wake.Close()
+	q.wfd = pair[1]
+	if q.cfd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(q.cfd)
+	q.gone = new(atomic.Bool)
+	q.needWake = r.NeedWakeup(0)
+	q.engSleep = r.EngineSleeping()
+	q.spin = 10 * time.Microsecond
+
+	// vnicd's side.
+	axn, err := ax.NewNIC(r.AxMem(0), int(g.AxSize), g.BufCount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bxn, err := bx.NewNIC(r.BxMem(0), int(g.BxSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var signalled uint32
+	post := func() {
+		b, i, ok, err := axn.Take()
+		if !ok || err != nil {
+			t.Fatalf("no Ax buffer to post: %v", err)
+		}
+		if ok, err := bxn.Stage(&bx.Entry{Buf: b, Len: 60, AxIdx: uint32(i)}); !ok || err != nil {
+			t.Fatalf("stage: %v", err)
+		}
+		bxn.Flush()
+	}
+	kick := func() {
+		if gen := atomic.LoadUint32(q.needWake); gen != 0 && gen != signalled {
+			signalled = gen
+			unix.Write(pair[0], []byte{1})
+		}
+	}
+	sleeping := func(not uint32) uint32 {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
+			if gen := atomic.LoadUint32(q.needWake); gen != 0 && gen != not {
+				return gen
+			}
+		}
+		t.Fatal("the queue did not go to sleep")
+		return 0
+	}
+	wait := func() chan error {
+		done := make(chan error, 1)
+		go func() { done <- q.Wait(context.Background()) }()
+		return done
+	}
+
+	// vnicd posts E1 and is preempted before it loads the word; Wait A
+	// finds E1 itself and returns.
+	post()
+	done := wait()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	q.Release(q.Recv(nil))
+	// Wait B sleeps with a new generation; vnicd's late load sees it and
+	// signals it for E1: B wakes and finds nothing.
+	done = wait()
+	gen := sleeping(0)
+	kick()
+	// B goes back to sleep (with a new generation, if it is right).
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned %v with nothing to receive", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	// vnicd posts E2 and loads the word: it must find a generation it has
+	// not signalled yet.
+	post()
+	kick()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitPoll / 2):
+		<-done
+		t.Fatalf("E2's wake-up was lost: vnicd found generation %d already signalled (the spurious wake kept it); Wait returned only after its %v safety timeout, %+v", gen, waitPoll, q.WaitStats())
+	}
+	if st := q.WaitStats(); st.TimedOut != 0 || st.Spurious == 0 {
+		t.Errorf("wait counters %+v: want a spurious wake and no timeout", st)
+	}
+}
