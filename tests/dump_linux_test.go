@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -338,4 +339,55 @@ func TestIntegrationDumpOverflowAndHostile(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d sent, %d delivered; the unread dump's mirror dropped %d copies", n, l.Delivered, st.DumpDrops)
+}
+
+// TestIntegrationDumpPermission: a member of the socket's group who did
+// not attach a tenant may not capture its frames (exit status 4, counted);
+// root may.
+func TestIntegrationDumpPermission(t *testing.T) {
+	b := newBed(t, 1)
+	b.startVnicd("--socket-group", "nogroup")
+	ten, err := client.Attach(context.Background(), b.socket, client.AttachOptions{Name: "app", Queues: 1,
+		Match: client.Match{Proto: "udp", DstPortLo: 9000, DstPortHi: 9000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ten.Close()
+	bin := vnicctl(t)
+	// nobody must reach vnicctl and the socket: open their directories.
+	for _, dir := range []string{binDir, filepath.Dir(b.socket), filepath.Dir(filepath.Dir(b.socket))} {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "nobody.pcapng")
+	os.Chmod(filepath.Dir(out), 0o777)
+	cmd := exec.Command(bin, "--socket", b.socket, "dump", "--tenant", "app", "--count", "1", "-w", out)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 4 || !strings.Contains(errOut.String(), "may not capture tenant") {
+		t.Fatalf("nobody dumping root's tenant: %v, %q; want exit status 4 and a refusal", err, errOut.String())
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("the refused dump left a file")
+	}
+	// nobody may still read the counters (the socket's group), which
+	// count the refusal; root may dump.
+	cmd = exec.Command(bin, "--socket", b.socket, "counters", "-o", "json")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cout, err := cmd.Output()
+	var st proto.Stats
+	if err != nil || json.Unmarshal(cout, &st) != nil || st.Control["dumps_refused_permission"] != 1 {
+		t.Fatalf("counters as nobody: %v; dumps_refused_permission %d, want 1", err, st.Control["dumps_refused_permission"])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	wait := b.startDump(ctx, "--tenant", "app", "--count", "5", "-w", filepath.Join(t.TempDir(), "root.pcapng"))
+	b.trafgenSeq(20, 1000, 20000, 9000)
+	if tail, err := wait(); err != nil || !strings.Contains(tail, "5 frames written") {
+		t.Fatalf("root's dump: %v: %s", err, tail)
+	}
 }

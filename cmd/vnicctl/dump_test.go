@@ -184,3 +184,31 @@ func (r *rig) whenDumped(fn func()) {
 	time.Sleep(50 * time.Millisecond)
 	fn()
 }
+
+// TestDumpRefusedCodes: vnicd's refusal codes map to the documented exit
+// statuses, and an older vnicd's "unknown request type" to a sentence
+// that says to upgrade it.
+func TestDumpRefusedCodes(t *testing.T) {
+	for _, c := range []struct {
+		err  *proto.Error
+		code int
+		msg  string
+	}{
+		{&proto.Error{Message: "no tenant", Code: proto.CodeNotFound}, exitNotFound, "no tenant"},
+		{&proto.Error{Message: "uid 1000 may not capture", Code: proto.CodePermission}, exitPermission, "may not capture"},
+		{&proto.Error{Message: "vnicd runs 4 dumps", Code: proto.CodeLimit}, 1, "--max-dumps"},
+		{&proto.Error{Message: "unknown request type 15"}, 1, "too old to dump"},
+	} {
+		if c.code == 1 && c.err.Code == proto.CodeLimit {
+			c.err.Message += ", its limit (--max-dumps)"
+		}
+		err := dumpRefused(nil, proto.Dump{}, c.err)
+		code := 1
+		if ce, ok := err.(*ctlError); ok {
+			code = ce.ExitCode()
+		}
+		if code != c.code || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%+v: exit %d %q, want exit %d and %q", c.err, code, err, c.code, c.msg)
+		}
+	}
+}
