@@ -70,6 +70,9 @@ type harness struct {
 
 	good *client.Tenant
 	got  atomic.Int64
+	// The good tenant's Wait: sleeps, and wake-ups that never came (the
+	// poll's 1 s timeout found a packet).
+	waitSleeps, waitTimedOut atomic.Uint64
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 
@@ -149,6 +152,9 @@ func start(t *testing.T, prefix []string, extra ...string) *harness {
 			pk = q.Recv(pk[:0])
 			h.got.Add(int64(len(pk)))
 			q.Release(pk)
+			ws := q.WaitStats()
+			h.waitTimedOut.Store(ws.TimedOut)
+			h.waitSleeps.Store(ws.Sleeps)
 		}
 	}()
 	go func() {
@@ -289,6 +295,8 @@ const catchUpSeconds = 3
 // itself); the rate is measured over fn's whole run.
 func (h *harness) attack(name string, fn func()) {
 	h.t.Helper()
+	c0 := h.goodCounters()
+	to0, sl0 := h.waitTimedOut.Load(), h.waitSleeps.Load()
 	g0, t0 := h.got.Load(), time.Now()
 	fn()
 	// Let a vnicd descheduled by the attack's CPU use catch up (the
@@ -297,7 +305,37 @@ func (h *harness) attack(name string, fn func()) {
 	el := time.Since(t0)
 	during := float64(h.got.Load()-g0) / el.Seconds()
 	h.t.Logf("%s: %v; good tenant %.0f pkt/s during it (%.1f%% of %.0f)", name, el.Round(time.Millisecond), during, 100*during/h.baseRate, h.baseRate)
+	// Where the frames went: a shortfall with no drop counted is frames
+	// vnicd did not take from the source in time.
+	c1 := h.goodCounters()
+	var moved []string
+	for _, k := range []string{"packets", "drops_ax_starved", "drops_bx_full", "drops_no_tenant", "drops_malformed"} {
+		if d := c1[k] - c0[k]; d > 0 || k == "packets" {
+			moved = append(moved, fmt.Sprintf("%s +%d", k, d))
+		}
+	}
+	h.t.Logf("%s: good tenant's rings and engine: %s; its Wait slept %d times, %d of them woken by the poll's timeout, not vnicd", name, strings.Join(moved, ", "), h.waitSleeps.Load()-sl0, h.waitTimedOut.Load()-to0)
 	h.check(name, during)
+}
+
+// goodCounters sums the good tenant's NIC ring counters and the engine's
+// global ones.
+func (h *harness) goodCounters() map[string]uint64 {
+	st := h.stats()
+	sum := map[string]uint64{}
+	for k, v := range st.Global {
+		sum[k] += v
+	}
+	for _, x := range st.Tenants {
+		if x.Name == "good" {
+			for _, r := range x.Rings {
+				for k, v := range r.NIC {
+					sum[k] += v
+				}
+			}
+		}
+	}
+	return sum
 }
 
 func (h *harness) check(name string, during float64) {
