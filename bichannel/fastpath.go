@@ -124,8 +124,9 @@ type FastStats struct {
 	Oversize uint64
 	// Sleeps are waits that went to sleep (VNICFast: Queue.Wait after the
 	// spin); SpinsCut are those whose spin stopped early because the
-	// thread had been descheduled (the CPU is shared: spinning on would
-	// hold it from vnicd or the peer).
+	// thread had been descheduled, or because what it sent was still on
+	// its TX ring (vnicd's engine had not run): the CPU is shared, and
+	// spinning on would hold it from vnicd or the peer.
 	Sleeps, SpinsCut uint64
 }
 

@@ -248,6 +248,7 @@ func (q *stillQueue) Send(frames [][]byte) (int, error) {
 	return len(frames), nil
 }
 func (q *stillQueue) Wait(context.Context) error { return nil }
+func (q *stillQueue) TxPending() int             { return 0 }
 
 type stillTenant struct{ q *stillQueue }
 

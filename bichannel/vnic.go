@@ -26,6 +26,7 @@ type vnicQueue interface {
 	Release(pkts []client.Packet)
 	Send(frames [][]byte) (int, error)
 	Wait(ctx context.Context) error
+	TxPending() int // frames posted on the TX ring that vnicd has not completed
 }
 
 // vnicTenant is what VNICFast uses of a *client.Tenant.
@@ -414,7 +415,7 @@ func (v *VNICFast) Wait(ctx context.Context, worker int) error {
 		vq.mu.Unlock()
 	}
 	last := time.Now()
-	spinEnd := last.Add(v.cfg.Spin)
+	spinStart, spinEnd := last, last.Add(v.cfg.Spin)
 	for i := 0; ; i++ {
 		if vq.woken.Load() {
 			return nil
@@ -437,6 +438,15 @@ func (v *VNICFast) Wait(ctx context.Context, worker int) error {
 			}
 			now := time.Now()
 			if now.After(spinEnd) {
+				break
+			}
+			if now.Sub(spinStart) > txProbe && v.txStuck(vq) {
+				// What this worker sent is still on the TX ring: vnicd's
+				// engine has not run since, so it shares this CPU (or
+				// sleeps, and its wake-up waits for this CPU). The reply
+				// cannot come while we spin: sleep, and give the CPU
+				// away.
+				v.spinsCut.Add(1)
 				break
 			}
 			if now.Sub(last) > spinGap {
@@ -491,6 +501,18 @@ func (v *VNICFast) Wait(ctx context.Context, worker int) error {
 		return nil
 	}
 	return fmt.Errorf("bichannel: vnic: queue %d: %w", worker, err)
+}
+
+// txStuck reports that worker vq's TX ring still holds frames vnicd has
+// not completed. It does not wait for the TX queue: a sender holding it
+// means no.
+func (v *VNICFast) txStuck(vq *vnicQ) bool {
+	if !vq.txmu.TryLock() {
+		return false
+	}
+	n := vq.tx.TxPending()
+	vq.txmu.Unlock()
+	return n > 0
 }
 
 // lockTx takes worker vq's TX queue. When it is the receive queue and a
@@ -608,6 +630,14 @@ const DefaultVNICSpin = 50 * time.Microsecond
 // length of its time slice; on a core of its own it is never descheduled
 // and spins for the full VNICConfig.Spin.
 const spinGap = 20 * time.Microsecond
+
+// txProbe: a waiter that has spun this long while the frames it sent are
+// still on its TX ring stops spinning. vnicd's engine, polling on a core
+// of its own, takes a TX descriptor within a few µs and completes it once
+// its AF_XDP kick returns (4 µs on veth); a descriptor still there after
+// txProbe means the engine has not had a CPU since, most likely because
+// this spinning thread holds it.
+const txProbe = 20 * time.Microsecond
 
 func (c VNICConfig) withSpin() VNICConfig {
 	switch {

@@ -141,6 +141,8 @@ func (q *fakeQueue) Send(frames [][]byte) (int, error) {
 	return len(frames), nil
 }
 
+func (q *fakeQueue) TxPending() int { return 0 } // Send delivers at once
+
 func (q *fakeQueue) Wait(ctx context.Context) error {
 	for {
 		q.mu.Lock()
@@ -450,6 +452,7 @@ func TestVNICFastSeparateTxQueues(t *testing.T) {
 // at poll stallAt, as if the thread had been descheduled.
 type stallQueue struct {
 	polls, stallAt, waits int
+	pending               int // TxPending's answer
 	stall                 time.Duration
 }
 
@@ -462,6 +465,7 @@ func (q *stallQueue) Recv(dst []client.Packet) []client.Packet {
 func (q *stallQueue) Release([]client.Packet)        {}
 func (q *stallQueue) Send(f [][]byte) (int, error)   { return len(f), nil }
 func (q *stallQueue) Wait(ctx context.Context) error { q.waits++; return nil }
+func (q *stallQueue) TxPending() int                 { return q.pending }
 
 type stallTenant struct{ q *stallQueue }
 
@@ -499,5 +503,32 @@ func TestVNICWaitSpinCutWhenDescheduled(t *testing.T) {
 	}
 	if q.polls > 64+q.stallAt { // the pass after the stall is the last
 		t.Fatalf("%d polls after a stall at poll %d", q.polls, q.stallAt)
+	}
+}
+
+// TestVNICWaitSpinCutWhileTxPending: a waiter whose sent frames stay on
+// its TX ring (vnicd's engine has not run: it shares this CPU) stops
+// spinning after txProbe and sleeps, instead of holding the CPU the engine
+// needs for the whole VNICConfig.Spin.
+func TestVNICWaitSpinCutWhileTxPending(t *testing.T) {
+	q := &stallQueue{pending: 1}
+	cfg := VNICConfig{BasePort: 9000, IP: netip.MustParseAddr("198.18.0.1"), Spin: time.Minute}
+	v, err := newVNICFast(stallTenant{q}, 1, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	done := make(chan error, 1)
+	go func() { done <- v.Wait(context.Background(), 0) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Wait spun on while its TX ring stayed full (Spin is a minute)")
+	}
+	if st := v.FastStats(); st.SpinsCut != 1 || st.Sleeps != 1 || q.waits != 1 {
+		t.Fatalf("SpinsCut %d, Sleeps %d, Queue.Wait calls %d; want 1, 1, 1", st.SpinsCut, st.Sleeps, q.waits)
 	}
 }
