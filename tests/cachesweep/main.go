@@ -4,7 +4,7 @@
 // consumer thread on CPU 1 that applies a load balancer's rewrite to every
 // packet (new destination address and port, IPv4 and UDP checksums
 // recomputed over the whole frame, so every byte is read). It sweeps the
-// private ring size per queue (privring, |Ax| = |Bx| = ring, 2 KiB buffers)
+// private ring size per queue (privring, |Ax| = ring, 2 KiB buffers)
 // and runs rxbisect with an eighth of the Ax buffers (|Ax| = ring/8, |Bx| =
 // ring) beside each point, first unpaced (throughput), then at a fixed
 // offered rate (latency), interleaved over -reps repetitions; the figures are
@@ -53,7 +53,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "docs/cache", "output stem: writes STEM.csv, STEM-probe.csv, STEM-machine.txt, STEM.svg, STEM.png")
 	flag.IntVar(&o.queues, "queues", 8, "receive queues (one consumer thread polls them all)")
 	flag.IntVar(&o.frame, "frame", 1514, "frame bytes (without FCS)")
-	flag.IntVar(&o.reps, "reps", 3, "interleaved repetitions (medians are reported)")
+	flag.IntVar(&o.reps, "reps", 5, "interleaved repetitions (medians are reported)")
 	flag.DurationVar(&o.warm, "warm", 200*time.Millisecond, "warm-up per run")
 	flag.DurationVar(&o.dur, "dur", 500*time.Millisecond, "measurement per run")
 	flag.Float64Var(&o.paced, "paced", 0.7, "the latency runs offer this fraction of privring's unpaced throughput at the smallest ring")
@@ -124,9 +124,9 @@ func (r *row) med(f func(result) float64) float64 {
 }
 
 // header is the CSV's first line; tests check it.
-var header = []string{"mode", "model", "ring", "ax", "queues", "frame_bytes", "buffers", "buffer_bytes", "reps",
+var header = []string{"mode", "model", "ring", "ax", "bx", "queues", "frame_bytes", "buffers", "buffer_bytes", "reps",
 	"offered_pps", "mpps", "mpps_min", "mpps_max", "delivered_frac", "drops_ax_starved_frac", "drops_bx_full_frac",
-	"consumer_ns_per_pkt", "engine_ns_per_frame", "capacity_mpps", "io_working_set_bytes", "io_working_set_max_bytes", "p50_us", "p99_us",
+	"consumer_ns_per_pkt", "engine_ns_per_frame", "engine_frames_per_step", "capacity_mpps", "io_working_set_bytes", "io_working_set_max_bytes", "p50_us", "p99_us",
 	"copy_gbps", "touched_gbps", "engine_gbps_cpu", "bad_frames"}
 
 func (r *row) record() []string {
@@ -152,14 +152,16 @@ func (r *row) record() []string {
 	for _, x := range r.rs {
 		bad += x.BadFrames
 	}
-	return []string{r.mode, r.p.Model.String(), strconv.Itoa(r.p.Ring), strconv.Itoa(r.p.axSize()), strconv.Itoa(r.p.Queues),
+	return []string{r.mode, r.p.Model.String(), strconv.Itoa(r.p.Ring), strconv.Itoa(r.p.axSize()), strconv.Itoa(r.p.bxSize()), strconv.Itoa(r.p.Queues),
 		strconv.Itoa(r.p.Frame), strconv.Itoa(r.p.buffers()), strconv.Itoa(r.p.buffers() * bufSize), strconv.Itoa(len(r.rs)),
 		f(r.med(func(x result) float64 { return float64(x.Offered) / x.Wall.Seconds() }), 0),
 		f(r.med(mp), 4), f(lo, 4), f(hi, 4),
 		f(r.med(ratio(func(x result) uint64 { return x.Delivered })), 4),
 		f(r.med(ratio(func(x result) uint64 { return x.DropsAxStarved })), 4),
 		f(r.med(ratio(func(x result) uint64 { return x.DropsBxFull })), 4),
-		f(r.med(result.consumerNs), 1), f(r.med(result.engineNs), 1), f(r.med(result.capacity), 4),
+		f(r.med(result.consumerNs), 1), f(r.med(result.engineNs), 1),
+		f(r.med(func(x result) float64 { return float64(x.EngineFrames) / float64(max(x.EngineSteps, 1)) }), 2),
+		f(r.med(result.capacity), 4),
 		f(r.med(func(x result) float64 { return x.WSMean }), 0),
 		f(r.med(func(x result) float64 { return x.WSMax }), 0),
 		f(r.med(func(x result) float64 { return float64(x.P50) / 1e3 }), 2),
@@ -251,9 +253,9 @@ func sweep(o options) error {
 						return nil, fmt.Errorf("%s ring %d: %d frames were not IPv4/UDP", p.Model, ring, res.BadFrames)
 					}
 					r.rs = append(r.rs, res)
-					fmt.Printf("  %s rep %d %-8s ring %4d: %.3f Mpps (capacity %.3f), delivered %.1f%%, consumer %.0f ns/pkt, engine %.0f ns/frame, I/O working set %s, p50 %.1f µs p99 %.1f µs\n",
+					fmt.Printf("  %s rep %d %-8s ring %4d: %.3f Mpps (capacity %.3f), delivered %.1f%%, consumer %.0f ns/pkt, engine %.0f ns/frame (%.1f/Step), I/O working set %s, p50 %.1f µs p99 %.1f µs\n",
 						mode, rep+1, p.Model, ring, res.mpps(), res.capacity(), 100*float64(res.Delivered)/float64(max(res.Offered, 1)),
-						res.consumerNs(), res.engineNs(), human(int64(res.WSMean)),
+						res.consumerNs(), res.engineNs(), float64(res.EngineFrames)/float64(max(res.EngineSteps, 1)), human(int64(res.WSMean)),
 						float64(res.P50)/1e3, float64(res.P99)/1e3)
 					debug.FreeOSMemory()
 				}

@@ -52,6 +52,18 @@ func (p point) axSize() int {
 	return p.Ring
 }
 
+// bxSize is the point's Bx ring per queue. A real private ring's
+// completions reuse their descriptors' slots and cannot overflow; here
+// privring's Bx ring gets twice the Ax ring so that the slack buffers
+// cannot overflow it either (else the engine drops at a full Bx ring where
+// a NIC would only run out of descriptors). rxbisect's is the ring size.
+func (p point) bxSize() int {
+	if p.Model == nic.PrivRing {
+		return 2 * p.Ring
+	}
+	return p.Ring
+}
+
 // buffers is the region's buffer count: every Ax ring full plus the slack.
 func (p point) buffers() int { return p.Queues * (p.axSize() + slack) }
 
@@ -61,8 +73,9 @@ type result struct {
 	DropsAxStarved, DropsBxFull   uint64
 	Wall                          time.Duration
 	ConsumerCPU                   time.Duration // the consumer thread's CPU time in polls that returned packets
-	EngineCPU                     time.Duration // the engine thread's CPU time in Steps that delivered frames
+	EngineCPU                     time.Duration // the engine thread's CPU time in Steps that took frames
 	EngineFrames                  uint64        // the frames those Steps delivered
+	EngineSteps                   uint64        // those Steps
 	WSMean, WSMax                 float64       // io_working_set_bytes summed over the rings, sampled
 	P50, P99                      uint64        // ns, engine's Bx stamp to the consumer's rewrite done
 	BadFrames                     uint64        // frames lbRewrite refused (must be 0)
@@ -76,8 +89,10 @@ func (r result) mpps() float64 { return float64(r.Processed) / r.Wall.Seconds() 
 func (r result) consumerNs() float64 {
 	return float64(r.ConsumerCPU.Nanoseconds()) / float64(max(r.Processed, 1))
 }
+// engineNs divides by the frames delivered (under Drop, the cost of the
+// drops is in it).
 func (r result) engineNs() float64 {
-	return float64(r.EngineCPU.Nanoseconds()) / float64(max(r.EngineFrames, 1))
+	return float64(r.EngineCPU.Nanoseconds()) / float64(max(r.Delivered, 1))
 }
 
 // capacity is the rate in Mpps the slower of the two cores sustains on
@@ -117,7 +132,7 @@ func pin(cpu int) func() {
 // p.Warm, then measures for p.Dur.
 func run(p point) (result, error) {
 	var res result
-	g := shm.Queues(p.Queues, p.axSize(), p.Ring, 64, bufSize, p.buffers())
+	g := shm.Queues(p.Queues, p.axSize(), p.bxSize(), 64, bufSize, p.buffers())
 	g.Model = uint32(p.Model)
 	g.AllocCache = allocCache
 	if err := g.Validate(); err != nil {
@@ -179,7 +194,7 @@ func run(p point) (result, error) {
 
 	// phase: 0 warm-up, 1 measuring, 2 stop.
 	var phase atomic.Int32
-	var offered, engFrames atomic.Uint64
+	var offered, engFrames, engSteps atomic.Uint64
 	var engBusy atomic.Int64
 	engDone := make(chan struct{})
 	go func() {
@@ -188,7 +203,7 @@ func run(p point) (result, error) {
 		frames := make([][]byte, 0, 32)
 		var pending [][]byte
 		idle := 0
-		var n, busyN uint64
+		var n, busyN, steps uint64
 		var busy int64
 		measuring := false
 		for {
@@ -197,7 +212,7 @@ func run(p point) (result, error) {
 				break
 			}
 			if ph == 1 && !measuring {
-				measuring, n, busyN, busy = true, 0, 0, 0
+				measuring, n, busyN, busy, steps = true, 0, 0, 0, 0
 			}
 			if len(pending) == 0 {
 				frames = gen.Next(frames[:0])
@@ -215,6 +230,7 @@ func run(p point) (result, error) {
 			if k > 0 {
 				busy += threadCPU() - t0 - clockCost
 				busyN += uint64(k)
+				steps++
 			}
 			pending = pending[k:]
 		}
@@ -222,6 +238,7 @@ func run(p point) (result, error) {
 		offered.Store(n)
 		engBusy.Store(busy)
 		engFrames.Store(busyN)
+		engSteps.Store(steps)
 	}()
 
 	var hist sim.Histogram
@@ -309,7 +326,7 @@ func run(p point) (result, error) {
 	res.Delivered = d[counters.Packets]
 	res.DropsAxStarved, res.DropsBxFull = d[counters.DropAxStarved], d[counters.DropBxFull]
 	res.ConsumerCPU = time.Duration(cpu.Load())
-	res.EngineCPU, res.EngineFrames = time.Duration(engBusy.Load()), engFrames.Load()
+	res.EngineCPU, res.EngineFrames, res.EngineSteps = time.Duration(engBusy.Load()), engFrames.Load(), engSteps.Load()
 	if wsN > 0 {
 		res.WSMean = wsSum / wsN
 	}
