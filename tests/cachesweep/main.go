@@ -20,6 +20,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"encoding/csv"
 	"flag"
 	"fmt"
@@ -98,9 +99,10 @@ func parseInts(s string) ([]int, error) {
 
 // row is the median of a point's repetitions.
 type row struct {
-	mode string // "unpaced" or "paced"
-	p    point
-	rs   []result
+	mode    string // "unpaced" or "paced"
+	p       point
+	rs      []result
+	stalled int // repetitions that processed nothing
 }
 
 func median(v []float64) float64 {
@@ -127,7 +129,7 @@ func (r *row) med(f func(result) float64) float64 {
 var header = []string{"mode", "model", "ring", "ax", "bx", "queues", "frame_bytes", "buffers", "buffer_bytes", "reps",
 	"offered_pps", "mpps", "mpps_min", "mpps_max", "delivered_frac", "drops_ax_starved_frac", "drops_bx_full_frac",
 	"consumer_ns_per_pkt", "engine_ns_per_frame", "engine_frames_per_step", "capacity_mpps", "io_working_set_bytes", "io_working_set_max_bytes", "p50_us", "p99_us",
-	"copy_gbps", "touched_gbps", "engine_gbps_cpu", "bad_frames"}
+	"copy_gbps", "touched_gbps", "engine_gbps_cpu", "bad_frames", "stalled_reps"}
 
 func (r *row) record() []string {
 	f := func(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
@@ -141,6 +143,9 @@ func (r *row) record() []string {
 		}
 	}
 	minMax := func() (lo, hi float64) {
+		if len(r.rs) == 0 {
+			return 0, 0
+		}
 		lo, hi = r.rs[0].mpps(), r.rs[0].mpps()
 		for _, x := range r.rs {
 			lo, hi = min(lo, x.mpps()), max(hi, x.mpps())
@@ -175,8 +180,8 @@ func (r *row) record() []string {
 		}), 3),
 		// The engine's bytes per second of its own CPU time (copy plus
 		// its per-frame work), comparable with the probe's copy bandwidth.
-		f(float64(r.p.Frame)/r.med(result.engineNs), 3),
-		strconv.FormatUint(bad, 10),
+		f(float64(r.p.Frame)/max(r.med(result.engineNs), 1), 3),
+		strconv.FormatUint(bad, 10), strconv.Itoa(r.stalled),
 	}
 }
 
@@ -246,6 +251,11 @@ func sweep(o options) error {
 					p := r.p
 					p.Seed = uint64(rep + 1)
 					res, err := run(p)
+					if errors.Is(err, errStalled) {
+						r.stalled++
+						fmt.Printf("  %s rep %d: %v (counted in stalled_reps, left out of the medians)\n", mode, rep+1, err)
+						continue
+					}
 					if err != nil {
 						return nil, err
 					}
@@ -268,6 +278,9 @@ func sweep(o options) error {
 		return err
 	}
 	base := unpaced[0].med(func(x result) float64 { return x.mpps() }) // privring at the smallest ring
+	if base <= 0 {
+		return errors.New("privring at the smallest ring stalled in every repetition; nothing to pace by")
+	}
 	rate := o.paced * base * 1e6
 	say("paced runs offer %.0f frames/s (%.0f%% of privring's %.3f Mpps unpaced at ring %d, wall clock)", rate, 100*o.paced, base, o.sizes[0])
 	paced, err := runMode("paced", rate)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -30,6 +31,10 @@ const (
 	// minPackets is the fewest packets a measurement wants.
 	minPackets = 5000
 )
+
+// errStalled is a run in which nothing was processed; the sweep counts
+// it and goes on.
+var errStalled = errors.New("stalled")
 
 // point is one run of the real engine.
 type point struct {
@@ -345,7 +350,7 @@ func run(p point) (result, error) {
 	}
 	res.P50, res.P99 = hist.Quantile(0.5), hist.Quantile(0.99)
 	if res.Processed == 0 {
-		return res, fmt.Errorf("%s ring %d: the consumer processed nothing in %v", p.Model, p.Ring, p.Dur)
+		return res, fmt.Errorf("%w: %s ring %d: the consumer processed nothing in %v", errStalled, p.Model, p.Ring, res.Wall.Round(time.Millisecond))
 	}
 	return res, nil
 }
