@@ -20,8 +20,8 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"encoding/csv"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
