@@ -218,7 +218,13 @@ func wakeupExchanges(t *testing.T, n int, coalesce time.Duration) {
 		c.Engine.SpinBudget = 50 * time.Microsecond
 		c.Engine.RxCoalesce = coalesce
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// 10 minutes, or 80 for the soak's million (at about a millisecond
+	// per exchange on a loaded 2-CPU machine it needs more than 10).
+	budget := 10 * time.Minute
+	if n > 100000 {
+		budget = 80 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	ten, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "pingpong", Queues: 1, Match: client.Match{Default: true}, Spin: 20 * time.Microsecond, Coalesce: coalesce})
 	if err != nil {
