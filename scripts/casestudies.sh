@@ -8,7 +8,7 @@
 # over the bi-channel with hot-path acknowledgements (hot), with its
 # acknowledgements in TCP batches (bi) and over kernel TCP (tcp), on the
 # UDP fast path, then on the vNIC one. Writes CSVs and plots to docs/
-# (SMOKE=1: a brief run into bench/).
+# (SMOKE=1: a brief run into bench/; SKIP_SHUFFLE=1: the KV only).
 # Root only (network namespaces, XDP).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,12 +43,14 @@ for i in 0 1 2; do
 	[ -S "/run/vnic/$prefix-h$i.sock" ] || { echo "vnicd on host $i did not start:"; cat "bench/vnicd-$prefix-h$i.log"; exit 1; }
 done
 uptime
+if [ "${SKIP_SHUFFLE:-0}" != 1 ]; then
 echo "== shuffle (3 hosts, 2 workers each; rows of 128 bytes per host: $rows)"
 bench/shuffle -testbed "$prefix" -hosts 3 -workers 2 -rows "$rows" -runs "$runs" -csv "$out/shuffle-sweep.csv" -plot "$out/shuffle-sweep.png"
 echo "== shuffle with 8900-byte messages (69 tuples; the testbed's MTU is 9000)"
 bench/shuffle -testbed "$prefix" -hosts 3 -workers 2 -rows "$rows" -runs "$runs" -msg 8900 -csv "$out/shuffle-sweep-jumbo.csv" -plot "$out/shuffle-sweep-jumbo.png"
 echo "== shuffle, bi-channel on the vNIC fast path (each host's vnicd), against kernel TCP"
 bench/shuffle -testbed "$prefix" -hosts 3 -workers 2 -rows "$rows" -runs "$runs" -fast vnic -csv "$out/shuffle-sweep-vnic.csv"
+fi
 uptime
 echo "== kv (primary + 2 secondaries, 2 shards, client on its own host; offered rates $rates, $dur each)"
 bench/kv -testbed "$prefix" -secondaries 2 -shards 2 -conns 4 -rates "$rates" -duration "$dur" -csv "$out/kv-fig17.csv" -plot "$out/kv-fig17.png"

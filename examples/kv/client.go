@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -161,7 +162,7 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 			defer wg.Done()
 			br := bufio.NewReaderSize(conn, 16<<10)
 			h := hist.New()
-			lastVer := map[uint64]uint64{}
+			lastVer := make(map[uint64]uint64, min(cfg.Keys, 1<<16)) // no rehash mid-measurement
 			var acked []Acked
 			var b [ReplyLen]byte
 			var got int
@@ -169,7 +170,13 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 			conn.SetReadDeadline(time.Now().Add(cfg.Duration + 5*time.Second))
 			for {
 				if _, err := io.ReadFull(br, b[:]); err != nil {
-					if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) && !errors.Is(err, ctx.Err()) {
+					if errors.Is(err, os.ErrDeadlineExceeded) {
+						// The server is saturated: what it did not answer
+						// 5 s after the offering ended counts as failed.
+						mu.Lock()
+						res.Saturated = true
+						mu.Unlock()
+					} else if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) && !errors.Is(err, ctx.Err()) {
 						mu.Lock()
 						errs = append(errs, fmt.Errorf("kv: load: connection %d after %d answers: %w", c, got, err))
 						mu.Unlock()

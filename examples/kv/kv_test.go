@@ -89,7 +89,7 @@ func TestKVQuorumOneReplicaDead(t *testing.T) {
 			a := res.Acked[len(res.Acked)/2]
 			r := cl.Secondary[1].Shard[ShardOf(a.Key, cfg.Shards)]
 			r.mu.Lock()
-			r.Log[a.Version-1].Value[0] ^= 1
+			r.Log.At(int(a.Version - 1)).Value[0] ^= 1
 			r.mu.Unlock()
 			if err := cl.Check(res.Acked); err == nil {
 				t.Error("Check missed a corrupted acknowledged update on secondary 1")

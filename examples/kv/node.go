@@ -69,8 +69,8 @@ func ShardOf(key uint64, shards int) int {
 type Replica struct {
 	mu      sync.Mutex
 	Table   map[uint64]Entry
-	Log     []Update // applied, in version order
-	Applied uint64   // every version up to this is applied
+	Log     UpdateLog // applied, in version order
+	Applied uint64    // every version up to this is applied
 	// OrderViolations counts updates that would have replaced a key's
 	// newer version with an older one; always 0.
 	OrderViolations uint64
@@ -80,7 +80,44 @@ type Replica struct {
 	Fetched uint64
 }
 
-func newReplica() *Replica { return &Replica{Table: map[uint64]Entry{}} }
+// UpdateLog is an append-only log of updates in chunks, so that it grows
+// without copying what it holds (a slice doubling its array copied the
+// whole log: a third of the process's CPU at 40 000 updates/s).
+type UpdateLog struct {
+	chunks [][]Update
+	n      int
+}
+
+const logChunk = 4096
+
+// Append adds u.
+func (l *UpdateLog) Append(u *Update) {
+	if l.n%logChunk == 0 {
+		l.chunks = append(l.chunks, make([]Update, 0, logChunk))
+	}
+	c := &l.chunks[len(l.chunks)-1]
+	*c = append(*c, *u)
+	l.n++
+}
+
+// Len is the number of updates.
+func (l *UpdateLog) Len() int { return l.n }
+
+// At returns update i.
+func (l *UpdateLog) At(i int) *Update { return &l.chunks[i/logChunk][i%logChunk] }
+
+// Slice returns a copy of the log.
+func (l *UpdateLog) Slice() []Update {
+	out := make([]Update, 0, l.n)
+	for _, c := range l.chunks {
+		out = append(out, c...)
+	}
+	return out
+}
+
+// newReplica sizes the table for 32768 keys up front: a map growing under
+// load rehashes in the middle of the latency measurement.
+func newReplica() *Replica { return &Replica{Table: make(map[uint64]Entry, 1<<15)} }
 
 func (r *Replica) apply(u *Update) {
 	if e, ok := r.Table[u.Key]; ok && e.Version >= u.Version {
@@ -88,7 +125,7 @@ func (r *Replica) apply(u *Update) {
 		return
 	}
 	r.Table[u.Key] = Entry{Version: u.Version, Value: u.Value}
-	r.Log = append(r.Log, *u)
+	r.Log.Append(u)
 	r.Applied = u.Version
 }
 
@@ -100,7 +137,7 @@ func (r *Replica) Snapshot() (map[uint64]Entry, []Update, uint64) {
 	for k, v := range r.Table {
 		t[k] = v
 	}
-	return t, append([]Update(nil), r.Log...), r.OrderViolations
+	return t, r.Log.Slice(), r.OrderViolations
 }
 
 // Secondary applies the primary's updates of each shard in version order
@@ -156,12 +193,15 @@ func StartSecondary(ctx context.Context, id, shards int, repl Repl) *Secondary {
 					b := m[2+i*UpdLen:]
 					u.Version, u.Key = binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
 					copy(u.Value[:], b[16:16+ValueLen])
-					if u.Version <= r.Applied {
-						continue
+					switch {
+					case u.Version <= r.Applied:
+					case u.Version == r.Applied+1:
+						r.apply(&u) // in order: the common case, no map
+					default:
+						early[u.Version] = u
 					}
-					early[u.Version] = u
 				}
-				for {
+				for len(early) > 0 {
 					u, ok := early[r.Applied+1]
 					if !ok {
 						break
@@ -404,8 +444,8 @@ func (p *Primary) serveFetch(sh int, ps *pshard, peer int, first uint64, n int) 
 	ps.mu.Lock()
 	for v := first; v < first+uint64(n); v++ {
 		var u *Update
-		if v >= 1 && v <= uint64(len(ps.Log)) && ps.Log[v-1].Version == v {
-			u = &ps.Log[v-1]
+		if v >= 1 && v <= uint64(ps.Log.Len()) && ps.Log.At(int(v-1)).Version == v {
+			u = ps.Log.At(int(v - 1))
 		} else {
 			for j := range ps.queue {
 				if ps.queue[j].Version == v {
