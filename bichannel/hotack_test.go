@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -336,5 +337,36 @@ func TestHotAckRoundTripDoesNotAllocate(t *testing.T) {
 	}
 	if s := a.Stats(); s.HotAcksReceived == 0 {
 		t.Errorf("no hot acknowledgement taken: %+v", s)
+	}
+}
+
+// In the authenticated mode hot acknowledgements carry the sender's tag
+// like data: they verify between honest nodes (exactly once under loss and
+// duplication, no bad tags), and one from a peer's true source and session
+// with a wrong tag is dropped as such, never applied.
+func TestHotAcksAuthenticated(t *testing.T) {
+	cfg := authConfig()
+	cfg.HotAcks = true
+	eps, _ := lossyCluster(t, 3, cfg, LossyConfig{Loss: 0.10, Duplicate: 0.10, Seed: 21})
+	runTraffic(t, eps, trafficOpts{perPair: 200})
+	var taken uint64
+	for i, e := range eps {
+		s := e.Stats()
+		taken += s.HotAcksReceived
+		if s.BadTag != 0 {
+			t.Errorf("node %d: %d bad tags between honest nodes", i, s.BadTag)
+		}
+	}
+	if taken == 0 {
+		t.Fatal("no hot acknowledgement taken")
+	}
+	a, b := eps[0], eps[1]
+	before := b.Stats()
+	src := netip.AddrPortFrom(a.Info().Addr, a.Flows(1, 0)[0].SrcPort)
+	forged := putHotAck(make([]byte, HeaderLen+hotAckLen+4), &dgHeader{node: 0, session: a.session, worker: 0, flow: 0}, 0, 0, []uint64{0})
+	b.onDatagram(0, src, forged) // tag zero: not a's key's
+	after := b.Stats()
+	if after.BadTag != before.BadTag+1 || after.HotAcksReceived != before.HotAcksReceived {
+		t.Errorf("forged hot acknowledgement: bad tags %d -> %d, taken %d -> %d", before.BadTag, after.BadTag, before.HotAcksReceived, after.HotAcksReceived)
 	}
 }
