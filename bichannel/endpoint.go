@@ -72,8 +72,9 @@ type Message struct {
 
 // Stats are an Endpoint's counters (Endpoint.Stats). Sender-side and
 // receiver-side counters are both kept; across a cluster,
-// sum(Sent) = sum(DeliveredFast + DeliveredTCP) once everything is
-// acknowledged.
+// sum(Sent) = sum(DeliveredFast + DeliveredTCP + Skipped) once everything
+// is acknowledged (Skipped: messages abandoned before they arrived, see
+// Endpoint.Abandon).
 type Stats struct {
 	// Sender side.
 	Sent          uint64 // messages Send accepted
