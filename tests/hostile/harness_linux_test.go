@@ -53,11 +53,18 @@ func TestMain(m *testing.M) {
 
 // rate is the synthetic source's packet rate: low enough that a shared,
 // loaded 2-vCPU machine keeps up, high enough that 5% is hundreds of
-// packets. The source's token bucket holds one second of frames and the
-// good tenant's rings hold more, so a vnicd (or receiver) descheduled for
-// up to a second by the machine's load catches up without loss: the rate
-// measures what vnicd delivers, not the host scheduler's fairness.
+// packets. The source's token bucket holds catchUpSeconds of frames and the
+// good tenant's Ax ring holds more (goodAx), so a vnicd descheduled for up
+// to that long by the machine's load catches up without loss (its catch-up
+// burst finds a posted buffer for every frame) and so does a receiver: the
+// rate measures what vnicd delivers, not the host scheduler's fairness.
 const rate = 5000
+
+// goodAx is the good tenant's Ax ring: larger than the source's bucket
+// (catchUpSeconds * rate). With 4096 entries (0.8 s of frames) a vnicd
+// descheduled for 1.2 s at load 30 delivered its 6,000 owed frames in one
+// burst and the ring dropped ~1,900 of them as allocation starvation.
+const goodAx = 16384
 
 type harness struct {
 	t       *testing.T
@@ -73,8 +80,8 @@ type harness struct {
 	// The good tenant's Wait: sleeps, and wake-ups that never came (the
 	// poll's 1 s timeout found a packet).
 	waitSleeps, waitTimedOut atomic.Uint64
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+	stop                     context.CancelFunc
+	wg                       sync.WaitGroup
 
 	// status prober
 	strict     atomic.Bool // status must answer throughout (false: only outside the attack)
@@ -135,7 +142,7 @@ func start(t *testing.T, prefix []string, extra ...string) *harness {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	h.stop = stop
-	good, err := client.Attach(ctx, h.socket, client.AttachOptions{Name: "good", Queues: 1, AxSize: 4096, BxSize: 8192, Match: client.Match{Default: true}})
+	good, err := client.Attach(ctx, h.socket, client.AttachOptions{Name: "good", Queues: 1, AxSize: goodAx, BxSize: goodAx, Buffers: goodAx + 4096, Match: client.Match{Default: true}})
 	if err != nil {
 		t.Fatalf("good tenant: %v", err)
 	}
