@@ -152,6 +152,15 @@ func (c *Core) Refill(idx uint32, buf uint32) error {
 		return fmt.Errorf("%w: notice names Ax entry %d, the oldest unreported entry is %d", ErrOrder, idx, want)
 	}
 	c.p.Released(c.oldest + 1)
+	// Fast path: the slot is known free (the report just freed the oldest
+	// one) and the core holds less than a ring's worth of unreported
+	// entries; put's checks, without Reserve's call.
+	if c.p.Cursor()-(c.oldest+1) < uint64(c.p.Cap()) && c.p.Known() > 0 {
+		c.p.Slot(0).Buf = buf
+		c.p.Advance(1)
+		c.oldest++
+		return nil
+	}
 	ok, err := c.put(buf, c.oldest+1)
 	if err != nil {
 		return err

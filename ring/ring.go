@@ -127,6 +127,16 @@ func (p *Producer[T]) Released(c uint64) {
 	}
 }
 
+// Known returns how many slots are free according to the consumer cursor
+// last loaded or learned through Released (0 once the ring is corrupt),
+// without loading it: at least what Reserve would grant.
+func (p *Producer[T]) Known() int {
+	if p.err != nil {
+		return 0
+	}
+	return int(p.capa - (p.local - p.cachedCons))
+}
+
 // Pending returns how many published entries the consumer has not released,
 // as last observed.
 func (p *Producer[T]) Pending() int { return int(p.local - p.cachedCons) }
