@@ -10,6 +10,7 @@ import (
 	"github.com/vnic/vnic/bx"
 	"github.com/vnic/vnic/counters"
 	"github.com/vnic/vnic/internal/conserve"
+	"github.com/vnic/vnic/ring"
 	"github.com/vnic/vnic/rss"
 	"github.com/vnic/vnic/shm"
 )
@@ -447,7 +448,8 @@ func (e *Engine) fault(ten *Tenant, err error) takeResult {
 	return faulty
 }
 
-// finish publishes the batch's Bx entries (one release store per ring).
+// finish publishes the batch's Bx entries (one release store per ring,
+// one fence per tenant that uses wake-ups).
 // Every FoldEvery batches (and on an empty Step) it folds counters and
 // publishes the Ax consumer cursors too.
 func (e *Engine) finish() {
@@ -456,7 +458,17 @@ func (e *Engine) finish() {
 		for _, q := range ten.bxList {
 			ten.bx[q].Flush()
 			ten.bxUsed[q] = false
-			ten.kick(q)
+		}
+		if ten.wake != nil {
+			// Need-wakeup handshake: the core stores its need-wakeup word
+			// and then looks at its ring; we post and then look at the
+			// word. Flush's store is a release only (GenProducer.Post),
+			// so a full fence must order it before our loads, or both
+			// sides could miss the other.
+			ring.Fence()
+			for _, q := range ten.bxList {
+				ten.kick(q)
+			}
 		}
 		ten.bxList = ten.bxList[:0]
 	}

@@ -110,14 +110,18 @@ func (p *GenProducer[T]) Put(i int, v *T) {
 }
 
 // Post publishes n entries written with Put: one release store of the
-// first slot's generation bit (the others were set by Put).
+// first slot's generation bit (the others were set by Put). The store is
+// a release only, not a full barrier (on amd64 a MOV, not sync/atomic's
+// XCHG, which would wait for every slot write of the batch to reach the
+// cache): a producer that then reads a word the consumer stores before
+// polling (a need-wakeup flag) must call Fence in between.
 func (p *GenProducer[T]) Post(n int) {
 	if n <= 0 {
 		return
 	}
 	// Release: every slot written by Put is visible before the consumer
 	// can see the first entry of the batch.
-	atomic.StoreUint32(&p.v.slots[p.local&p.v.mask].ctrl, genOf(p.local, p.v.shift))
+	storeRelease32(&p.v.slots[p.local&p.v.mask].ctrl, genOf(p.local, p.v.shift))
 	p.local += uint64(n)
 }
 
