@@ -107,11 +107,22 @@ func TestWaitLateSignal(t *testing.T) {
 	done = wait()
 	gen := sleeping(0)
 	kick()
-	// B goes back to sleep (with a new generation, if it is right).
-	select {
-	case err := <-done:
-		t.Fatalf("Wait returned %v with nothing to receive", err)
-	case <-time.After(50 * time.Millisecond):
+	// B goes back to sleep, and it must do so under a new generation:
+	// vnicd signals each generation once. (Waiting for the word rather
+	// than a fixed 50 ms keeps a loaded -race run from posting E2 before
+	// B has gone back to sleep.)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Microsecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("Wait returned %v with nothing to receive", err)
+		default:
+		}
+		if g := atomic.LoadUint32(q.needWake); g != 0 && g != gen {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a spurious wake-up Wait still sleeps under generation %d, which vnicd has already signalled: the next frame's wake-up would be lost (%+v)", gen, q.WaitStats())
+		}
 	}
 	// vnicd posts E2 and loads the word: it must find a generation it has
 	// not signalled yet.
