@@ -235,7 +235,11 @@ type VNICConfig struct {
 	// Name is the tenant name vnicctl shows (default "bichannel-<id>").
 	Name string
 	// IP and MAC are this node's addresses on the vNIC's wire (IP
-	// defaults to UDP.IP).
+	// defaults to UDP.IP). A zero MAC is replaced by a locally
+	// administered one derived from IP (02:76:6e + the address's last
+	// three bytes): Linux bridges and switches drop frames whose source
+	// MAC is zero, so every message would go by TCP retransmission. Set
+	// the interface's own MAC where the wire filters on it.
 	IP  netip.Addr
 	MAC [6]byte
 	// PeerMAC is the destination MAC for peers that advertise none (zero:

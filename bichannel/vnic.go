@@ -161,6 +161,9 @@ func newVNICFast(t vnicTenant, workers int, cfg VNICConfig) (*VNICFast, error) {
 	if cfg.BasePort == 0 || !cfg.IP.IsValid() {
 		return nil, errors.New("bichannel: vnic: set VNICConfig.BasePort and VNICConfig.IP")
 	}
+	if cfg.MAC == ([6]byte{}) {
+		cfg.MAC = derivedMAC(cfg.IP)
+	}
 	rc, err := rssFromTenant(t.RSSInfo(), t.Queues())
 	if err != nil {
 		return nil, fmt.Errorf("bichannel: vnic: the tenant's RSS configuration: %w", err)
@@ -647,4 +650,12 @@ func (c VNICConfig) withSpin() VNICConfig {
 		c.Spin = 0
 	}
 	return c
+}
+
+// derivedMAC is the source MAC used when VNICConfig.MAC is zero: locally
+// administered, unicast (02:76:6e = "vn"), ending in the address's last
+// three bytes, so that nodes on one wire differ.
+func derivedMAC(ip netip.Addr) [6]byte {
+	a := ip.As16()
+	return [6]byte{0x02, 0x76, 0x6e, a[13], a[14], a[15]}
 }

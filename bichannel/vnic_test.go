@@ -532,3 +532,24 @@ func TestVNICWaitSpinCutWhileTxPending(t *testing.T) {
 		t.Fatalf("SpinsCut %d, Sleeps %d, Queue.Wait calls %d; want 1, 1, 1", st.SpinsCut, st.Sleeps, q.waits)
 	}
 }
+
+// A zero VNICConfig.MAC becomes a locally administered unicast MAC that
+// Linux bridges forward (they drop a zero source), distinct per address.
+func TestVNICDerivedMAC(t *testing.T) {
+	a := derivedMAC(netip.MustParseAddr("198.18.0.1"))
+	b := derivedMAC(netip.MustParseAddr("198.18.0.2"))
+	if a == ([6]byte{}) || a == b {
+		t.Fatalf("derived MACs %x and %x: want non-zero and distinct", a, b)
+	}
+	if a[0]&1 != 0 || a[0]&2 == 0 {
+		t.Fatalf("derived MAC %x: want unicast, locally administered", a)
+	}
+	v, err := newVNICFast(stallTenant{&stallQueue{}}, 1, VNICConfig{BasePort: 9000, IP: netip.MustParseAddr("198.18.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if got := v.Info().MAC; got != a {
+		t.Fatalf("fast path advertises MAC %x, want %x", got, a)
+	}
+}
