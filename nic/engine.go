@@ -202,6 +202,17 @@ func (e *Engine) pick(t *rss.Tuple, parsed bool) *Tenant {
 // which case the caller must offer the rest again. Step(nil) refreshes the
 // occupancy gauges.
 func (e *Engine) Step(frames [][]byte) int {
+	if len(frames) == 0 {
+		e.finish()
+		// finish folds on its own only every FoldEvery batches or when no
+		// tenant is dirty; the tenants the last batches dirtied are still
+		// listed, so an empty Step right after a batch folded nothing
+		// before: fold them here, as documented.
+		if len(e.dirty) > 0 {
+			e.Fold()
+		}
+		return 0
+	}
 	now := e.now()
 	for i, f := range frames {
 		if !e.frame(f, now) {
