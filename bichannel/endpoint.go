@@ -903,15 +903,7 @@ func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, rxw int
 		e.st.dropsNoBuffer.Add(1)
 		return
 	}
-	rf.set(seq, win)
-	if seq == rf.base {
-		for rf.has(rf.base, win) {
-			rf.unset(rf.base, win)
-			rf.base++
-		}
-	} else {
-		rf.sel = append(rf.sel, seq)
-	}
+	rf.receive(seq, win)
 	rf.buffered++
 	rf.fresh++
 	p.markDirty(w, f, rf)

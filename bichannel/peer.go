@@ -141,6 +141,21 @@ func (r *rflow) has(s, win uint64) bool { i := s % win; return r.bits[i>>6]>>(i&
 func (r *rflow) set(s, win uint64)      { i := s % win; r.bits[i>>6] |= 1 << (i & 63) }
 func (r *rflow) unset(s, win uint64)    { i := s % win; r.bits[i>>6] &^= 1 << (i & 63) }
 
+// receive marks seq (base <= seq < base+win) received: at the base it moves
+// the base past every received number; above it, it is listed for the next
+// selective acknowledgement. Delivered and skipped messages both count.
+func (r *rflow) receive(seq, win uint64) {
+	r.set(seq, win)
+	if seq != r.base {
+		r.sel = append(r.sel, seq)
+		return
+	}
+	for r.has(r.base, win) {
+		r.unset(r.base, win)
+		r.base++
+	}
+}
+
 // Connect connects to every peer (Config.Peers when peers is nil): it dials
 // those with a higher node id, accepts those with a lower one, exchanges
 // hellos (fast-path addresses, queues, RSS configuration, buffers), picks

@@ -164,15 +164,7 @@ func (e *Endpoint) onSkip(p *peer, s *skipRecord) {
 		e.dropped(dropOutOfWindow, p.ctlAddr)
 		return
 	}
-	rf.set(seq, win)
-	if seq == rf.base {
-		for rf.has(rf.base, win) {
-			rf.unset(rf.base, win)
-			rf.base++
-		}
-	} else {
-		rf.sel = append(rf.sel, seq)
-	}
+	rf.receive(seq, win)
 	rf.owed++ // the buffer it never took: its credit goes back
 	p.markDirty(w, f, rf)
 	urgent := int(rf.owed) >= e.creditBatch
