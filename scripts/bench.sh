@@ -53,10 +53,10 @@ if [ "${BICHANNEL:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
 	# offered rate). SMOKE=1 runs it briefly and keeps the figure in bench/.
 	echo "== bi-channel testbed (vnicd on the DUT end, engine on CPU 0; root only)"
 	if [ "${SMOKE:-0}" = 1 ]; then
-		csv="$out/bichannel-fig16.csv"
+		csv="$PWD/$out/bichannel-fig16.csv" # absolute: go test runs in tests/
 		export BICH_REPS=1 BICH_PING_MS=200 BICH_PIPE_MS=200 BICH_BATCHES=200 BICH_FIG16_MS=100 BICH_FIG16_RATES=2000,20000
 	else
-		csv=docs/bichannel-fig16.csv
+		csv="$PWD/docs/bichannel-fig16.csv"
 	fi
 	BICH_FIG16_CSV="$csv" go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel.txt"
 	go run ./tests/fig16 -csv "$csv"
