@@ -19,7 +19,7 @@ n() { if [ "${SMOKE:-0}" = 1 ]; then echo 100x; else echo "$1"; fi; }
 } >"$out/machine.txt"
 for i in $(seq "$COUNT"); do
 	go test -run '^$' -bench 'Ring|Chan' -benchtime "$(n 3000000x)" -count 1 ./ring >>"$out/ring.txt"
-	go test -run '^$' -bench 'Engine|Floor' -benchtime "$(n 2000000x)" -count 1 ./nic >>"$out/engine.txt"
+	go test -run '^$' -bench 'Engine|Floor|CrossCoreLine' -benchtime "$(n 2000000x)" -count 1 ./nic >>"$out/engine.txt"
 	go test -run '^$' -bench 'Toeplitz|Parse|Pick' -benchtime "$(n 1s)" -count 1 ./rss >>"$out/rss.txt"
 	go test -run '^$' -bench . -benchtime "$(n 1s)" -count 1 ./alloc >>"$out/alloc.txt"
 	go test -run '^$' -bench ProcessBoundary -benchtime "$(if [ "${SMOKE:-0}" = 1 ]; then echo 1x; else echo 2x; fi)" -count 1 ./internal/daemon >>"$out/boundary.txt"
