@@ -28,7 +28,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -130,17 +129,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			places = append(places, places[0])
 		}
 	}
-	if o.cpuprofile != "" {
-		f, err := os.Create(o.cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := casestudy.StartCPUProfile(o.cpuprofile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	var rows []Row
 	fmt.Fprintf(out, "%-4s %3s %10s %10s %9s %9s %9s %9s %7s %s\n", "tr", "run", "offered/s", "answered/s", "p50 µs", "p95 µs", "p99 µs", "max µs", "CPU-s", "notes")
 	for _, rate := range o.rates {

@@ -27,7 +27,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -121,17 +120,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		clusters[t] = c
 	}
-	if o.cpuprofile != "" {
-		f, err := os.Create(o.cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := casestudy.StartCPUProfile(o.cpuprofile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	var rows []Row
 	fmt.Fprintf(out, "%-4s %5s %7s %10s %3s %9s %8s %8s %8s %9s\n", "tr", "hosts", "workers", "rows/host", "run", "net MB", "s", "GB/s", "CPU-s", "CPU-s/GB")
 	// A warm-up run per transport, not reported: first-touch page faults

@@ -239,11 +239,12 @@ func run(p point) (result, error) {
 				steps++
 			}
 			pending = pending[k:]
-			// A paused engine that only re-offers its frames can stall for
-			// good (seen once in 60-90 runs, privring and rxbisect, never
-			// under Drop); an empty Step (counter fold, cursor publication)
-			// now and then unsticks it. nic.Run's paused loop has the same
-			// shape; reported to the engine's owners.
+			// Under Pause, runs on a heavily loaded machine (load 24-27)
+			// once in 60-90 stopped making progress; ~2,000 quiet runs and
+			// a deterministic engine test (nic/pauseresume_test.go) never
+			// did, and a consumer starved of CPU looks the same, so the
+			// cause is unproven. An empty Step after 64 stuck ones keeps the
+			// sweep going either way; stalled_reps counts what still stops.
 			if k == 0 {
 				if stuck++; stuck%64 == 0 {
 					eng.Step(nil)

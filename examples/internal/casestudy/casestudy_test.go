@@ -3,6 +3,8 @@ package casestudy
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -81,5 +83,24 @@ func TestFlagLists(t *testing.T) {
 	}
 	if _, err := Choices("transport", "bi,udp", "bi", "tcp"); err == nil {
 		t.Error("Choices took udp")
+	}
+}
+
+func TestStartCPUProfile(t *testing.T) {
+	stop, err := StartCPUProfile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop() // no profile: nothing to stop
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	if stop, err = StartCPUProfile(path); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		t.Fatalf("profile %s: %v, %v", path, fi, err)
+	}
+	if _, err := StartCPUProfile(filepath.Join(t.TempDir(), "no", "such", "dir")); err == nil {
+		t.Fatal("a profile in a missing directory was accepted")
 	}
 }
