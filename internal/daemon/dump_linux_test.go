@@ -299,8 +299,13 @@ func TestDumpEnds(t *testing.T) {
 	}
 	defer c2.Close()
 	waitFor(t, 5*time.Second, func() bool { return tf2.n.Load() > 10 })
-	td.stop(t)
+	// Read while vnicd stops, as vnicctl does: vnicd waits only a second
+	// for a session to send its backlog and end (a reader that starts
+	// after the stop found the connection closed, 1 run in 40).
+	stopped := make(chan struct{})
+	go func() { td.stop(t); close(stopped) }() // stop reports with t.Errorf only
 	d2 := dumpRead(t, c2, 10*time.Second)
+	<-stopped
 	if d2.end.Reason != "vnicd stopping" {
 		t.Fatalf("after vnicd stopped: end %+v", d2.end)
 	}
