@@ -3,6 +3,7 @@ package ax
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/vnic/vnic/ring"
 )
@@ -89,6 +90,11 @@ func (n *NIC) TakeKnown() (buf uint32, idx uint64, ok bool) {
 	n.c.Advance(1)
 	return buf, idx, true
 }
+
+// EntryAddr returns the address of the slot of the entry Take would
+// consume after ahead more takes, for a prefetch hint (it is not checked to
+// be ready).
+func (n *NIC) EntryAddr(ahead int) unsafe.Pointer { return n.c.SlotAddr(ahead) }
 
 // Publish makes the entries taken so far free for the core, with one store.
 func (n *NIC) Publish() { n.c.Publish() }

@@ -1,6 +1,8 @@
 package bx
 
 import (
+	"unsafe"
+
 	"github.com/vnic/vnic/ring"
 )
 
@@ -120,6 +122,10 @@ func (n *NIC) write() {
 	}
 	n.written = n.staged
 }
+
+// SlotAddr returns the address of the slot the i-th entry from now (0: the
+// next one Stage fills) will occupy, for a prefetch hint.
+func (n *NIC) SlotAddr(i int) unsafe.Pointer { return n.p.SlotAddr(n.staged + i) }
 
 // Staged returns how many entries wait for Flush.
 func (n *NIC) Staged() int { return n.staged }

@@ -30,6 +30,7 @@ type Engine struct {
 	tuple  rss.Tuple
 	one    [1]int // ShRing candidate list
 	batch  uint64
+	pf     ring.Prefetch // the next batch's shared lines (finish)
 
 	// TX (tx.go): the tenants' TX rings in round-robin order, and one
 	// pass's batch.
@@ -470,6 +471,7 @@ func (e *Engine) finish() {
 			ten.bx[q].Flush()
 			ten.bxUsed[q] = false
 		}
+		e.prefetchNext(ten)
 		if ten.wake != nil {
 			// Need-wakeup handshake: the core stores its need-wakeup word
 			// and then looks at its ring; we post and then look at the
@@ -483,8 +485,34 @@ func (e *Engine) finish() {
 		}
 		ten.bxList = ten.bxList[:0]
 	}
+	e.pf.Issue()
 	if len(e.dirty) == 0 || e.batch%uint64(e.cfg.FoldEvery) == 0 {
 		e.Fold()
+	}
+}
+
+// prefetchNext lists, for each queue this batch posted to, the lines the
+// next batch will most likely touch that another core touched last: the
+// Bx slots after the one the core polls (it read them a lap ago, so the
+// stores would each wait for a read-for-ownership) and the queue's own Ax
+// entries (the core's refills wrote them). finish issues the hints in one
+// call, so the transfers overlap each other and the next batch's work
+// instead of stalling the engine one after the other. The polled slot's
+// line is left alone: taking it early would only bounce it.
+func (e *Engine) prefetchNext(ten *Tenant) {
+	for _, q := range ten.bxList {
+		b := ten.bx[q]
+		for i := 2; i < 8; i += 2 {
+			e.pf.Write(b.SlotAddr(i))
+		}
+	}
+	if !ten.ownFirst {
+		return
+	}
+	for _, q := range ten.bxList {
+		a := ten.ax[q]
+		e.pf.Read(a.EntryAddr(0))
+		e.pf.Read(a.EntryAddr(16))
 	}
 }
 
