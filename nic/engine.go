@@ -302,12 +302,14 @@ func (e *Engine) frame(f []byte, now uint64) bool {
 	if j != q {
 		flags |= bx.FlagBorrowed
 	}
-	ent := bx.Entry{Buf: buf, Len: uint16(n), Flags: flags, AxRing: uint16(j), Queue: uint16(q),
-		AxIdx: uint32(idx), Hash: hash, Stamp: uint32(now)}
 	if ten.check != nil { // a call only in debug mode
 		ten.check.Move(buf, conserve.NIC, conserve.Bx)
 	}
-	bq.Stage(&ent) // room was checked above or by take
+	// Room was checked above or by take: the entry is written once, in
+	// the staging slot.
+	ent := bq.Fill()
+	ent.Buf, ent.Len, ent.Flags, ent.AxRing, ent.Queue = buf, uint16(n), flags, uint16(j), uint16(q)
+	ent.AxIdx, ent.Hash, ent.Stamp = uint32(idx), hash, uint32(now)
 	if !ten.bxUsed[q] {
 		ten.bxUsed[q] = true
 		ten.bxList = append(ten.bxList, q)
