@@ -118,6 +118,7 @@ func ExampleNIC() {
 // memory (so part of each batch is written to the ring before Flush), with
 // the consumer polling in between, and checks that nothing is visible
 // before Flush and that every entry arrives once, in order, with its Seq.
+// Every third entry is written in place with Fill instead of Stage.
 func TestStageBeyondBuffer(t *testing.T) {
 	const capa = 256
 	mem := newRing(t, capa, ^uint64(0)-100)
@@ -127,7 +128,13 @@ func TestStageBeyondBuffer(t *testing.T) {
 	next, seq := uint32(0), uint32(0)
 	for _, batch := range []int{1, 31, 32, 33, 64, 65, 100, 200, 256, 7} {
 		for i := 0; i < batch; i++ {
-			if ok, err := nic.Stage(&bx.Entry{Buf: next + uint32(i), Len: 60}); !ok || err != nil {
+			if i%3 == 1 { // Fill, in place, mixed with Stage
+				if ok, err := nic.Room(1); !ok || err != nil {
+					t.Fatalf("batch %d: room for %d: %v %v", batch, i, ok, err)
+				}
+				e := nic.Fill()
+				e.Buf, e.Len = next+uint32(i), 60
+			} else if ok, err := nic.Stage(&bx.Entry{Buf: next + uint32(i), Len: 60}); !ok || err != nil {
 				t.Fatalf("batch %d: stage %d: %v %v", batch, i, ok, err)
 			}
 			if i%16 == 0 {
