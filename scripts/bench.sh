@@ -60,6 +60,8 @@ if [ "${BICHANNEL:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
 	fi
 	BICH_FIG16_CSV="$csv" go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel.txt"
 	go run ./tests/fig16 -csv "$csv"
+	echo "== bi-channel testbed, NIC-core placement (vnicd busy on CPU 0, applications on the last CPU)"
+	BICH_PLACEMENT=niccore BICH_FIG16=0 go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel-niccore.txt"
 fi
 if [ "${CASESTUDIES:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
 	# Issue 12: the hash shuffle and the quorum-replicated KV on a 4-host

@@ -547,8 +547,11 @@ func pinProcess(cpu int) (restore func(), err error) {
 // process's threads float over every CPU, vnicd's engine is pinned to CPU
 // 0; n: every thread of this process on CPU n, with GOMAXPROCS 1),
 // BICH_FIG16 (1: run the Figure 16 sweep), BICH_FIG16_MS (400 per point),
-// BICH_FIG16_CSV (where to write the sweep; go run ./tests/fig16 plots it).
+// BICH_FIG16_CSV (where to write the sweep; go run ./tests/fig16 plots it),
+// BICH_PLACEMENT (niccore: the emulated NIC gets a core of its own, as the
+// paper's emulator did; see biPlacement).
 func BenchmarkBichannelTestbed(b *testing.B) {
+	biPlacement(b)
 	reps := biEnv("BICH_REPS", 3)
 	pingD := time.Duration(biEnv("BICH_PING_MS", 1000)) * time.Millisecond
 	pipeD := time.Duration(biEnv("BICH_PIPE_MS", 1000)) * time.Millisecond
@@ -962,4 +965,35 @@ func (b *biBed) remotePairs(name string) *biRemote {
 	r.tcp.(*net.TCPConn).SetNoDelay(true)
 	b.tb.Cleanup(func() { r.tcp.Close() })
 	return r
+}
+
+// biPlacement applies BICH_PLACEMENT. "niccore" gives vnicd's engine CPU 0
+// to itself, busy-polling (--idle busy), as a NIC has its own silicon and
+// as the RxBisect paper's emulator had its own core; the client and the
+// server process share the last CPU and sleep when they wait (client spin
+// off: a spinning client would hold the CPU its server needs). Every
+// variant, kernel TCP included, then runs its applications on that CPU;
+// kernel TCP's best figures come from the default (unpinned) placement,
+// measured in its own invocation. Knobs set explicitly win.
+func biPlacement(b *testing.B) {
+	p := os.Getenv("BICH_PLACEMENT")
+	switch p {
+	case "":
+		return
+	case "niccore":
+	default:
+		b.Fatalf("BICH_PLACEMENT=%q: give niccore or leave it unset", p)
+	}
+	n := runtime.NumCPU()
+	if n < 2 {
+		b.Skipf("BICH_PLACEMENT=niccore needs 2 CPUs, this process may use %d", n)
+	}
+	app := strconv.Itoa(n - 1)
+	for k, v := range map[string]string{"BICH_VNICD_ARGS": "--idle busy", "BICH_APP_CPU": app, "BICH_SRV_CPUS": app, "BICH_VNIC_SPIN_US": "-1"} {
+		if _, set := os.LookupEnv(k); !set {
+			b.Setenv(k, v)
+		}
+	}
+	b.Logf("placement niccore: vnicd's engine busy-polls CPU 0 (BICH_VNICD_ARGS=%q); client and server on CPU %s (client spin %sµs)",
+		os.Getenv("BICH_VNICD_ARGS"), os.Getenv("BICH_APP_CPU"), os.Getenv("BICH_VNIC_SPIN_US"))
 }
