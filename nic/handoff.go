@@ -466,8 +466,8 @@ func (h *Handoff) refill(s int) {
 			}
 			progress = true
 			h.touch()
-			if !ten.axUsed[j] {
-				ten.axUsed[j] = true
+			if qs := &ten.qs[j]; !qs.axUsed {
+				qs.axUsed = true
 				ten.used = append(ten.used, j)
 			}
 			if err != nil || h.held[b] {

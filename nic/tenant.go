@@ -58,10 +58,9 @@ type Tenant struct {
 	blocks []counters.Block // NIC block per queue
 	tblock counters.Block   // tenant-wide NIC block
 	delta  [][counters.NumIDs]uint64
-	axUsed []bool // Ax rings taken from in this batch
-	used   []int  // their ids
-	bxUsed []bool
-	bxList []int
+	qs     []qstate              // per queue: what the per-frame path touches, together
+	used   []int                 // Ax rings taken from since the last fold
+	bxList []int                 // Bx rings staged to in this batch
 	shared []int                 // ShRing: the shared Ax ring of each queue
 	faulty error                 // engine goroutine only
 	fault  atomic.Pointer[error] // the same, for other goroutines
@@ -79,7 +78,9 @@ type Tenant struct {
 	// notice (if any) goes to that ring's Bx ring (RxBisect and PrivRing
 	// with the default association): Engine.frame's fast path applies.
 	ownFirst bool
-	nodes    []int // NUMA node of each queue
+	nodes    []int  // NUMA node of each queue
+	bufs     []byte // the region's packet buffers
+	bufSize  int
 	// Wake-ups (see idle.go): vnicd's socket ends, the tenant's
 	// need-wakeup words, the generation last signalled per queue, the
 	// region's engine-sleeping word, the engine's counters.
@@ -90,6 +91,23 @@ type Tenant struct {
 	idle      *idleCounters
 	tx        []*ring.Consumer[shm.TxDesc]
 	comp      []*ring.Producer[shm.Completion]
+}
+
+// qstate is one queue's state that the per-frame fast path touches: one
+// bounds check reaches all of it.
+type qstate struct {
+	ax     *ax.NIC
+	bx     *bx.NIC
+	d      *[counters.NumIDs]uint64 // the queue's counter deltas
+	axUsed bool                     // Ax ring taken from since the last fold (in used)
+	bxUsed bool                     // Bx ring staged to in this batch (in bxList)
+}
+
+// buffer returns buffer id's memory; id must be below the region's
+// buffer count (Ax takes check it).
+func (t *Tenant) buffer(id uint32) []byte {
+	off := int(id) * t.bufSize
+	return t.bufs[off : off+t.bufSize : off+t.bufSize]
 }
 
 // Queues returns the tenant's queue count.
@@ -139,8 +157,8 @@ func newTenant(cfg TenantConfig, r *shm.Region, m Model, shGroup int) (*Tenant, 
 	t := &Tenant{
 		ID: cfg.ID, Name: cfg.Name, Match: cfg.Match, Region: r, queues: n, reta: reta,
 		ax: make([]*ax.NIC, n), bx: make([]*bx.NIC, n), blocks: make([]counters.Block, n),
-		delta: make([][counters.NumIDs]uint64, n), axUsed: make([]bool, n), used: make([]int, 0, n),
-		bxUsed: make([]bool, n), bxList: make([]int, 0, n), shared: make([]int, n),
+		delta: make([][counters.NumIDs]uint64, n), qs: make([]qstate, n), used: make([]int, 0, n),
+		bxList: make([]int, 0, n), shared: make([]int, n),
 		check: cfg.Checker, axEmpty: make([]uint64, n), bxFull: make([]uint64, n),
 	}
 	if g.NumBx > 0 {
@@ -176,7 +194,10 @@ func newTenant(cfg TenantConfig, r *shm.Region, m Model, shGroup int) (*Tenant, 
 			return nil, fmt.Errorf("nic: tenant %q: Bx ring %d: %w", cfg.Name, q, err)
 		}
 		t.blocks[q] = r.Counters(shm.NICBlock, q)
+		t.qs[q] = qstate{ax: t.ax[q], bx: t.bx[q], d: &t.delta[q]}
 	}
+	t.bufs = r.Mem[r.Lay.Buf : r.Lay.Buf+uint64(g.BufCount)*uint64(g.BufSize)]
+	t.bufSize = int(g.BufSize)
 	t.tblock = r.Counters(shm.TenantBlock, 0)
 	rings := make([]numa.Ring, n)
 	for q := range rings {
