@@ -73,6 +73,11 @@ func BenchmarkEngine(b *testing.B) {
 				s := r.sum(shm.NICBlock)
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mpps")
 				b.ReportMetric(float64(s[counters.Packets])/float64(b.N), "delivered/op")
+				// How often a frame found its queue's Ax ring empty as last
+				// seen (the engine then reloads the core's cursor, a shared
+				// line, and may borrow or drop): high when the consumers on
+				// CPU 1 barely keep up, so that the figure measures them.
+				b.ReportMetric(float64(s[counters.AxDepletions])/float64(b.N), "depleted/op")
 			})
 		}
 	}
