@@ -43,16 +43,22 @@ type AttachOptions struct {
 	Buffers int
 	// Batch is the most packets one Recv returns (default 32).
 	Batch int
-	// Spin is how long Wait polls before it sleeps on the queue's eventfd
-	// (default 50µs; 0 keeps the default, negative sleeps at once).
+	// Spin is how long Wait polls before it sleeps on the queue's socket
+	// (default 50µs, or none while vnicd coalesces: it then posts once per
+	// nap, and nothing arrives before its next nap ends; 0 keeps the
+	// default, negative sleeps at once).
 	Spin time.Duration
 	// Coalesce turns Wait's polling into naps (interrupt moderation, like
 	// vnicd's --rx-coalesce-usecs): instead of spinning, Wait sleeps this
 	// long on a timer between looks at the ring, for up to
 	// max(Spin, 4·Coalesce), and then sleeps on the queue's socket as
 	// usual. Packets wait up to Coalesce more; a queue that receives at a
-	// low or medium rate uses a fraction of the CPU spinning costs. 0 (the
-	// default) spins.
+	// low or medium rate uses a fraction of the CPU spinning costs. During
+	// a nap vnicd still wakes the queue if its Ax ring runs low (under
+	// half its buffers posted), so a burst cannot drain it while the timer
+	// runs. 0 (the default) spins. Where vnicd coalesces itself
+	// (--rx-coalesce-usecs), leave this 0: Wait then sleeps at once and
+	// vnicd wakes it once per nap, which costs less.
 	Coalesce time.Duration
 }
 
@@ -135,6 +141,9 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	t.spin = o.Spin
 	if t.spin == 0 {
 		t.spin = 50 * time.Microsecond
+		if rep.RxCoalesceUs > 0 {
+			t.spin = -1 // vnicd posts once per nap: nothing to spin for
+		}
 	}
 	for i, q := range t.queues {
 		q.wake = files[1+i]
@@ -254,6 +263,7 @@ type WaitStats struct {
 	Doorbells uint64 // TX doorbells Send rang because vnicd slept
 	Naps      uint64 // coalescing naps (AttachOptions.Coalesce) instead of spinning
 	Napped    uint64 // returned after napping, without sleeping on the socket
+	Urgent    uint64 // naps cut short by vnicd because the queue's Ax ring ran low
 }
 
 // WaitStats returns the queue's wait counters. Call it from the queue's
@@ -348,10 +358,7 @@ func (q *Queue) Wait(ctx context.Context) error {
 		}
 		return nil
 	}
-	if q.gen++; q.gen == 0 {
-		q.gen = 1 // 0 means "polling"
-	}
-	atomic.StoreUint32(q.needWake, q.gen)
+	atomic.StoreUint32(q.needWake, q.nextGen()) // 0 means "polling"
 	defer atomic.StoreUint32(q.needWake, 0)
 	q.wst.Sleeps++
 	if ctx.Done() != nil {
@@ -413,10 +420,7 @@ func (q *Queue) Wait(ctx context.Context) error {
 			// so a new one goes out before the next look: without it, the
 			// next entry finds the generation signalled and sends nothing,
 			// and the queue sleeps until waitPoll.
-			if q.gen++; q.gen == 0 {
-				q.gen = 1
-			}
-			atomic.StoreUint32(q.needWake, q.gen)
+			atomic.StoreUint32(q.needWake, q.nextGen())
 		}
 		if n > 0 && q.drainWake(fd) {
 			// vnicd closed its end: this tenant was detached.

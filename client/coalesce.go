@@ -2,15 +2,30 @@ package client
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
+// napBit in the queue's need-wakeup word says "napping on a timer": vnicd
+// then signals the queue only when its Ax ring runs low (nic.NapBit, the
+// same bit), instead of on its first post as for a sleeping queue.
+const napBit = 1 << 31
+
 // napWait is Wait's polling phase with AttachOptions.Coalesce: it naps
-// Coalesce at a time on a timer (no need-wakeup word is published, so
-// vnicd sends nothing) and looks at the ring after each nap, for up to
-// max(Spin, 4·Coalesce). It reports ready when a packet is there; false
-// with a nil error means "go on to sleep on the socket". It services the
-// queue (refills, TX completions) before each nap, as the spin loop does.
+// Coalesce at a time on a timer and looks at the ring after each nap, for
+// up to max(Spin, 4·Coalesce). It reports ready when a packet is there;
+// false with a nil error means "go on to sleep on the socket". It services
+// the queue (refills, TX completions) before each nap, as the spin loop
+// does.
+//
+// Each nap publishes a generation with napBit and waits on the queue's
+// socket with the nap as its timeout: vnicd, which would otherwise post
+// into the ring unseen until the timer ends, signals it when the queue's
+// Ax ring falls below half its size. Without that, a burst (vnicd
+// catching up after its CPU was taken) could consume every posted buffer
+// during one nap, and the rest of the burst was dropped as ax_starved:
+// 5.4% of the frames at 1 ms naps on a loaded machine (BENCHMARKS.md,
+// "Issue 9 (h23)").
 func (q *Queue) napWait(ctx context.Context) (ready bool, err error) {
 	if q.bx.Ready() {
 		q.wst.Spun++
@@ -18,7 +33,10 @@ func (q *Queue) napWait(ctx context.Context) (ready bool, err error) {
 	}
 	deadline := time.Now().Add(max(q.spin, 4*q.coalesce))
 	restore := func() {}
-	defer func() { restore() }()
+	defer func() {
+		atomic.StoreUint32(q.needWake, 0)
+		restore()
+	}()
 	for first := true; ; first = false {
 		if q.gone != nil && q.gone.Load() {
 			return false, ErrDaemonGone
@@ -39,11 +57,32 @@ func (q *Queue) napWait(ctx context.Context) (ready bool, err error) {
 			// thread while it naps (a nap is a system call).
 			restore = lockTimerSlack(min(max(q.coalesce/8, time.Microsecond), 50*time.Microsecond))
 		}
+		atomic.StoreUint32(q.needWake, q.nextGen()|napBit)
+		// Look after publishing: vnicd posts, then loads the word.
+		if q.bx.Ready() {
+			q.wst.Napped++
+			return true, nil
+		}
 		q.wst.Naps++
-		nap(q.coalesce)
+		if napOn(q.wfd, q.cfd, q.coalesce) {
+			q.wst.Urgent++
+			if q.drainWake(q.wfd) && !q.bx.Ready() {
+				q.gone.Store(true)
+				return false, ErrDaemonGone
+			}
+		}
 		if q.bx.Ready() {
 			q.wst.Napped++
 			return true, nil
 		}
 	}
+}
+
+// nextGen advances the queue's sleep generation: never 0 ("polling") and
+// never with napBit, which only napWait adds.
+func (q *Queue) nextGen() uint32 {
+	if q.gen = (q.gen + 1) &^ napBit; q.gen == 0 {
+		q.gen = 1
+	}
+	return q.gen
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-func nap(d time.Duration) { time.Sleep(d) }
+func napOn(fd, cfd int, d time.Duration) bool { time.Sleep(d); return false }
 
 func lockTimerSlack(time.Duration) (restore func()) {
 	runtime.LockOSThread()

@@ -105,6 +105,14 @@ type Config struct {
 	// descriptors wait up to this long more; the CPU per packet at low and
 	// medium rates falls by the spinning it saves. See Run.
 	RxCoalesce time.Duration
+	// RxCoalesceMax, above RxCoalesce, makes the moderation adaptive (like
+	// ethtool's adaptive-rx): the nap doubles while naps collect under a
+	// quarter of a batch and halves when they collect most of one, between
+	// RxCoalesce and RxCoalesceMax, the latency budget. 0 (or not above
+	// RxCoalesce) keeps the nap fixed at RxCoalesce. The budget times the
+	// peak frame rate should stay below the source's ring and the tenants'
+	// posted buffers: a burst that starts during a long nap waits for it.
+	RxCoalesceMax time.Duration
 	// Now returns the clock in nanoseconds for Bx entry stamps (default:
 	// monotonic time since the engine started).
 	Now func() uint64

@@ -76,16 +76,25 @@ type IdleStats struct {
 	Signals   uint64 // wake-ups sent to tenants' queues
 	Refused   uint64 // wake-ups a tenant's socket did not take (its buffer full: harmless)
 	Naps      uint64 // coalescing naps (Config.RxCoalesce) instead of polls
+	// Urgent counts signals sent to a napping queue (AttachOptions.Coalesce)
+	// because its Ax ring ran low: without them the engine could post
+	// every posted buffer while the core's timer runs.
+	Urgent uint64
+	// Nap is the current coalescing nap (adaptive between
+	// Config.RxCoalesce and Config.RxCoalesceMax); 0 without coalescing.
+	Nap time.Duration
 }
 
 type idleCounters struct {
-	sleeps, doorbells, signals, refused, naps atomic.Uint64
+	sleeps, doorbells, signals, refused, naps, urgent atomic.Uint64
+	napNow                                            atomic.Int64
 }
 
 // IdleStats returns the sleep counters. Safe from any goroutine.
 func (e *Engine) IdleStats() IdleStats {
 	c := &e.idleCnt
-	return IdleStats{Sleeps: c.sleeps.Load(), Doorbells: c.doorbells.Load(), Signals: c.signals.Load(), Refused: c.refused.Load(), Naps: c.naps.Load()}
+	return IdleStats{Sleeps: c.sleeps.Load(), Doorbells: c.doorbells.Load(), Signals: c.signals.Load(), Refused: c.refused.Load(),
+		Naps: c.naps.Load(), Urgent: c.urgent.Load(), Nap: time.Duration(c.napNow.Load())}
 }
 
 // setSleeping stores v into every tenant's engine-sleeping word. The store
@@ -115,9 +124,23 @@ func (e *Engine) txPending() bool {
 	return false
 }
 
+// NapBit in a queue's need-wakeup word (shm's wake section) says the core
+// naps on a timer (client AttachOptions.Coalesce) rather than sleeping: the
+// engine signals it only when the queue's Ax ring runs low (below
+// UrgentFraction of its size), once per generation, so that a burst posted
+// during the nap cannot consume every posted buffer before the timer ends.
+// A word without the bit is a sleeping core: it is signalled on the first
+// post of its generation.
+const NapBit = 1 << 31
+
+// UrgentFraction: a napping queue is signalled when fewer than
+// AxSize/UrgentFraction of its Ax entries remain for the engine to take.
+const UrgentFraction = 2
+
 // kick signals queue q of t if its core sleeps and has not been signalled
 // in this sleep: at most one wake-up per sleep, however many batches the
-// engine posts meanwhile.
+// engine posts meanwhile. A napping core (NapBit) is signalled only when
+// its Ax ring runs low.
 func (t *Tenant) kick(q int) {
 	if t.wake == nil {
 		return
@@ -125,6 +148,13 @@ func (t *Tenant) kick(q int) {
 	g := atomic.LoadUint32(t.needWake[q]) // untrusted: a wrong value costs this tenant only
 	if g == 0 || g == t.signalled[q] {
 		return
+	}
+	if g&NapBit != 0 {
+		low := max(int(t.Region.Geo.AxSize)/UrgentFraction, 1)
+		if n, err := t.ax[q].Avail(low); err == nil && n >= low {
+			return // enough buffers posted: let the nap run
+		}
+		t.idle.urgent.Add(1)
 	}
 	t.signalled[q] = g
 	t.wakeQueue(q)

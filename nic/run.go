@@ -44,12 +44,16 @@ const idleCheck = 64
 // wakes it within microseconds.
 //
 // With Config.RxCoalesce > 0 (interrupt moderation, like a NIC's rx-usecs
-// or NAPI's deferred re-arm), a poll that finds the source empty while
-// the last batch was not full (the source is under-loaded: the engine
-// keeps up) is followed by a nap of RxCoalesce on a timer instead of more
-// polls; what arrived meanwhile is then taken as one batch. A full batch
-// means the source is loaded, and Run polls again at once. After
-// SpinBudget without a frame it sleeps in epoll as above.
+// or NAPI's deferred re-arm), a batch that was not full (the source is
+// under-loaded: the engine keeps up) is followed by a nap on a timer
+// instead of polls; what arrived meanwhile is then taken as one batch,
+// and the tenants' sleeping queues are signalled once for it. A full
+// batch means the source is loaded, and Run polls again at once. A look
+// that finds nothing (the wire paused) puts the engine to sleep in epoll
+// at once, so the next frame wakes it and is taken without a nap. With
+// Config.RxCoalesceMax above RxCoalesce the nap adapts (see moderator):
+// it doubles while naps collect under a quarter of a batch and halves
+// when they collect most of one, within [RxCoalesce, RxCoalesceMax].
 func (e *Engine) Run(ctx context.Context, src Source) error {
 	if e.cfg.EmulatorCPU >= 0 {
 		// The thread's previous mask comes back before it unlocks, so the
@@ -119,8 +123,11 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 		budget = DefaultSpinBudget
 	}
 	var coalesce time.Duration
+	var mod moderator
 	if idler != nil && e.cfg.RxCoalesce > 0 {
 		coalesce = e.cfg.RxCoalesce
+		mod = newModerator(coalesce, e.cfg.RxCoalesceMax, e.cfg.Batch)
+		e.idleCnt.napNow.Store(int64(mod.nap()))
 		// The naps are timed sleeps: a precise timer needs this thread's
 		// timer slack (50 µs by default) well below the delay.
 		runtime.LockOSThread()
@@ -134,6 +141,11 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 	var pending [][]byte
 	idle, iter := 0, 0
 	loaded := true // the last batch was full: poll again without a nap
+	// Coalescing state: nap before the next look; frames taken since the
+	// last nap (collecting: until a look returns less than a full batch);
+	// frames the previous look found.
+	napNext, collecting, napped := false, false, false
+	got, last, before := 0, 0, 0
 	var idleSince time.Time
 	done := ctx.Done()
 	for {
@@ -150,6 +162,14 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 			}
 		}
 		if len(pending) == 0 {
+			napped = napNext
+			if napNext {
+				// Interrupt moderation: one nap, then looks until one
+				// returns less than a full batch: what arrived meanwhile.
+				napNext, collecting, got = false, true, 0
+				e.idleCnt.naps.Add(1)
+				idler.nap(mod.nap())
+			}
 			var err error
 			buf, err = src.Recv(buf[:0])
 			if err != nil {
@@ -159,6 +179,15 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 			if len(buf) > 0 {
 				loaded = len(buf) == cap(buf)
 			}
+			if collecting {
+				got += len(buf)
+				if len(buf) < cap(buf) {
+					collecting = false
+					mod.observe(got)
+					e.idleCnt.napNow.Store(int64(mod.nap()))
+				}
+			}
+			before, last = last, len(buf)
 		}
 		if len(pending) == 0 {
 			idle++
@@ -166,27 +195,49 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 				e.Fold()
 				idleSince = time.Now()
 			}
-			if coalesce > 0 && !loaded && time.Since(idleSince) < budget {
-				e.idleCnt.naps.Add(1)
-				idler.nap(coalesce)
-				continue
-			}
-			if idle%idleCheck != 0 {
-				continue
-			}
-			if idler == nil || time.Since(idleSince) < budget {
-				if idle%(64*idleCheck) == 0 {
-					e.Step(nil) // busy: refresh the occupancy gauges now and then
+			if coalesce > 0 {
+				if !napped && before > 0 {
+					// The look after a full batch found nothing: the
+					// wire is active, nap before the next look.
+					napNext = true
+					continue
 				}
-				continue
-			}
-			var err error
-			if pending, err = e.sleep(ctx, src, buf); err != nil {
-				return err
-			}
-			idle = 0
-			if len(pending) == 0 {
-				continue
+				// A nap collected nothing: the wire paused. Sleep at
+				// once in epoll: the next frame wakes the engine, which
+				// takes it without a nap. A pause longer than the latency
+				// budget makes the rate estimate stale: start again from
+				// the shortest nap.
+				t0 := time.Now()
+				var err error
+				if pending, err = e.sleep(ctx, src, buf, true); err != nil {
+					return err
+				}
+				if time.Since(t0) > mod.max {
+					mod.idle()
+					e.idleCnt.napNow.Store(int64(mod.nap()))
+				}
+				idle = 0
+				if len(pending) == 0 {
+					continue
+				}
+			} else {
+				if idle%idleCheck != 0 {
+					continue
+				}
+				if idler == nil || time.Since(idleSince) < budget {
+					if idle%(64*idleCheck) == 0 {
+						e.Step(nil) // busy: refresh the occupancy gauges now and then
+					}
+					continue
+				}
+				var err error
+				if pending, err = e.sleep(ctx, src, buf, false); err != nil {
+					return err
+				}
+				idle = 0
+				if len(pending) == 0 {
+					continue
+				}
 			}
 		}
 		idle = 0
@@ -195,14 +246,19 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 		if len(pending) > 0 {
 			// Paused on starvation: let the cores refill.
 			runtime.Gosched()
+		} else if coalesce > 0 && !loaded {
+			napNext = true
 		}
 	}
 }
 
 // sleep is Run's idle path: publish "sleeping", look at everything once
 // more, wait in epoll, publish "polling". It returns the frames the last
-// look found, if any.
-func (e *Engine) sleep(ctx context.Context, src Source, buf [][]byte) ([][]byte, error) {
+// look found, if any. looked says the caller has just found the source
+// empty: it is then not looked at again (epoll is level triggered on a
+// waitable source's descriptors, so a frame that came in between wakes the
+// wait at once; another source is looked at when the wait times out).
+func (e *Engine) sleep(ctx context.Context, src Source, buf [][]byte, looked bool) ([][]byte, error) {
 	e.Step(nil) // fold the counters and refresh the gauges before sleeping
 	e.setSleeping(1)
 	// The re-check after the store: TX rings (Dekker with the tenant's
@@ -211,11 +267,15 @@ func (e *Engine) sleep(ctx context.Context, src Source, buf [][]byte) ([][]byte,
 		e.setSleeping(0)
 		return buf[:0], nil
 	}
-	buf, err := src.Recv(buf[:0])
-	if err != nil || len(buf) > 0 {
-		e.setSleeping(0)
-		return buf, err
+	if !looked {
+		var err error
+		buf, err = src.Recv(buf[:0])
+		if err != nil || len(buf) > 0 {
+			e.setSleeping(0)
+			return buf, err
+		}
 	}
+	buf = buf[:0]
 	timeout := housekeepingInterval
 	if !e.idle.waitable {
 		timeout = sourcePollInterval

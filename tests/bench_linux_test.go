@@ -139,8 +139,45 @@ const (
 	rbIdleSample    = 500 * time.Millisecond // vnicd's idle CPU is sampled this long
 )
 
-// rbReceivers is the interleaving order.
-var rbReceivers = []string{"vnicd", "vnicd-coal", "afxdp-raw", "afpacket-v3", "recvmmsg"}
+// rbReceivers is the interleaving order. VNIC_BENCH_RECEIVERS (a
+// comma-separated subset, e.g. vnicd-coal,afpacket-v3) keeps only those.
+var rbReceivers = rbSelect([]string{"vnicd", "vnicd-coal", "vnicd-coal@alt", "vnicd-adapt", "afxdp-raw", "afpacket-v3", "recvmmsg"})
+
+func rbSelect(all []string) []string {
+	env := os.Getenv("VNIC_BENCH_RECEIVERS")
+	var out []string
+	for _, n := range all {
+		if n == "vnicd-coal@alt" && os.Getenv("VNIC_BENCH_VNICD_ALT") == "" {
+			continue
+		}
+		if env == "" || slices.Contains(strings.Split(env, ","), n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// rbBudget is the latency budget both moderating receivers get
+// (VNIC_BENCH_BUDGET_MS, default 10): AF_PACKET's block timeout
+// (retire_blk_tov: a block is handed over when full or after this long)
+// and vnicd-adapt's --rx-coalesce-max-usecs (no nap is longer).
+func rbBudget() time.Duration {
+	ms, err := strconv.Atoi(os.Getenv("VNIC_BENCH_BUDGET_MS"))
+	if err != nil || ms <= 0 || ms > 10 {
+		ms = 10
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// rbAdaptMin is vnicd-adapt's shortest nap, --rx-coalesce-usecs
+// (VNIC_BENCH_ADAPT_MIN_US, default 50).
+func rbAdaptMin() time.Duration {
+	us, err := strconv.Atoi(os.Getenv("VNIC_BENCH_ADAPT_MIN_US"))
+	if err != nil || us <= 0 {
+		us = 50
+	}
+	return time.Duration(us) * time.Microsecond
+}
 
 // rbCoalesce is the interrupt moderation of the vnicd-coal runs: vnicd's
 // --rx-coalesce-usecs and the client's AttachOptions.Coalesce
@@ -197,8 +234,14 @@ type rbResult struct {
 	// Other is CPU 1's busy time not spent in the receive threads pinned
 	// there: other users of the machine, the kernel, the Go runtime.
 	Other time.Duration
-	Drops []rbCounter // add up with Got to Sent
-	Info  []rbCounter
+	// Machine is the whole machine's busy time over the run (/proc/stat,
+	// every CPU: user, nice, system, irq, softirq), whoever spent it: the
+	// receiver, the kernel's receive path in softirq (charged to no
+	// receiver when it runs in the sender's context, as AF_PACKET's copy
+	// does), the sender, the bench's own process and other users.
+	Machine time.Duration
+	Drops   []rbCounter // add up with Got to Sent
+	Info    []rbCounter
 }
 
 func (r rbResult) unexplained() int64 { return int64(r.Sent) - int64(r.Got) - int64(rbSum(r.Drops)) }
@@ -230,13 +273,24 @@ func (r rbResult) report(b *testing.B) {
 	b.ReportMetric(r.perMpktSent(r.SendCPU), "sender-cpu-s/Mpkt-sent")
 	b.ReportMetric(r.perMpktSent(r.Softirq), "softirq-s/Mpkt-sent")
 	b.ReportMetric(r.Other.Seconds(), "cpu1-other-s")
+	b.ReportMetric(r.perMpkt(r.Machine), "machine-cpu-s/Mpkt")
+	b.ReportMetric(r.perMpkt(r.SendCPU), "sender-cpu-s/Mpkt")
+}
+
+// rbTotal adds up every CPU's busy time.
+func rbTotal(busy map[int]time.Duration) (t time.Duration) {
+	for _, d := range busy {
+		t += d
+	}
+	return t
 }
 
 func (r rbResult) String() string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s: sent %d, received %d in %v (%.3f Mpps); receiving CPU %v (%.3f s/Mpkt), sender CPU %v, softirq %v, other load on CPU 1 %v\n  drops:",
+	fmt.Fprintf(&sb, "%s: sent %d, received %d in %v (%.3f Mpps); receiving CPU %v (%.3f s/Mpkt), sender CPU %v, softirq %v, other load on CPU 1 %v, whole machine busy %v (%.3f s/Mpkt)\n  drops:",
 		r.Recv, r.Sent, r.Got, r.Window.Round(time.Millisecond), r.mpps(), r.RecvCPU.Round(time.Millisecond), r.perMpkt(r.RecvCPU),
-		r.SendCPU.Round(time.Millisecond), r.Softirq.Round(time.Millisecond), r.Other.Round(time.Millisecond))
+		r.SendCPU.Round(time.Millisecond), r.Softirq.Round(time.Millisecond), r.Other.Round(time.Millisecond),
+		r.Machine.Round(time.Millisecond), r.perMpkt(r.Machine))
 	for _, c := range r.Drops {
 		fmt.Fprintf(&sb, " %s=%d", c.Name, c.Value)
 	}
@@ -279,7 +333,7 @@ func rbSummary(results []rbResult, frames int) string {
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "summary, %d frames per run (median [min-max] over the repetitions):\n", frames)
-	fmt.Fprintf(&sb, "%-12s %4s %-22s %-7s %-22s %-7s %-22s %-22s %-22s %s\n", "receiver", "runs", "Mpps", "vs raw", "cpu-s/Mpkt (receiving)", "vs raw",
+	fmt.Fprintf(&sb, "%-15s %4s %-22s %-7s %-22s %-7s %-22s %-22s %-22s %s\n", "receiver", "runs", "Mpps", "vs raw", "cpu-s/Mpkt (receiving)", "vs raw",
 		"sender cpu-s/Mpkt sent", "softirq s/Mpkt sent", "loss%", "CPU 1 other load s")
 	f := func(s stat, prec int) string {
 		return fmt.Sprintf("%.*f [%.*f-%.*f]", prec, s.med, prec, s.lo, prec, s.hi)
@@ -289,13 +343,24 @@ func rbSummary(results []rbResult, frames int) string {
 		if len(rs) == 0 {
 			continue
 		}
-		fmt.Fprintf(&sb, "%-12s %4d %-22s %-7s %-22s %-7s %-22s %-22s %-22s %s\n", name, len(rs),
+		fmt.Fprintf(&sb, "%-15s %4d %-22s %-7s %-22s %-7s %-22s %-22s %-22s %s\n", name, len(rs),
 			f(col(name, rbResult.mpps), 3), ratio(name, rbResult.mpps), f(col(name, cpu), 3), ratio(name, cpu),
 			f(col(name, func(r rbResult) float64 { return r.perMpktSent(r.SendCPU) }), 3),
 			f(col(name, func(r rbResult) float64 { return r.perMpktSent(r.Softirq) }), 3),
 			f(col(name, rbResult.lossPct), 2), f(col(name, func(r rbResult) float64 { return r.Other.Seconds() }), 2))
 	}
-	for _, name := range []string{"vnicd", "vnicd-coal"} {
+	fmt.Fprintf(&sb, "whole machine (/proc/stat busy time of both CPUs over the run, whoever spent it), per million received packets:\n")
+	fmt.Fprintf(&sb, "%-15s %-22s %-22s %-22s\n", "receiver", "machine cpu-s/Mpkt", "sender process", "machine - sender")
+	for _, name := range rbReceivers {
+		if len(by[name]) == 0 {
+			continue
+		}
+		fmt.Fprintf(&sb, "%-15s %-22s %-22s %-22s\n", name,
+			f(col(name, func(r rbResult) float64 { return r.perMpkt(r.Machine) }), 3),
+			f(col(name, func(r rbResult) float64 { return r.perMpkt(r.SendCPU) }), 3),
+			f(col(name, func(r rbResult) float64 { return r.perMpkt(r.Machine - r.SendCPU) }), 3))
+	}
+	for _, name := range []string{"vnicd", "vnicd-coal", "vnicd-coal@alt", "vnicd-adapt"} {
 		if rs := by[name]; len(rs) > 0 {
 			v := col(name, func(r rbResult) float64 { return r.perMpkt(r.Vnicd) })
 			c := col(name, func(r rbResult) float64 { return r.perMpkt(r.RecvCPU - r.Vnicd) })
@@ -305,6 +370,8 @@ func rbSummary(results []rbResult, frames int) string {
 		}
 	}
 	fmt.Fprintf(&sb, "vnicd-coal: --rx-coalesce-usecs %d and the client's Coalesce %v (VNIC_BENCH_COALESCE_US)\n", rbCoalesce()/time.Microsecond, rbCoalesce())
+	fmt.Fprintf(&sb, "latency budget %v (VNIC_BENCH_BUDGET_MS): afpacket-v3's block timeout and vnicd-adapt's --rx-coalesce-max-usecs (from --rx-coalesce-usecs %d; the client sleeps on its socket)\n",
+		rbBudget(), rbAdaptMin()/time.Microsecond)
 	sb.WriteString("The sender (one trafgen worker on CPU 0, which also runs the kernel's softirq receive path) limits every rate;\n" +
 		"the receiving side's CPU per packet is what distinguishes the receivers.")
 	return sb.String()
@@ -514,7 +581,7 @@ func (e *rbBed) run(ctx context.Context, name string, n int) (rbResult, error) {
 	if attached {
 		return rbResult{}, fmt.Errorf("an XDP program is still attached to %s before the %s run", e.link.DUTIf, name)
 	}
-	if name == "vnicd" || name == "vnicd-coal" {
+	if strings.HasPrefix(name, "vnicd") {
 		return e.runVnicd(ctx, name, n)
 	}
 	return e.runLocal(ctx, name, n)
@@ -581,7 +648,9 @@ func (e *rbBed) runLocal(ctx context.Context, name string, n int) (res rbResult,
 		return res, err
 	}
 	res.Softirq = softirqTime() - soft0
-	res.Other = max(cpuBusy()[rbRecvCPU]-busy0[rbRecvCPU]-res.RecvCPU, 0)
+	busy1 := cpuBusy()
+	res.Other = max(busy1[rbRecvCPU]-busy0[rbRecvCPU]-res.RecvCPU, 0)
+	res.Machine = rbTotal(busy1) - rbTotal(busy0)
 	peer1, dut1, err := e.vethDrops()
 	if err != nil {
 		return res, err
@@ -613,9 +682,21 @@ func (e *rbBed) runLocal(ctx context.Context, name string, n int) (res rbResult,
 // the drain, plus the client's two receive threads (RUSAGE_THREAD).
 func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult, err error) {
 	res.Recv = name
-	var coalesce time.Duration
-	if name == "vnicd-coal" {
-		coalesce = rbCoalesce()
+	// vnicd: polls. vnicd-coal (and vnicd-coal@alt, the same with the
+	// binary VNIC_BENCH_VNICD_ALT names, e.g. an older build for an A/B):
+	// fixed naps of rbCoalesce on both sides. vnicd-adapt: vnicd's adaptive
+	// moderation from rbAdaptMin up to rbBudget; the client sleeps on its
+	// socket (vnicd wakes it once per nap).
+	var coalesce, coalesceMax, clientCoalesce time.Duration
+	bin := filepath.Join(binDir, "vnicd")
+	switch name {
+	case "vnicd-coal", "vnicd-coal@alt":
+		coalesce, clientCoalesce = rbCoalesce(), rbCoalesce()
+		if name == "vnicd-coal@alt" {
+			bin = os.Getenv("VNIC_BENCH_VNICD_ALT")
+		}
+	case "vnicd-adapt":
+		coalesce, coalesceMax = rbAdaptMin(), rbBudget()
 	}
 	sock := filepath.Join(e.dir, "vnicd.sock")
 	os.Remove(sock)
@@ -624,10 +705,14 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 		return res, err
 	}
 	defer logf.Close()
-	cmd := exec.Command("ip", "netns", "exec", e.bed.DUT, filepath.Join(binDir, "vnicd"), "run", "--source", "xsk", "--iface", e.link.DUTIf, "--xdp-mode", "native",
+	args := []string{"netns", "exec", e.bed.DUT, bin, "run", "--source", "xsk", "--iface", e.link.DUTIf, "--xdp-mode", "native",
 		"--socket", sock, "--metrics-addr", "", "--log-format", "json", "--emulator-cpu", strconv.Itoa(rbVnicdCPU),
 		"--ax-size", "512", "--bx-size", "2048", "--claim-all", // the bench's own testbed
-		"--rx-coalesce-usecs", strconv.Itoa(int(coalesce/time.Microsecond)))
+		"--rx-coalesce-usecs", strconv.Itoa(int(coalesce / time.Microsecond))}
+	if coalesceMax > 0 {
+		args = append(args, "--rx-coalesce-max-usecs", strconv.Itoa(int(coalesceMax/time.Microsecond)))
+	}
+	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return res, err
@@ -677,7 +762,7 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 	if err := rbPinProcess(pid, rbVnicdCPU); err != nil {
 		return res, err
 	}
-	ten, err := client.Attach(ctx, sock, client.AttachOptions{Name: "bench", Queues: rbQueues, Batch: 64, Match: client.Match{Default: true}, Coalesce: coalesce})
+	ten, err := client.Attach(ctx, sock, client.AttachOptions{Name: "bench", Queues: rbQueues, Batch: 64, Match: client.Match{Default: true}, Coalesce: clientCoalesce})
 	if err != nil {
 		return res, err
 	}
@@ -685,9 +770,11 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 	cctx, ccancel := context.WithCancel(context.Background())
 	var got, recvs atomic.Uint64
 	var waits []func() (time.Duration, error)
+	wstats := make([]client.WaitStats, ten.Queues())
 	for q := 0; q < ten.Queues(); q++ {
 		waits = append(waits, startPinned(rbRecvCPU, func() error {
 			rq := ten.Queue(q)
+			defer func() { wstats[q] = rq.WaitStats() }()
 			pk := make([]client.Packet, 0, 64)
 			for {
 				if err := rq.Wait(cctx); err != nil {
@@ -742,7 +829,9 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 	}
 	res.VnicdIdle = float64(v0-idle0) / float64(rbIdleSample)
 	soft0, busy0 := softirqTime(), cpuBusy()
+	stopPerf := rbPerf(name, pid)
 	snd, err := e.send(ctx, n)
+	stopPerf()
 	if err != nil {
 		return res, err
 	}
@@ -763,7 +852,9 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 		return res, err
 	}
 	res.Softirq = softirqTime() - soft0
-	res.Other = max(cpuBusy()[rbRecvCPU]-busy0[rbRecvCPU]-ccpu, 0)
+	busy1 := cpuBusy()
+	res.Other = max(busy1[rbRecvCPU]-busy0[rbRecvCPU]-ccpu, 0)
+	res.Machine = rbTotal(busy1) - rbTotal(busy0)
 	peer1, dut1, err := e.vethDrops()
 	if err != nil {
 		return res, err
@@ -779,6 +870,18 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 	info = append(info, rbCounter{"vnicd_idle_cpu_pct", uint64(100 * res.VnicdIdle)})
 	res.Info = append(info, rbCounter{"veth_dut_rx_dropped", dut1 - dut0}, rbCounter{"vnicd_cpu_ms", uint64((v1 - v0).Milliseconds())},
 		rbCounter{"client_threads_cpu_ms", uint64(ccpu.Milliseconds())}, rbCounter{"client_recv_calls", recvs.Load()})
+	var ws client.WaitStats
+	for _, w := range wstats {
+		ws.Spun += w.Spun
+		ws.Sleeps += w.Sleeps
+		ws.Signalled += w.Signalled
+		ws.TimedOut += w.TimedOut
+		ws.Spurious += w.Spurious
+		ws.Naps += w.Naps
+		ws.Napped += w.Napped
+	}
+	res.Info = append(res.Info, rbCounter{"wait_spun", ws.Spun}, rbCounter{"wait_sleeps", ws.Sleeps}, rbCounter{"wait_signalled", ws.Signalled},
+		rbCounter{"wait_timed_out", ws.TimedOut}, rbCounter{"wait_spurious", ws.Spurious}, rbCounter{"wait_naps", ws.Naps}, rbCounter{"wait_napped", ws.Napped})
 	return res, nil
 }
 
@@ -815,10 +918,36 @@ func (e *rbBed) vnicdLedger(sock string) (drops, info []rbCounter, err error) {
 		{"tenant_drops_ax_starved", axStarved},
 		{"tenant_drops_faulty", faulty},
 	}
+	var ss proto.Status
+	if _, err := c.Call(proto.TStatus, nil, &ss); err != nil {
+		return nil, nil, err
+	}
+	nap, _ := time.ParseDuration(ss.Nap)
 	info = []rbCounter{
+		{"engine_naps", ss.Naps}, {"engine_sleeps", ss.Sleeps}, {"engine_urgent_signals", ss.Urgent}, {"engine_nap_now_us", uint64(nap / time.Microsecond)},
 		{"xdp_redirected", s["xdp_redirected"]}, {"xsk_rx_frames", s["xsk_rx_frames"]},
 		{"xsk_fill_ring_empty", s["xsk_rx_fill_ring_empty_descs"]}, {"xdp_passed_arp", s["xdp_pass_arp"]},
 		{"tenant_delivered", delivered}, {"client_received", received},
 	}
 	return drops, info, nil
+}
+
+// rbPerf records a profile of process pid while the sender runs when
+// VNIC_BENCH_PERF names a directory (a diagnostic: perf record -g, one
+// file per receiver and run). It returns the function that stops it.
+func rbPerf(name string, pid int) (stop func()) {
+	dir := os.Getenv("VNIC_BENCH_PERF")
+	if dir == "" {
+		return func() {}
+	}
+	out := filepath.Join(dir, fmt.Sprintf("%s-%d.perf", name, time.Now().UnixNano()))
+	cmd := exec.Command("perf", "record", "-q", "-g", "-o", out, "-p", strconv.Itoa(pid))
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "perf: %v\n", err)
+		return func() {}
+	}
+	return func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	}
 }

@@ -323,11 +323,11 @@ func (r *rbXDP) close() error {
 // --- afpacket-v3 ----------------------------------------------------------
 
 // TPACKET_V3 ring geometry: 64 blocks of 128 KiB (8 MiB, about 85,000
-// 60-byte frames); a block is handed over when full or after 10 ms.
+// 60-byte frames); a block is handed over when full or after the latency
+// budget (rbBudget, 10 ms by default: retire_blk_tov).
 const (
 	rbPktBlockSize = 128 << 10
 	rbPktBlocks    = 64
-	rbPktBlockTOV  = 10 // ms
 )
 
 // rbPacket is an AF_PACKET socket with a TPACKET_V3 RX ring bound to the
@@ -355,7 +355,7 @@ func openPacket(dut testbed.Link, ns func(func() error) error) (*rbPacket, error
 			return os.NewSyscallError("PACKET_VERSION", err)
 		}
 		req := unix.TpacketReq3{Block_size: rbPktBlockSize, Block_nr: rbPktBlocks, Frame_size: 2048,
-			Frame_nr: rbPktBlockSize / 2048 * rbPktBlocks, Retire_blk_tov: rbPktBlockTOV}
+			Frame_nr: rbPktBlockSize / 2048 * rbPktBlocks, Retire_blk_tov: uint32(rbBudget() / time.Millisecond)}
 		if err := unix.SetsockoptTpacketReq3(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
 			return os.NewSyscallError("PACKET_RX_RING", err)
 		}

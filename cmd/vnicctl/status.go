@@ -86,6 +86,10 @@ func policyNote(p string) string {
 func idleNote(st proto.Status) string {
 	switch st.Idle {
 	case "adaptive":
+		if st.RxCoalesceMax != "" {
+			return fmt.Sprintf("adaptive, rx-coalesce adaptive %s..%s, now %s (naps: %d; napping queues woken early: %d; sleeps when the wire pauses: %d)",
+				st.RxCoalesce, st.RxCoalesceMax, dash(st.Nap), st.Naps, st.Urgent, st.Sleeps)
+		}
 		if st.RxCoalesce != "" && st.RxCoalesce != "0s" {
 			return fmt.Sprintf("adaptive, rx-coalesce %s (naps when under-loaded: %d; sleeps after %s idle: %d)",
 				st.RxCoalesce, st.Naps, dash(st.SpinBudget), st.Sleeps)

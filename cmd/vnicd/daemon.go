@@ -28,7 +28,7 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 	if err != nil {
 		return err
 	}
-	idle, spin, coalesce, err := idleFlags(c)
+	idle, spin, coalesce, coalesceMax, err := idleFlags(c)
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 	}
 	dcfg := daemon.Config{Limits: lim,
 		Socket: c.String("socket"), SocketGroup: gid,
-		Engine: nic.Config{Model: model, Policy: policy, Key: key, EmulatorCPU: ecpu, Idle: idle, SpinBudget: spin, RxCoalesce: coalesce},
+		Engine: nic.Config{Model: model, Policy: policy, Key: key, EmulatorCPU: ecpu, Idle: idle, SpinBudget: spin, RxCoalesce: coalesce, RxCoalesceMax: coalesceMax},
 		AxSize: c.Int("ax-size"), BxSize: c.Int("bx-size"), BufSize: c.Int("buf-size"),
 		MaxTenants: c.Int("max-tenants"), NoHugePages: c.Bool("no-huge-pages"),
 		MetricsAddr: c.String("metrics-addr"), Log: log, Version: version,

@@ -52,7 +52,8 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "idle", Value: "adaptive", Usage: "what the engine does without work: adaptive (busy-poll, then after --spin-budget sleep in epoll on the AF_XDP sockets, the tenants' doorbells and the control plane) or busy (poll forever, one core at 100%)"},
 			&cli.DurationFlag{Name: "spin-budget", Value: nic.DefaultSpinBudget, Usage: "with --idle adaptive, how long the engine polls without work before it sleeps"},
 			&cli.IntFlag{Name: "xsk-ring-size", Value: 2048, Usage: "with --source xsk, entries of each AF_XDP socket's RX and fill rings (a power of two, 64..65536): the frames the kernel can hold for vnicd while it waits for a CPU"},
-			&cli.IntFlag{Name: "rx-coalesce-usecs", Value: defaultRxCoalesceUsecs, Usage: "with --idle adaptive, interrupt moderation: when the wire is under-loaded (a poll finds it empty after a batch that was not full) the engine naps this many microseconds instead of polling, and frames wait up to that long more (0: poll; at most 10000)"},
+			&cli.IntFlag{Name: "rx-coalesce-usecs", Value: defaultRxCoalesceUsecs, Usage: "with --idle adaptive, interrupt moderation: when the wire is under-loaded (a batch was not full) the engine naps this many microseconds instead of polling, and frames wait up to that long more (0: poll; at most 10000)"},
+			&cli.IntFlag{Name: "rx-coalesce-max-usecs", Value: 0, Usage: "adaptive moderation (like ethtool's adaptive-rx): the nap doubles while naps collect under a quarter of a batch and halves when they collect most of one, from --rx-coalesce-usecs up to this latency budget (0: the nap stays at --rx-coalesce-usecs; at most 10000; keep it times the peak frame rate below --xsk-ring-size)"},
 			&cli.IntFlag{Name: "consumer-cpu", Value: 1, Usage: "CPU the in-process demo consumers are pinned to (-1: unpinned)"},
 			&cli.IntFlag{Name: "frame-size", Value: 64, Usage: "synthetic frame size, 64..1514"},
 			&cli.IntFlag{Name: "flows", Value: 1024, Usage: "synthetic flows"},
@@ -148,11 +149,11 @@ func run(c *cli.Context) error {
 		return fmt.Errorf("create the tenant region: %w", err)
 	}
 	defer region.Close()
-	idle, spin, coalesce, err := idleFlags(c)
+	idle, spin, coalesce, coalesceMax, err := idleFlags(c)
 	if err != nil {
 		return err
 	}
-	eng, err := nic.New(nic.Config{Model: model, Policy: policy, Key: key, EmulatorCPU: ecpu, Idle: idle, SpinBudget: spin, RxCoalesce: coalesce,
+	eng, err := nic.New(nic.Config{Model: model, Policy: policy, Key: key, EmulatorCPU: ecpu, Idle: idle, SpinBudget: spin, RxCoalesce: coalesce, RxCoalesceMax: coalesceMax,
 		OnFault: func(t *nic.Tenant, err error) {
 			log.Error().Err(err).Str("tenant", t.Name).Msg("tenant wrote corrupt ring state; detaching it")
 		}})
@@ -350,19 +351,29 @@ func withConfig(flags []cli.Flag) []cli.Flag {
 // gives the trade-off).
 const defaultRxCoalesceUsecs = 0
 
-// idleFlags reads --idle, --spin-budget and --rx-coalesce-usecs.
-func idleFlags(c *cli.Context) (nic.IdleMode, time.Duration, time.Duration, error) {
-	idle, err := nic.ParseIdle(c.String("idle"))
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("--idle: %w", err)
+// idleFlags reads --idle, --spin-budget, --rx-coalesce-usecs and
+// --rx-coalesce-max-usecs.
+func idleFlags(c *cli.Context) (idle nic.IdleMode, spin, coalesce, coalesceMax time.Duration, err error) {
+	if idle, err = nic.ParseIdle(c.String("idle")); err != nil {
+		return 0, 0, 0, 0, fmt.Errorf("--idle: %w", err)
 	}
-	spin := c.Duration("spin-budget")
+	spin = c.Duration("spin-budget")
 	if spin <= 0 || spin > time.Second {
-		return 0, 0, 0, fmt.Errorf("--spin-budget %v: give a duration in (0, 1s], e.g. %v (the default)", spin, nic.DefaultSpinBudget)
+		return 0, 0, 0, 0, fmt.Errorf("--spin-budget %v: give a duration in (0, 1s], e.g. %v (the default)", spin, nic.DefaultSpinBudget)
 	}
 	us := c.Int("rx-coalesce-usecs")
 	if us < 0 || us > 10000 {
-		return 0, 0, 0, fmt.Errorf("--rx-coalesce-usecs %d: give 0 (poll) to 10000 microseconds, e.g. 50", us)
+		return 0, 0, 0, 0, fmt.Errorf("--rx-coalesce-usecs %d: give 0 (poll) to 10000 microseconds, e.g. 50", us)
 	}
-	return idle, spin, time.Duration(us) * time.Microsecond, nil
+	maxUs := c.Int("rx-coalesce-max-usecs")
+	if maxUs < 0 || maxUs > 10000 {
+		return 0, 0, 0, 0, fmt.Errorf("--rx-coalesce-max-usecs %d: give 0 (fixed naps) to 10000 microseconds, e.g. 1000", maxUs)
+	}
+	if maxUs > 0 && us == 0 {
+		return 0, 0, 0, 0, fmt.Errorf("--rx-coalesce-max-usecs %d needs --rx-coalesce-usecs (the shortest nap), e.g. --rx-coalesce-usecs 50", maxUs)
+	}
+	if maxUs > 0 && maxUs < us {
+		return 0, 0, 0, 0, fmt.Errorf("--rx-coalesce-max-usecs %d is below --rx-coalesce-usecs %d: the budget bounds the nap from above", maxUs, us)
+	}
+	return idle, spin, time.Duration(us) * time.Microsecond, time.Duration(maxUs) * time.Microsecond, nil
 }

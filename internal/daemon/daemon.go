@@ -186,7 +186,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info().Str("socket", d.cfg.Socket).Str("model", d.eng.Config().Model.String()).
 		Str("policy", d.eng.Config().Policy.String()).Str("source", d.cfg.SourceName).
 		Str("mode", d.cfg.SourceMode).Int("emulator_cpu", d.eng.Config().EmulatorCPU).
-		Str("idle", d.eng.Config().Idle.String()).Dur("spin_budget", spinBudget(d.eng.Config())).Dur("rx_coalesce", d.eng.Config().RxCoalesce).Msg("vnicd listening")
+		Str("idle", d.eng.Config().Idle.String()).Dur("spin_budget", spinBudget(d.eng.Config())).Dur("rx_coalesce", d.eng.Config().RxCoalesce).Dur("rx_coalesce_max", d.eng.Config().RxCoalesceMax).Msg("vnicd listening")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	engErr := make(chan error, 1)
@@ -673,6 +673,9 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 	rep := proto.AttachReply{Tenant: id, Model: d.eng.Config().Model.String(), FDs: len(fds),
 		Geometry: proto.Geometry{NumQueues: int(g.NumBx), AxSize: int(g.AxSize), BxSize: int(g.BxSize), TxSize: int(g.TxSize), BufSize: int(g.BufSize), Buffers: int(g.BufCount), Model: int(g.Model)},
 		RSS:      proto.RSS{Profile: "toeplitz", Key: hex.EncodeToString(d.eng.Config().Key), RETA: reta}}
+	if ec := d.eng.Config(); ec.Idle == nic.IdleAdaptive {
+		rep.RxCoalesceUs = int(ec.RxCoalesce / time.Microsecond)
+	}
 	if !reply(proto.TAttachReply, rep, fds...) {
 		d.detachID(id, "reply failed")
 		return nil, errReplyFailed
@@ -917,7 +920,11 @@ func (d *Daemon) status() proto.Status {
 		Idle: ec.Idle.String(), SpinBudget: spinBudget(ec).String(), Sleeps: d.eng.IdleStats().Sleeps}
 	st.Dumps, st.DumpDrops = d.dumpLive()
 	if ec.Idle == nic.IdleAdaptive && ec.RxCoalesce > 0 {
-		st.RxCoalesce, st.Naps = ec.RxCoalesce.String(), d.eng.IdleStats().Naps
+		is := d.eng.IdleStats()
+		st.RxCoalesce, st.Naps, st.Urgent = ec.RxCoalesce.String(), is.Naps, is.Urgent
+		if ec.RxCoalesceMax > ec.RxCoalesce {
+			st.RxCoalesceMax, st.Nap = ec.RxCoalesceMax.String(), is.Nap.String()
+		}
 	}
 	return st
 }

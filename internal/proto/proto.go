@@ -165,6 +165,11 @@ type AttachReply struct {
 	Model    string   `json:"model"`
 	RSS      RSS      `json:"rss"`
 	FDs      int      `json:"fds"`
+	// RxCoalesceUs is vnicd's interrupt moderation (--rx-coalesce-usecs;
+	// 0: it polls). While it coalesces, vnicd posts once per nap and
+	// signals a sleeping queue once per post, so the client's Wait sleeps
+	// at once instead of spinning (see client.AttachOptions.Spin).
+	RxCoalesceUs int `json:"rx_coalesce_us,omitempty"`
 }
 
 // TenantInfo describes an attached (or detached, in history) tenant.
@@ -245,14 +250,20 @@ type Status struct {
 	// Idle is the engine's idle mode ("adaptive" or "busy"), SpinBudget
 	// how long it polls without work before it sleeps (adaptive), Sleeps
 	// how often it slept. RxCoalesce is its interrupt moderation delay
-	// (empty or "0s": off), Naps how often it napped that long.
+	// (empty or "0s": off), Naps how often it napped. RxCoalesceMax is the
+	// adaptive moderation's latency budget (empty: fixed naps), Nap the
+	// current nap, Urgent the napping queues woken early (Ax ring low).
 	Idle       string `json:"idle,omitempty"`
 	SpinBudget string `json:"spin_budget,omitempty"`
 	Sleeps     uint64 `json:"sleeps,omitempty"`
 	RxCoalesce string `json:"rx_coalesce,omitempty"`
 	Naps       uint64 `json:"naps,omitempty"`
-	Socket     string `json:"socket"`
-	Metrics    string `json:"metrics,omitempty"`
+	// Adaptive moderation (--rx-coalesce-max-usecs).
+	RxCoalesceMax string `json:"rx_coalesce_max,omitempty"`
+	Nap           string `json:"nap,omitempty"`
+	Urgent        uint64 `json:"urgent,omitempty"`
+	Socket        string `json:"socket"`
+	Metrics       string `json:"metrics,omitempty"`
 	// Dumps are the dump sessions running (vnicctl dump), DumpDrops the
 	// frames their mirrors could not take since vnicd started.
 	Dumps     int    `json:"dumps,omitempty"`
