@@ -23,7 +23,7 @@ run=()
 if [ "${RT:-1}" = 1 ] && [ "$(id -u)" -eq 0 ] && command -v chrt >/dev/null; then
 	run=(chrt -f 10)
 fi
-echo "nproc $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), kernel $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)${run:+, under ${run[*]}}"
+echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), nproc $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), kernel $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)${run:+, under ${run[*]}}"
 rows=()
 for i in $(seq "$N"); do
 	out=$(cd nic && "${run[@]}" "$bin/nic.test" -test.run '^$' -test.bench '^BenchmarkEngine$/rxbisect/64B|^BenchmarkFloor$/64B|CrossCoreLine' -test.benchtime "$BENCHTIME" 2>&1) || { echo "$out"; exit 1; }
