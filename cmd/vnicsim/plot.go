@@ -2,20 +2,10 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"math"
-	"os"
-	"path/filepath"
-	"strconv"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/vnic/vnic/internal/figure"
 	"github.com/vnic/vnic/nic/sim"
 )
 
@@ -41,106 +31,40 @@ const (
 	bottomLeft
 )
 
-func (p panel) build(rows []sim.Row) (*plot.Plot, error) {
-	pl := plot.New()
-	pl.Title.Text = p.title
-	pl.X.Label.Text = p.xlabel
-	pl.Y.Label.Text = p.ylabel
-	pl.Add(plotter.NewGrid())
-	pl.Legend.Top = p.legend == topRight
-	pl.Legend.Left = p.legend == bottomLeft
-	for i, m := range models {
-		var xys plotter.XYs
+// figure returns the panel as a figure.Panel: a series per model, in
+// models order (a model without rows keeps its style, drawing nothing).
+func (p panel) figure(rows []sim.Row) figure.Panel {
+	fp := figure.Panel{Title: p.title, XLabel: p.xlabel, YLabel: p.ylabel, LogX: p.logX, LogY: p.logY,
+		ZeroY: p.zeroY, XTicks: p.xticks, LegendTop: p.legend == topRight, LegendLeft: p.legend == bottomLeft}
+	if p.pctY {
+		fp.YMax, fp.YStep = 100, 5
+	}
+	for _, m := range models {
+		s := figure.Series{Label: m}
 		for k := range rows {
 			r := &rows[k]
 			if r.Model != m || (p.variant != "" && r.Variant != p.variant) {
 				continue
 			}
-			y := p.y(r)
-			if p.logY && y <= 0 {
-				continue // nothing to show on a log axis
-			}
-			xys = append(xys, plotter.XY{X: p.x(r), Y: y})
+			s.X, s.Y = append(s.X, p.x(r)), append(s.Y, p.y(r))
 		}
-		if len(xys) == 0 {
-			continue
-		}
-		l, s, err := plotter.NewLinePoints(xys)
-		if err != nil {
-			return nil, err
-		}
-		l.Color, s.Color = plotutil.Color(i), plotutil.Color(i)
-		l.Dashes = plotutil.Dashes(i)
-		s.Shape = plotutil.Shape(i)
-		pl.Add(l, s)
-		pl.Legend.Add(m, l, s)
+		fp.Series = append(fp.Series, s)
 	}
-	if p.logX {
-		pl.X.Scale = plot.LogScale{}
-	}
-	if p.logY {
-		pl.Y.Scale = plot.LogScale{}
-		pl.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	}
-	if p.zeroY {
-		pl.Y.Min = 0
-	}
-	if p.pctY {
-		pl.Y.Max = 100
-		pl.Y.Tick.Marker = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
-			var ticks []plot.Tick
-			for v := math.Ceil(lo/5) * 5; v <= hi; v += 5 {
-				ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
-			}
-			return ticks
-		})
-	}
-	if p.xticks != nil {
-		var ticks []plot.Tick
-		for _, v := range p.xticks {
-			ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', -1, 64)})
-		}
-		pl.X.Tick.Marker = plot.ConstantTicks(ticks)
-	}
-	return pl, nil
+	return fp
 }
 
-// save draws the panels side by side into an SVG file, or a PNG file when
-// path ends in .png.
-func save(path string, rows []sim.Row, panels ...panel) (err error) {
-	plots := make([]*plot.Plot, len(panels))
+// save draws the panels side by side, each 12 × 10 cm, into an SVG file,
+// or a PNG file when path ends in .png.
+func save(path string, rows []sim.Row, panels ...panel) error {
+	fps := make([]figure.Panel, len(panels))
 	for i, p := range panels {
-		if plots[i], err = p.build(rows); err != nil {
-			return err
-		}
+		fps[i] = p.figure(rows)
 	}
-	w, h := vg.Length(len(panels))*12*vg.Centimeter, 10*vg.Centimeter
-	var c interface {
-		vg.CanvasSizer
-		WriteTo(io.Writer) (int64, error)
-	}
-	if filepath.Ext(path) == ".png" {
-		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))}
-	} else {
-		c = vgsvg.New(w, h)
-	}
-	tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Centimeter, PadLeft: vg.Millimeter * 3,
-		PadRight: vg.Millimeter * 3, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3}
-	canvases := plot.Align([][]*plot.Plot{plots}, tiles, draw.New(c))
-	for i, p := range plots {
-		p.Draw(canvases[0][i])
-	}
-	f, err := os.Create(path)
+	plots, err := figure.BuildAll(fps...)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	_, err = c.WriteTo(f)
-	return err
+	return figure.SaveFile(path, 12*vg.Centimeter, 10*vg.Centimeter, len(plots), plots...)
 }
 
 func pct(v float64) float64 { return 100 * v }

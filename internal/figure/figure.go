@@ -7,7 +7,9 @@ package figure
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"gonum.org/v1/plot"
@@ -42,6 +44,10 @@ type Panel struct {
 	Marks                 []Mark
 	// YHeadroom multiplies the y maximum (room for the legend); 0 = none.
 	YHeadroom float64
+	// YMax, if > 0, ends the y axis there (a percentage at 100, say).
+	YMax float64
+	// YStep, if > 0, puts a y tick, labelled, at every multiple of it.
+	YStep float64
 }
 
 // Build returns the panel as a plot. Points with y <= 0 are left out of a
@@ -91,6 +97,19 @@ func (p Panel) Build() (*plot.Plot, error) {
 	if p.YHeadroom > 0 {
 		pl.Y.Max *= p.YHeadroom
 	}
+	if p.YMax > 0 {
+		pl.Y.Max = p.YMax
+	}
+	if p.YStep > 0 {
+		step := p.YStep
+		pl.Y.Tick.Marker = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+			var ticks []plot.Tick
+			for v := math.Ceil(lo/step) * step; v <= hi; v += step {
+				ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+			}
+			return ticks
+		})
+	}
 	if p.XTicks != nil {
 		ticks := make([]plot.Tick, len(p.XTicks))
 		for i, v := range p.XTicks {
@@ -131,46 +150,64 @@ func SaveGrid(stem string, w, h vg.Length, cols int, plots ...*plot.Plot) error 
 	if len(plots) == 0 || cols <= 0 {
 		return fmt.Errorf("figure: nothing to draw into %s", stem)
 	}
-	cols = min(cols, len(plots))
-	nrows := (len(plots) + cols - 1) / cols
-	W, H := vg.Length(cols)*w, vg.Length(nrows)*h
 	for _, ext := range []string{".svg", ".png"} {
-		var c vg.CanvasWriterTo
-		if ext == ".png" {
-			c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(W, H), vgimg.UseDPI(110))}
-		} else {
-			c = vgsvg.New(W, H)
-		}
-		if len(plots) == 1 {
-			plots[0].Draw(draw.New(c))
-		} else {
-			grid := make([][]*plot.Plot, nrows)
-			for i := range grid {
-				grid[i] = make([]*plot.Plot, cols)
-				copy(grid[i], plots[i*cols:min((i+1)*cols, len(plots))])
-			}
-			tiles := draw.Tiles{Rows: nrows, Cols: cols, PadX: vg.Centimeter, PadY: vg.Centimeter, PadLeft: vg.Millimeter * 3,
-				PadRight: vg.Millimeter * 3, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3}
-			cs := plot.Align(grid, tiles, draw.New(c))
-			for i, p := range plots {
-				p.Draw(cs[i/cols][i%cols])
-			}
-		}
-		if err := write(stem+ext, c); err != nil {
+		if err := SaveFile(stem+ext, w, h, cols, plots...); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// SavePanels builds the panels and saves them with SaveGrid, cols a row.
-func SavePanels(stem string, w, h vg.Length, cols int, panels ...Panel) error {
+// SaveFile draws the plots (each w × h) in rows of cols into one file:
+// a PNG one if path ends in .png, else an SVG one.
+func SaveFile(path string, w, h vg.Length, cols int, plots ...*plot.Plot) error {
+	if len(plots) == 0 || cols <= 0 {
+		return fmt.Errorf("figure: nothing to draw into %s", path)
+	}
+	cols = min(cols, len(plots))
+	nrows := (len(plots) + cols - 1) / cols
+	W, H := vg.Length(cols)*w, vg.Length(nrows)*h
+	var c vg.CanvasWriterTo
+	if filepath.Ext(path) == ".png" {
+		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(W, H), vgimg.UseDPI(110))}
+	} else {
+		c = vgsvg.New(W, H)
+	}
+	if len(plots) == 1 {
+		plots[0].Draw(draw.New(c))
+	} else {
+		grid := make([][]*plot.Plot, nrows)
+		for i := range grid {
+			grid[i] = make([]*plot.Plot, cols)
+			copy(grid[i], plots[i*cols:min((i+1)*cols, len(plots))])
+		}
+		tiles := draw.Tiles{Rows: nrows, Cols: cols, PadX: vg.Centimeter, PadY: vg.Centimeter, PadLeft: vg.Millimeter * 3,
+			PadRight: vg.Millimeter * 3, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3}
+		cs := plot.Align(grid, tiles, draw.New(c))
+		for i, p := range plots {
+			p.Draw(cs[i/cols][i%cols])
+		}
+	}
+	return write(path, c)
+}
+
+// BuildAll builds the panels.
+func BuildAll(panels ...Panel) ([]*plot.Plot, error) {
 	plots := make([]*plot.Plot, len(panels))
 	for i, p := range panels {
 		var err error
 		if plots[i], err = p.Build(); err != nil {
-			return err
+			return nil, err
 		}
+	}
+	return plots, nil
+}
+
+// SavePanels builds the panels and saves them with SaveGrid, cols a row.
+func SavePanels(stem string, w, h vg.Length, cols int, panels ...Panel) error {
+	plots, err := BuildAll(panels...)
+	if err != nil {
+		return err
 	}
 	return SaveGrid(stem, w, h, cols, plots...)
 }
