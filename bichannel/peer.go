@@ -476,6 +476,21 @@ func (c *hsConn) read(want byte, what string) ([]byte, error) {
 	return body, nil
 }
 
+// readAs reads one handshake frame of type want (see read) and parses its
+// body with parse; a body that does not parse is a protocol refusal.
+func readAs[T any](c *hsConn, want byte, what string, parse func([]byte) (T, error)) (T, error) {
+	body, err := c.read(want, what)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := parse(body)
+	if err != nil {
+		return v, &refusal{refProto, err}
+	}
+	return v, nil
+}
+
 // write sends handshake frames.
 func (c *hsConn) write(b []byte) error {
 	_, err := c.conn.Write(b)
@@ -531,12 +546,9 @@ func (e *Endpoint) handshake(conn net.Conn, want int, disarm func() bool) (*peer
 	}
 	p.auth, p.txKey, p.rxKey = ks.auth, ks.tx, ks.rx
 	if err = c.write(appendFlows(nil, p.flows)); err == nil {
-		var body []byte
-		if body, err = c.read(msgFlows, "the flows"); err == nil {
-			if p.rxSrc, err = parseFlows(body, e.cfg.Workers, h.flows); err != nil {
-				err = &refusal{refProto, err}
-			}
-		}
+		p.rxSrc, err = readAs(c, msgFlows, "the flows", func(body []byte) ([][]uint16, error) {
+			return parseFlows(body, e.cfg.Workers, h.flows)
+		})
 	}
 	if err == nil {
 		err = e.publish(p)
@@ -606,16 +618,12 @@ func (e *Endpoint) dialerHello(c *hsConn, want int) (*hello, keys, error) {
 		if err := c.write(appendAuth1(nil, &a1)); err != nil {
 			return nil, ks, err
 		}
-		body, err := c.read(msgAuth2, "the authentication answer")
+		a2, err := readAs(c, msgAuth2, "the authentication answer", parseAuth2)
+		if err == nil {
+			err = answeredBy(want, a2.node)
+		}
 		if err != nil {
 			return nil, ks, err
-		}
-		a2, err := parseAuth2(body)
-		if err != nil {
-			return nil, ks, &refusal{refProto, err}
-		}
-		if int(a2.node) != want {
-			return nil, ks, refuse(refPeer, "dialed node %d but node %d answered: check the peer addresses", want, a2.node)
 		}
 		tr := transcript(me, a2.node, &a1.nonce, &a2.nonce)
 		if !proofOK(key, labelAcceptor, tr, &a2.mac) {
@@ -630,24 +638,28 @@ func (e *Endpoint) dialerHello(c *hsConn, want int) (*hello, keys, error) {
 	} else if err := c.write(hb); err != nil {
 		return nil, ks, err
 	}
-	body, err := c.read(msgHello, "the hello")
+	h, err := readAs(c, msgHello, "the hello", parseHello)
+	if err == nil {
+		err = answeredBy(want, h.node)
+	}
+	if err == nil {
+		err = e.checkHello(h)
+	}
+	if err == nil {
+		err = e.claim(want, c.conn)
+	}
 	if err != nil {
-		return nil, ks, err
-	}
-	h, err := parseHello(body)
-	if err != nil {
-		return nil, ks, &refusal{refProto, err}
-	}
-	if int(h.node) != want {
-		return nil, ks, refuse(refPeer, "dialed node %d but node %d answered: check the peer addresses", want, h.node)
-	}
-	if err := e.checkHello(h); err != nil {
-		return nil, ks, err
-	}
-	if err := e.claim(want, c.conn); err != nil {
 		return nil, ks, err
 	}
 	return h, ks, nil
+}
+
+// answeredBy checks that the node that answered a dial is the one dialed.
+func answeredBy(want int, node uint32) error {
+	if int(node) != want {
+		return refuse(refPeer, "dialed node %d but node %d answered: check the peer addresses", want, node)
+	}
+	return nil
 }
 
 // acceptorHello is the acceptor's half up to the hellos: read the first
@@ -716,13 +728,9 @@ func (e *Endpoint) acceptorHello(c *hsConn) (int, *hello, keys, error) {
 		if err := c.write(appendAuth2(nil, &a2)); err != nil {
 			return -1, nil, ks, err
 		}
-		body, err := c.read(msgAuth3, "the authentication proof")
+		mac, err := readAs(c, msgAuth3, "the authentication proof", parseAuth3)
 		if err != nil {
 			return -1, nil, ks, err
-		}
-		mac, err := parseAuth3(body)
-		if err != nil {
-			return -1, nil, ks, &refusal{refProto, err}
 		}
 		if !proofOK(key, labelDialer, tr, &mac) {
 			return -1, nil, ks, refuse(refAuth, "the dialer claiming node %d did not prove it holds the cluster key", id)
@@ -733,11 +741,8 @@ func (e *Endpoint) acceptorHello(c *hsConn) (int, *hello, keys, error) {
 		}
 		ks.auth = true
 		ks.rx, ks.tx = datagramKeys(key, tr)
-		if body, err = c.read(msgHello, "the hello"); err != nil {
+		if h, err = readAs(c, msgHello, "the hello", parseHello); err != nil {
 			return id, nil, ks, err
-		}
-		if h, err = parseHello(body); err != nil {
-			return id, nil, ks, &refusal{refProto, err}
 		}
 		if int(h.node) != id {
 			return id, nil, ks, refuse(refPeer, "authenticated as node %d but the hello says node %d", id, h.node)
@@ -1048,23 +1053,25 @@ func (p *peer) ackLoop() {
 	defer e.wg.Done()
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	for {
-		select {
-		case <-p.ackKick:
-		case <-p.dead:
-			return
-		case <-e.closing:
-			return
-		}
+	for wait(p, p.ackKick) {
 		t.Reset(e.cfg.AckDelay)
-		select {
-		case <-t.C:
-		case <-p.dead:
-			return
-		case <-e.closing:
+		if !wait(p, t.C) {
 			return
 		}
 		p.flushAcks()
+	}
+}
+
+// wait waits for c; false: the peer died or the endpoint is closing
+// first.
+func wait[T any](p *peer, c <-chan T) bool {
+	select {
+	case <-c:
+		return true
+	case <-p.dead:
+		return false
+	case <-p.e.closing:
+		return false
 	}
 }
 
@@ -1411,26 +1418,29 @@ func (p *peer) retransmit(now int64) int64 {
 	if skips > 0 {
 		// Before the retransmissions: the receiver's window moves past the
 		// skipped messages before resent ones beyond it arrive.
-		p.skipBuf = endFrame(sk, skStart)
-		// Counted before the write: the peer may act on the frame (and a
-		// test read both sides' counters) before write returns here.
-		e.st.abandoned.Add(uint64(skips))
-		if p.write(p.skipBuf) != nil {
-			e.st.abandoned.Add(-uint64(skips))
-		}
+		p.skipBuf = p.writeCounted(sk, skStart, skips, &e.st.abandoned)
 	}
 	p.retxBuf = b[:0]
 	if n > 0 {
-		p.retxBuf = endFrame(b, start)
-		// Counted before the write, as above: CI once read 549 messages
-		// delivered over TCP against 515 counted as resent, the last
-		// frame's count still waiting behind a write that had returned.
-		e.st.retransmitted.Add(uint64(n))
-		if p.write(p.retxBuf) != nil {
-			e.st.retransmitted.Add(-uint64(n))
-		}
+		p.retxBuf = p.writeCounted(b, start, n, &e.st.retransmitted)
 	}
 	return next
+}
+
+// writeCounted ends the frame begun at start in b, writes it and returns
+// it (its buffer is kept for the next). Its n messages are counted in c
+// before the write, and taken back if it fails: the peer may act on the
+// frame (and a test read both sides' counters) before write returns here;
+// CI once read 549 messages delivered over TCP against 515 counted as
+// resent, the last frame's count still waiting behind a write that had
+// returned.
+func (p *peer) writeCounted(b []byte, start, n int, c *atomic.Uint64) []byte {
+	b = endFrame(b, start)
+	c.Add(uint64(n))
+	if p.write(b) != nil {
+		c.Add(-uint64(n))
+	}
+	return b
 }
 
 // retxLoop runs retransmit whenever a deadline passes. It parks when
@@ -1449,11 +1459,7 @@ func (p *peer) retxLoop() {
 				idleSince = now
 			}
 			if time.Duration(now-idleSince) > retxPark {
-				select {
-				case <-p.retxKick:
-				case <-p.dead:
-					return
-				case <-e.closing:
+				if !wait(p, p.retxKick) {
 					return
 				}
 				now = e.now()
@@ -1471,11 +1477,7 @@ func (p *peer) retxLoop() {
 			d = min(d, time.Duration(next-now))
 		}
 		t.Reset(max(d, 100*time.Microsecond))
-		select {
-		case <-t.C:
-		case <-p.dead:
-			return
-		case <-e.closing:
+		if !wait(p, t.C) {
 			return
 		}
 	}
@@ -1490,20 +1492,13 @@ func (p *peer) heartbeatLoop() {
 	hb = endFrame(hb, start)
 	tk := time.NewTicker(e.cfg.HeartbeatInterval)
 	defer tk.Stop()
-	for {
-		select {
-		case <-tk.C:
-			if idle := time.Duration(e.now() - p.lastRecv.Load()); idle > e.cfg.HeartbeatTimeout {
-				p.fail(fmt.Errorf("%w for %v (timeout %v)", errHeartbeatTimeout, idle.Round(time.Millisecond), e.cfg.HeartbeatTimeout))
-				return
-			}
-			if p.write(hb) == nil {
-				e.st.heartbeats.Add(1)
-			}
-		case <-p.dead:
+	for wait(p, tk.C) {
+		if idle := time.Duration(e.now() - p.lastRecv.Load()); idle > e.cfg.HeartbeatTimeout {
+			p.fail(fmt.Errorf("%w for %v (timeout %v)", errHeartbeatTimeout, idle.Round(time.Millisecond), e.cfg.HeartbeatTimeout))
 			return
-		case <-e.closing:
-			return
+		}
+		if p.write(hb) == nil {
+			e.st.heartbeats.Add(1)
 		}
 	}
 }
