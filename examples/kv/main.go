@@ -113,22 +113,17 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	nodes := 1 + o.secondaries
-	places := casestudy.Loopback(nodes + 1)
+	places, err := casestudy.Places(o.testbed, nodes, fast, 9400)
+	if err != nil {
+		return fmt.Errorf("kv: %w", err)
+	}
+	client := places[0] // the client: beside the primary...
 	if o.testbed != "" {
-		if places, err = casestudy.TestbedPlaces(o.testbed, nodes); err != nil {
-			return fmt.Errorf("kv: %w", err)
-		}
-		if fast != bichannel.FastUDP {
-			if err := casestudy.UseVNIC(places, o.testbed, 9400); err != nil {
-				return fmt.Errorf("kv: vNIC fast path: %w", err)
-			}
-		}
 		if cp, err := casestudy.TestbedPlaces(o.testbed, nodes+1); err == nil {
-			places = append(places, cp[nodes]) // a host of its own for the client
-		} else {
-			places = append(places, places[0])
+			client = cp[nodes] // ...or on a host of its own
 		}
 	}
+	places = append(places, client)
 	stopProfile, err := casestudy.StartCPUProfile(o.cpuprofile)
 	if err != nil {
 		return err

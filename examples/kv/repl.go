@@ -3,10 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -145,10 +143,7 @@ func (t *TCPRepl) Send(peer, s int, msg []byte) error {
 	if o.dead {
 		return fmt.Errorf("%w: node %d", errPeerGone, peer)
 	}
-	var l [2]byte
-	binary.BigEndian.PutUint16(l[:], uint16(len(msg)))
-	o.w.Write(l[:])
-	if _, err := o.w.Write(msg); err != nil {
+	if err := casestudy.WriteFrame(o.w, msg); err != nil {
 		o.dead = true
 		return fmt.Errorf("%w: node %d: %w", errPeerGone, peer, err)
 	}
@@ -185,23 +180,13 @@ func (t *TCPRepl) Receive(ctx context.Context, s int, fn func(peer int, msg []by
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Now()) })
-			defer stop()
-			br := bufio.NewReaderSize(conn, 32<<10)
-			buf := make([]byte, 0xffff)
-			for {
-				var l [2]byte
-				if _, err := io.ReadFull(br, l[:]); err != nil {
-					return // the peer is gone, or ctx ended
-				}
-				m := buf[:binary.BigEndian.Uint16(l[:])]
-				if _, err := io.ReadFull(br, m); err != nil {
-					return
-				}
+			// Until the peer is gone or ctx ends.
+			casestudy.ReadFrames(ctx, conn, 32<<10, func(m []byte) bool {
 				t.rmu[s].Lock()
 				fn(p, m)
 				t.rmu[s].Unlock()
-			}
+				return true
+			})
 		}()
 	}
 	wg.Wait()

@@ -95,16 +95,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	places := casestudy.Loopback(o.hosts)
-	if o.testbed != "" {
-		if places, err = casestudy.TestbedPlaces(o.testbed, o.hosts); err != nil {
-			return fmt.Errorf("shuffle: %w", err)
-		}
-		if fast != bichannel.FastUDP {
-			if err := casestudy.UseVNIC(places, o.testbed, 9300); err != nil {
-				return fmt.Errorf("shuffle: vNIC fast path: %w", err)
-			}
-		}
+	places, err := casestudy.Places(o.testbed, o.hosts, fast, 9300)
+	if err != nil {
+		return fmt.Errorf("shuffle: %w", err)
 	}
 	clusters := map[string]*Cluster{}
 	defer func() {

@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -125,11 +123,7 @@ func (t *TCPTransport) Send(peer, w int, msg []byte) error {
 	o := t.out[peer][w]
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var l [2]byte
-	binary.BigEndian.PutUint16(l[:], uint16(len(msg)))
-	o.w.Write(l[:])
-	_, err := o.w.Write(msg)
-	return err
+	return casestudy.WriteFrame(o.w, msg)
 }
 
 // Flush writes out what Send buffered for worker w.
@@ -167,30 +161,17 @@ func (t *TCPTransport) Receive(ctx context.Context, w int, fn func(peer int, msg
 		go func() {
 			defer wg.Done()
 			conn.SetReadDeadline(time.Time{}) // a previous Receive may have set one
-			br := bufio.NewReaderSize(conn, 64<<10)
-			buf := make([]byte, 0xffff)
-			unblock := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Now()) })
-			defer unblock()
-			for {
-				var l [2]byte
-				if _, err := io.ReadFull(br, l[:]); err != nil {
-					if ctx.Err() == nil {
-						stop(fmt.Errorf("shuffle: tcp: from host %d: %w", p, err))
-					}
-					return
-				}
-				m := buf[:binary.BigEndian.Uint16(l[:])]
-				if _, err := io.ReadFull(br, m); err != nil {
-					stop(fmt.Errorf("shuffle: tcp: from host %d: %w", p, err))
-					return
-				}
+			err := casestudy.ReadFrames(ctx, conn, 64<<10, func(m []byte) bool {
 				t.rmu[w].Lock()
 				more := ctx.Err() == nil && fn(p, m)
 				t.rmu[w].Unlock()
 				if !more {
 					stop(nil)
-					return
 				}
+				return more
+			})
+			if err != nil {
+				stop(fmt.Errorf("shuffle: tcp: from host %d: %w", p, err))
 			}
 		}()
 	}

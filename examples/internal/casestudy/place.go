@@ -41,6 +41,25 @@ func TestbedPlaces(prefix string, n int) ([]Place, error) {
 	return ps, nil
 }
 
+// Places places n nodes on loopback or, given the prefix of a testbed, in
+// its namespaces (TestbedPlaces); there, unless fast is FastUDP, each uses
+// its vnicd (UseVNIC, workers receiving from basePort).
+func Places(testbed string, n int, fast bichannel.FastMode, basePort uint16) ([]Place, error) {
+	if testbed == "" {
+		return Loopback(n), nil
+	}
+	places, err := TestbedPlaces(testbed, n)
+	if err != nil {
+		return nil, err
+	}
+	if fast != bichannel.FastUDP {
+		if err := UseVNIC(places, testbed, basePort); err != nil {
+			return nil, fmt.Errorf("vNIC fast path: %w", err)
+		}
+	}
+	return places, nil
+}
+
 // UseVNIC points node i of a testbed at its vnicd, /run/vnic/<prefix>-h<i>.sock,
 // with the MAC address of its interface (frames with a zero source MAC are
 // dropped by the testbed's bridge, as by any switch) and workers receiving
