@@ -233,7 +233,10 @@ func (e *Engine) frame(f []byte, now uint64) bool {
 		return true
 	}
 	t := &e.tuple
-	err := rss.Parse(f, t)
+	var err error
+	if !rss.ParseCommon(f, t) {
+		err = rss.Parse(f, t)
+	}
 	parsed := err == nil
 	ten := e.pick(t, parsed)
 	if ten == nil {

@@ -17,6 +17,12 @@ func checkFastPath(t *testing.T, frame []byte) bool {
 	if took && (err != nil || fast != slow) {
 		t.Fatalf("frame % x: fast path %+v, general path %+v, %v", frame, fast, slow, err)
 	}
+	// The exported fast path (the engine's first try) is the same one,
+	// and leaves *t alone when it declines.
+	pub := Tuple{Proto: 77}
+	if pt := ParseCommon(frame, &pub); pt != took || (took && pub != fast) || (!took && pub != Tuple{Proto: 77}) {
+		t.Fatalf("frame % x: ParseCommon %v %+v, fast path %v %+v", frame, pt, pub, took, fast)
+	}
 	return took
 }
 
