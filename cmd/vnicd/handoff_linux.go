@@ -232,12 +232,6 @@ func (w *handoffWire) stats() map[string]uint64 {
 		"handoff_spares": hs.Spares, "handoff_copies": hs.Copies, "handoff_bad_frames": hs.BadFrames + bad,
 		"handoff_reordered": hs.Reordered,
 	}
-	if c, err := w.objs.Counters(); err == nil {
-		out["xdp_redirected"] = c.Redirected
-		out["xdp_pass_no_socket"] = c.NoSocket
-		out["xdp_pass_arp"] = c.ARP
-		out["xdp_pass_unclaimed"] = c.Unclaimed
-		out["xdp_pass_short"] = c.Short
-	}
+	addXDPCounters(out, w.objs)
 	return out
 }

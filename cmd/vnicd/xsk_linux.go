@@ -50,14 +50,20 @@ func (w *wire) stats() map[string]uint64 {
 		out["xsk_tx_completed"] = s.TxCompleted
 		out["xsk_tx_kicks"] = s.TxKicks
 	}
-	if c, err := w.objs.Counters(); err == nil {
+	addXDPCounters(out, w.objs)
+	return out
+}
+
+// addXDPCounters adds the XDP program's counters (the xdp_* lines of
+// vnicctl counters) to out when they can be read.
+func addXDPCounters(out map[string]uint64, objs *bpf.Objects) {
+	if c, err := objs.Counters(); err == nil {
 		out["xdp_redirected"] = c.Redirected
 		out["xdp_pass_no_socket"] = c.NoSocket
 		out["xdp_pass_arp"] = c.ARP
 		out["xdp_pass_unclaimed"] = c.Unclaimed
 		out["xdp_pass_short"] = c.Short
 	}
-	return out
 }
 
 // openWire loads the XDP program on --iface, attaches it (native first,
