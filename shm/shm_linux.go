@@ -84,6 +84,13 @@ func create(name string, g Geometry, start, total uint64, huge bool) (*Region, e
 	}
 	r.Mem = mem[:total]
 	r.Huge = huge
+	r.own(mem, fd)
+	return r, nil
+}
+
+// own makes the region own its mapping mem and memfd fd: Close unmaps the
+// one and closes the other.
+func (r *Region) own(mem []byte, fd int) {
 	r.fd = fd
 	r.unmap = func() error {
 		err := unix.Munmap(mem)
@@ -92,7 +99,6 @@ func create(name string, g Geometry, start, total uint64, huge bool) (*Region, e
 		}
 		return err
 	}
-	return r, nil
 }
 
 func setHugeFlag(mem []byte, r *Region) {
@@ -127,13 +133,6 @@ func Map(f *os.File) (*Region, error) {
 		unix.Munmap(mem)
 		return nil, os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
 	}
-	r.fd = fd
-	r.unmap = func() error {
-		err := unix.Munmap(mem)
-		if cerr := unix.Close(fd); err == nil {
-			err = cerr
-		}
-		return err
-	}
+	r.own(mem, fd)
 	return r, nil
 }
