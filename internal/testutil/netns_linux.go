@@ -17,10 +17,6 @@ import (
 	"github.com/vnic/vnic/internal/testbed"
 )
 
-// NamePrefix starts the name of every namespace this package creates, so a
-// leftover one is easy to recognise (ip netns list | grep vnic-test-).
-const NamePrefix = "vnic-test-"
-
 // maxIfName is the longest interface name the kernel accepts (IFNAMSIZ-1).
 const maxIfName = 15
 
@@ -151,22 +147,6 @@ func InNetns(ns netns.NsHandle, fn func() error) error { return testbed.InNetns(
 
 // testbed.ErrDiscardThread tells onLockedThread to leave the thread locked so that
 // it dies with its goroutine.
-
-// VethEnd is one end of a veth pair made by [VethPair].
-type VethEnd struct {
-	Name  string
-	Index int
-	MAC   net.HardwareAddr
-	// IP is the end's address; Net is its /24 in 198.18.0.0/15.
-	IP  net.IP
-	Net *net.IPNet
-	NS  *Netns
-}
-
-// Veth is a veth pair whose ends live in two test namespaces.
-type Veth struct {
-	A, B VethEnd
-}
 
 var vethSeq atomic.Uint32
 

@@ -4,14 +4,10 @@ package testutil
 
 import (
 	"fmt"
-	"net"
 	"testing"
 
 	"github.com/vishvananda/netns"
 )
-
-// NamePrefix starts the name of every namespace this package creates.
-const NamePrefix = "vnic-test-"
 
 // Netns is a network namespace; network namespaces are Linux-only.
 type Netns struct {
@@ -46,21 +42,6 @@ func NewNetns(t testing.TB, name string) *Netns {
 	t.Helper()
 	t.Skipf("skipping: %v (network namespaces are Linux-only)", ErrNotSupported)
 	return nil
-}
-
-// VethEnd is one end of a veth pair.
-type VethEnd struct {
-	Name  string
-	Index int
-	MAC   net.HardwareAddr
-	IP    net.IP
-	Net   *net.IPNet
-	NS    *Netns
-}
-
-// Veth is a veth pair.
-type Veth struct {
-	A, B VethEnd
 }
 
 // VethPair skips the test: veth is Linux-only.
