@@ -184,9 +184,16 @@ func (d *idler) drain(fd int) {
 // its own end (its end is another socket with its own flags, unlike a
 // shared eventfd). A full buffer means an unread wake-up is pending: fine.
 // MSG_NOSIGNAL: a closed peer is EPIPE, not SIGPIPE.
+//
+// The sendto is a raw system call: it never blocks (MSG_DONTWAIT), but
+// waking the tenant's thread on another CPU takes tens of µs on a small VM
+// (an IPI), long enough for Go's sysmon to take the engine's P away
+// mid-call and wake another thread for it, as it did for the naps.
 func (t *Tenant) wakeQueue(q int) {
 	one := [1]byte{1}
-	if err := unix.Sendto(t.wake[q], one[:], unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil); err != nil {
+	_, _, errno := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(t.wake[q]), uintptr(unsafe.Pointer(&one[0])), 1,
+		unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, 0, 0)
+	if errno != 0 {
 		t.idle.refused.Add(1)
 		return
 	}

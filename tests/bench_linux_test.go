@@ -169,6 +169,17 @@ func rbBudget() time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
+// rbClientQueues is the vnicd tenant's queue count, one receive thread
+// each (VNIC_BENCH_QUEUES, default 2, one per veth queue; 1 gives vnicd's
+// client one thread, as the kernel receivers have: vnicd then delivers both
+// veth queues' frames to it).
+func rbClientQueues() int {
+	if n, err := strconv.Atoi(os.Getenv("VNIC_BENCH_QUEUES")); err == nil && n >= 1 && n <= 8 {
+		return n
+	}
+	return rbQueues
+}
+
 // rbAdaptMin is vnicd-adapt's shortest nap, --rx-coalesce-usecs
 // (VNIC_BENCH_ADAPT_MIN_US, default 50).
 func rbAdaptMin() time.Duration {
@@ -370,6 +381,7 @@ func rbSummary(results []rbResult, frames int) string {
 		}
 	}
 	fmt.Fprintf(&sb, "vnicd-coal: --rx-coalesce-usecs %d and the client's Coalesce %v (VNIC_BENCH_COALESCE_US)\n", rbCoalesce()/time.Microsecond, rbCoalesce())
+	fmt.Fprintf(&sb, "vnicd's tenant: %d queues, one receive thread each (VNIC_BENCH_QUEUES)\n", rbClientQueues())
 	fmt.Fprintf(&sb, "latency budget %v (VNIC_BENCH_BUDGET_MS): afpacket-v3's block timeout and vnicd-adapt's --rx-coalesce-max-usecs (from --rx-coalesce-usecs %d; the client sleeps on its socket)\n",
 		rbBudget(), rbAdaptMin()/time.Microsecond)
 	sb.WriteString("The sender (one trafgen worker on CPU 0, which also runs the kernel's softirq receive path) limits every rate;\n" +
@@ -762,7 +774,7 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 	if err := rbPinProcess(pid, rbVnicdCPU); err != nil {
 		return res, err
 	}
-	ten, err := client.Attach(ctx, sock, client.AttachOptions{Name: "bench", Queues: rbQueues, Batch: 64, Match: client.Match{Default: true}, Coalesce: clientCoalesce})
+	ten, err := client.Attach(ctx, sock, client.AttachOptions{Name: "bench", Queues: rbClientQueues(), Batch: 64, Match: client.Match{Default: true}, Coalesce: clientCoalesce})
 	if err != nil {
 		return res, err
 	}
@@ -932,7 +944,8 @@ func (e *rbBed) vnicdLedger(sock string) (drops, info []rbCounter, err error) {
 	return drops, info, nil
 }
 
-// rbPerf records a profile of process pid while the sender runs when
+// rbPerf records a profile of process pid and of this one (the client)
+// while the sender runs when
 // VNIC_BENCH_PERF names a directory (a diagnostic: perf record -g, one
 // file per receiver and run). It returns the function that stops it.
 func rbPerf(name string, pid int) (stop func()) {
@@ -941,7 +954,7 @@ func rbPerf(name string, pid int) (stop func()) {
 		return func() {}
 	}
 	out := filepath.Join(dir, fmt.Sprintf("%s-%d.perf", name, time.Now().UnixNano()))
-	cmd := exec.Command("perf", "record", "-q", "-g", "-o", out, "-p", strconv.Itoa(pid))
+	cmd := exec.Command("perf", "record", "-q", "-g", "-o", out, "-p", fmt.Sprintf("%d,%d", pid, os.Getpid()))
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "perf: %v\n", err)
 		return func() {}

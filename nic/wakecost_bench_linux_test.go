@@ -1,0 +1,121 @@
+package nic
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vnic/vnic/internal/affinity"
+)
+
+// cpuNow is the calling thread's CPU time (user + system, ns).
+func cpuNow() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	return ts.Nano()
+}
+
+// BenchmarkWakeCost measures what moderation pays per wake-up on this
+// machine, the terms of the per-wake breakdown in BENCHMARKS.md (issue 9,
+// h23), as CPU time of the thread that pays it (cpu-ns/op), not wall time:
+//
+//   - nap/<d>: the engine's nap (idler.nap, a raw ppoll on an hrtimer) on
+//     CPU 0: the two context switches of one wake-up by timer;
+//   - signal: the engine's signal to a queue whose thread sleeps in poll(2)
+//     on CPU 1, as the client's Wait does (wakeQueue's raw sendto on a
+//     socket pair): sender-cpu-ns/op is what vnicd pays per signal (the
+//     wake-up of a thread on another, idle CPU), sleeper-cpu-ns/op what the
+//     woken thread pays (poll's return, the read, poll again).
+//
+// Run: go test -run '^$' -bench WakeCost -benchtime 2000x ./nic
+func BenchmarkWakeCost(b *testing.B) {
+	if runtime.NumCPU() < 2 {
+		b.Skip("skipping: needs 2 CPUs")
+	}
+	for _, d := range []time.Duration{50 * time.Microsecond, time.Millisecond} {
+		b.Run(fmt.Sprintf("nap/%v", d), func(b *testing.B) {
+			unpin, err := affinity.Pin(0)
+			if err != nil {
+				b.Skip(err)
+			}
+			defer unpin()
+			id, err := newIdler(SourceFunc(func(dst [][]byte) ([][]byte, error) { return dst, nil }))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer id.close()
+			restore := setTimerSlack(min(d/8, 50*time.Microsecond))
+			defer restore()
+			c0 := cpuNow()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				id.nap(d)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(cpuNow()-c0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+	b.Run("signal", func(b *testing.B) {
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer unix.Close(pair[0])
+		defer unix.Close(pair[1])
+		var acks atomic.Int64
+		var stop atomic.Bool
+		sleeperCPU := make(chan int64, 1)
+		ready := make(chan struct{})
+		go func() {
+			unpin, err := affinity.Pin(1)
+			if err != nil {
+				close(ready)
+				sleeperCPU <- -1
+				return
+			}
+			defer unpin()
+			c0 := cpuNow()
+			close(ready)
+			fds := []unix.PollFd{{Fd: int32(pair[1]), Events: unix.POLLIN}}
+			var buf [64]byte
+			for !stop.Load() {
+				unix.Poll(fds, 100)
+				if n, _, _ := unix.Recvfrom(pair[1], buf[:], unix.MSG_DONTWAIT); n > 0 {
+					acks.Add(int64(n))
+				}
+			}
+			sleeperCPU <- cpuNow() - c0
+		}()
+		<-ready
+		unpin, err := affinity.Pin(0)
+		if err != nil {
+			b.Skip(err)
+		}
+		defer unpin()
+		one := [1]byte{1}
+		var sendCPU int64
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			time.Sleep(200 * time.Microsecond) // the sleeper is asleep in poll
+			c := cpuNow()
+			unix.RawSyscall6(unix.SYS_SENDTO, uintptr(pair[0]), uintptr(unsafe.Pointer(&one[0])), 1, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, 0, 0)
+			sendCPU += cpuNow() - c
+			for acks.Load() < int64(i+1) {
+				runtime.Gosched()
+			}
+		}
+		b.StopTimer()
+		stop.Store(true)
+		unix.Write(pair[0], one[:])
+		sc := <-sleeperCPU
+		b.ReportMetric(float64(sendCPU)/float64(b.N), "sender-cpu-ns/op")
+		if sc >= 0 {
+			b.ReportMetric(float64(sc)/float64(b.N), "sleeper-cpu-ns/op")
+		}
+	})
+}
