@@ -141,7 +141,7 @@ const (
 
 // rbReceivers is the interleaving order. VNIC_BENCH_RECEIVERS (a
 // comma-separated subset, e.g. vnicd-coal,afpacket-v3) keeps only those.
-var rbReceivers = rbSelect([]string{"vnicd", "vnicd-coal", "vnicd-coal@alt", "vnicd-adapt", "afxdp-raw", "afpacket-v3", "recvmmsg"})
+var rbReceivers = rbSelect([]string{"vnicd", "vnicd-coal", "vnicd-coal@alt", "vnicd-adapt", "vnicd-adapt-nap", "afxdp-raw", "afpacket-v3", "recvmmsg"})
 
 func rbSelect(all []string) []string {
 	env := os.Getenv("VNIC_BENCH_RECEIVERS")
@@ -371,7 +371,7 @@ func rbSummary(results []rbResult, frames int) string {
 			f(col(name, func(r rbResult) float64 { return r.perMpkt(r.SendCPU) }), 3),
 			f(col(name, func(r rbResult) float64 { return r.perMpkt(r.Machine - r.SendCPU) }), 3))
 	}
-	for _, name := range []string{"vnicd", "vnicd-coal", "vnicd-coal@alt", "vnicd-adapt"} {
+	for _, name := range []string{"vnicd", "vnicd-coal", "vnicd-coal@alt", "vnicd-adapt", "vnicd-adapt-nap"} {
 		if rs := by[name]; len(rs) > 0 {
 			v := col(name, func(r rbResult) float64 { return r.perMpkt(r.Vnicd) })
 			c := col(name, func(r rbResult) float64 { return r.perMpkt(r.RecvCPU - r.Vnicd) })
@@ -382,7 +382,7 @@ func rbSummary(results []rbResult, frames int) string {
 	}
 	fmt.Fprintf(&sb, "vnicd-coal: --rx-coalesce-usecs %d and the client's Coalesce %v (VNIC_BENCH_COALESCE_US)\n", rbCoalesce()/time.Microsecond, rbCoalesce())
 	fmt.Fprintf(&sb, "vnicd's tenant: %d queues, one receive thread each (VNIC_BENCH_QUEUES)\n", rbClientQueues())
-	fmt.Fprintf(&sb, "latency budget %v (VNIC_BENCH_BUDGET_MS): afpacket-v3's block timeout and vnicd-adapt's --rx-coalesce-max-usecs (from --rx-coalesce-usecs %d; the client sleeps on its socket)\n",
+	fmt.Fprintf(&sb, "latency budget %v (VNIC_BENCH_BUDGET_MS): afpacket-v3's block timeout and vnicd-adapt's --rx-coalesce-max-usecs (from --rx-coalesce-usecs %d; the client sleeps on its socket); vnicd-adapt-nap: half of it each for vnicd's adaptive nap and the client's Coalesce\n",
 		rbBudget(), rbAdaptMin()/time.Microsecond)
 	sb.WriteString("The sender (one trafgen worker on CPU 0, which also runs the kernel's softirq receive path) limits every rate;\n" +
 		"the receiving side's CPU per packet is what distinguishes the receivers.")
@@ -698,7 +698,7 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 	// binary VNIC_BENCH_VNICD_ALT names, e.g. an older build for an A/B):
 	// fixed naps of rbCoalesce on both sides. vnicd-adapt: vnicd's adaptive
 	// moderation from rbAdaptMin up to rbBudget; the client sleeps on its
-	// socket (vnicd wakes it once per nap).
+	// socket (vnicd wakes it once per nap). vnicd-adapt-nap: see below.
 	var coalesce, coalesceMax, clientCoalesce time.Duration
 	bin := filepath.Join(binDir, "vnicd")
 	switch name {
@@ -709,6 +709,12 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 		}
 	case "vnicd-adapt":
 		coalesce, coalesceMax = rbAdaptMin(), rbBudget()
+	case "vnicd-adapt-nap":
+		// Half the budget each: vnicd's nap grows to budget/2 and the
+		// client naps budget/2 on its own timer (vnicd signals it only if
+		// its Ax ring runs low), so a frame waits at most about the
+		// budget, and no wake-up crosses CPUs.
+		coalesce, coalesceMax, clientCoalesce = rbAdaptMin(), rbBudget()/2, rbBudget()/2
 	}
 	sock := filepath.Join(e.dir, "vnicd.sock")
 	os.Remove(sock)
