@@ -37,7 +37,7 @@ func BenchmarkWakeCost(b *testing.B) {
 	if runtime.NumCPU() < 2 {
 		b.Skip("skipping: needs 2 CPUs")
 	}
-	for _, d := range []time.Duration{50 * time.Microsecond, time.Millisecond} {
+	for _, d := range []time.Duration{50 * time.Microsecond, time.Millisecond, 10 * time.Millisecond} {
 		b.Run(fmt.Sprintf("nap/%v", d), func(b *testing.B) {
 			unpin, err := affinity.Pin(0)
 			if err != nil {

@@ -845,6 +845,7 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 	if err != nil {
 		return res, err
 	}
+	th0 := threadCPUs(pid)
 	res.VnicdIdle = float64(v0-idle0) / float64(rbIdleSample)
 	soft0, busy0 := softirqTime(), cpuBusy()
 	stopPerf := rbPerf(name, pid)
@@ -864,6 +865,13 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 	v1, err := procCPU(pid)
 	if err != nil {
 		return res, err
+	}
+	// The engine's thread is the busiest one; the rest is Go's runtime
+	// (sysmon, the threads it wakes when a P is handed off) and the
+	// control plane.
+	var engineThread time.Duration
+	for tid, c := range threadCPUs(pid) {
+		engineThread = max(engineThread, c-th0[tid])
 	}
 	ccpu, err := stopClients()
 	if err != nil {
@@ -885,7 +893,8 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 	res.RecvCPU = v1 - v0 + ccpu
 	res.Drops = append([]rbCounter{{"veth_peer_tx_dropped", peer1 - peer0}}, drops...)
 	res.Vnicd = v1 - v0
-	info = append(info, rbCounter{"vnicd_idle_cpu_pct", uint64(100 * res.VnicdIdle)})
+	info = append(info, rbCounter{"vnicd_idle_cpu_pct", uint64(100 * res.VnicdIdle)},
+		rbCounter{"vnicd_engine_thread_cpu_ms", uint64(engineThread.Milliseconds())})
 	res.Info = append(info, rbCounter{"veth_dut_rx_dropped", dut1 - dut0}, rbCounter{"vnicd_cpu_ms", uint64((v1 - v0).Milliseconds())},
 		rbCounter{"client_threads_cpu_ms", uint64(ccpu.Milliseconds())}, rbCounter{"client_recv_calls", recvs.Load()})
 	var ws client.WaitStats

@@ -146,6 +146,39 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / userHZ, nil
 }
 
+// threadCPUs is utime + stime of each thread of process pid, by thread id
+// (/proc/<pid>/task/<tid>/stat, 10 ms resolution).
+func threadCPUs(pid int) map[int]time.Duration {
+	out := map[int]time.Duration{}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return out
+	}
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseUint(f[11], 10, 64)
+		st, _ := strconv.ParseUint(f[12], 10, 64)
+		out[tid] = time.Duration(ut+st) * time.Second / userHZ
+	}
+	return out
+}
+
 // softirqTime is the machine's softirq time (all CPUs) from /proc/stat.
 // It counts every softirq on the machine, other users' too.
 func softirqTime() time.Duration {
