@@ -276,22 +276,7 @@ func runTraffic(t *testing.T, eps []*Endpoint, o trafficOpts) {
 	}
 
 	// Every credit comes home once the last acknowledgements are out.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		for _, e := range eps {
-			for _, p := range e.peers() {
-				p.flushAcks()
-			}
-		}
-		err := creditsHome(eps)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("credits did not come home: %v", err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitCreditsHome(t, eps)
 	if err := checkInvariants(eps); err != nil {
 		t.Fatal(err)
 	}
@@ -328,6 +313,28 @@ func runTraffic(t *testing.T, eps []*Endpoint, o trafficOpts) {
 	}
 	t.Logf("sent %d: fast %d, TCP %d (retransmitted %d), duplicates suppressed %d, stalls %d (%v), ack frames %d (%d records), send errors %d",
 		sum.Sent, sum.DeliveredFast, sum.DeliveredTCP, sum.Retransmitted, sum.Duplicates, sum.Stalls, sum.StallTime.Round(time.Millisecond), sum.AckFrames, sum.AckRecords, sum.SendErrors)
+}
+
+// waitCreditsHome flushes every peer's acknowledgements until every
+// credit has come home (creditsHome), failing the test after 5 s.
+func waitCreditsHome(t *testing.T, eps []*Endpoint) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		for _, e := range eps {
+			for _, p := range e.peers() {
+				p.flushAcks()
+			}
+		}
+		err := creditsHome(eps)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("credits did not come home: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // creditsHome checks every flow holds all its credits and nothing is

@@ -267,22 +267,7 @@ func TestQuorumSkip(t *testing.T) {
 	}
 	t.Logf("node 2: skipped %d, late skips %d, delivered fast %d TCP %d, out of window %d", st2.Skipped, st2.SkipsLate, st2.DeliveredFast, st2.DeliveredTCP, st2.OutOfWindow)
 	// Every credit comes home: the skipped messages' too.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		for _, e := range eps {
-			for _, p := range e.peers() {
-				p.flushAcks()
-			}
-		}
-		err := creditsHome(eps)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("credits did not come home: %v", err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitCreditsHome(t, eps)
 }
 
 // waitFor polls cond until it holds or ctx ends.

@@ -475,12 +475,11 @@ func (t stallTenant) RSSInfo() client.RSSInfo { return client.RSSInfo{} }
 func (t stallTenant) Err() error              { return nil }
 func (t stallTenant) Close() error            { return nil }
 
-// TestVNICWaitSpinCutWhenDescheduled: a waiter whose spin finds it was off
-// its CPU (a pass of polls took longer than spinGap) stops spinning and
-// sleeps in Queue.Wait, instead of holding a shared CPU for the rest of
-// VNICConfig.Spin; SpinsCut and Sleeps count it.
-func TestVNICWaitSpinCutWhenDescheduled(t *testing.T) {
-	q := &stallQueue{stallAt: 10, stall: 5 * spinGap}
+// waitSpinMinute runs one Wait of a vNIC fast path over q whose Spin is a
+// minute, fails the test with stuck if Wait has not returned within 30 s,
+// and returns the fast path's counters.
+func waitSpinMinute(t *testing.T, q *stallQueue, stuck string) FastStats {
+	t.Helper()
 	cfg := VNICConfig{BasePort: 9000, IP: netip.MustParseAddr("198.18.0.1"), Spin: time.Minute}
 	v, err := newVNICFast(stallTenant{q}, 1, cfg)
 	if err != nil {
@@ -495,9 +494,18 @@ func TestVNICWaitSpinCutWhenDescheduled(t *testing.T) {
 			t.Fatal(err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("Wait spun on after a stall (Spin is a minute)")
+		t.Fatal(stuck)
 	}
-	st := v.FastStats()
+	return v.FastStats()
+}
+
+// TestVNICWaitSpinCutWhenDescheduled: a waiter whose spin finds it was off
+// its CPU (a pass of polls took longer than spinGap) stops spinning and
+// sleeps in Queue.Wait, instead of holding a shared CPU for the rest of
+// VNICConfig.Spin; SpinsCut and Sleeps count it.
+func TestVNICWaitSpinCutWhenDescheduled(t *testing.T) {
+	q := &stallQueue{stallAt: 10, stall: 5 * spinGap}
+	st := waitSpinMinute(t, q, "Wait spun on after a stall (Spin is a minute)")
 	if st.SpinsCut != 1 || st.Sleeps != 1 || q.waits != 1 {
 		t.Fatalf("SpinsCut %d, Sleeps %d, Queue.Wait calls %d; want 1, 1, 1", st.SpinsCut, st.Sleeps, q.waits)
 	}
@@ -512,23 +520,7 @@ func TestVNICWaitSpinCutWhenDescheduled(t *testing.T) {
 // needs for the whole VNICConfig.Spin.
 func TestVNICWaitSpinCutWhileTxPending(t *testing.T) {
 	q := &stallQueue{pending: 1}
-	cfg := VNICConfig{BasePort: 9000, IP: netip.MustParseAddr("198.18.0.1"), Spin: time.Minute}
-	v, err := newVNICFast(stallTenant{q}, 1, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	done := make(chan error, 1)
-	go func() { done <- v.Wait(context.Background(), 0) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Wait spun on while its TX ring stayed full (Spin is a minute)")
-	}
-	if st := v.FastStats(); st.SpinsCut != 1 || st.Sleeps != 1 || q.waits != 1 {
+	if st := waitSpinMinute(t, q, "Wait spun on while its TX ring stayed full (Spin is a minute)"); st.SpinsCut != 1 || st.Sleeps != 1 || q.waits != 1 {
 		t.Fatalf("SpinsCut %d, Sleeps %d, Queue.Wait calls %d; want 1, 1, 1", st.SpinsCut, st.Sleeps, q.waits)
 	}
 }
