@@ -96,30 +96,9 @@ func RequireAFXDP(t testing.TB) {
 func NewNetns(t testing.TB, name string) *Netns {
 	t.Helper()
 	full := fmt.Sprintf("%s%s-%d-%d", NamePrefix, name, os.Getpid(), nsSeq.Add(1))
-	var h netns.NsHandle
-	err := testbed.OnLockedThread(func() error {
-		orig, err := netns.Get()
-		if err != nil {
-			return fmt.Errorf("get current netns: %w", err)
-		}
-		defer orig.Close()
-		h, err = netns.NewNamed(full)
-		if err != nil {
-			// NewNamed may have moved the thread before failing.
-			if serr := netns.Set(orig); serr != nil {
-				return testbed.ErrDiscardThread
-			}
-			return err
-		}
-		if err := netns.Set(orig); err != nil {
-			h.Close()
-			return errors.Join(testbed.ErrDiscardThread, err)
-		}
-		return nil
-	})
+	h, err := testbed.NewNamed(full) // "create netns <full>: ..."
 	if err != nil {
-		_ = netns.DeleteNamed(full)
-		t.Fatalf("create netns %s: %v", full, err)
+		t.Fatal(err)
 	}
 	nl, err := netlink.NewHandleAt(h)
 	if err != nil {
