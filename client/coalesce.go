@@ -32,10 +32,12 @@ func (q *Queue) napWait(ctx context.Context) (ready bool, err error) {
 		return true, nil
 	}
 	deadline := time.Now().Add(max(q.spin, 4*q.coalesce))
-	restore := func() {}
+	locked, slack := false, 0
 	defer func() {
 		atomic.StoreUint32(q.needWake, 0)
-		restore()
+		if locked {
+			unlockTimerSlack(slack)
+		}
 	}()
 	for first := true; ; first = false {
 		if q.gone != nil && q.gone.Load() {
@@ -55,7 +57,7 @@ func (q *Queue) napWait(ctx context.Context) (ready bool, err error) {
 			// A precise timer: this thread's timer slack (50 µs by
 			// default) well below the nap. The goroutine stays on this
 			// thread while it naps (a nap is a system call).
-			restore = lockTimerSlack(min(max(q.coalesce/8, time.Microsecond), 50*time.Microsecond))
+			slack, locked = lockTimerSlack(min(max(q.coalesce/8, time.Microsecond), 50*time.Microsecond)), true
 		}
 		atomic.StoreUint32(q.needWake, q.nextGen()|napBit)
 		// Look after publishing: vnicd posts, then loads the word.

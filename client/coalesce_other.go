@@ -9,7 +9,9 @@ import (
 
 func napOn(fd, cfd int, d time.Duration) bool { time.Sleep(d); return false }
 
-func lockTimerSlack(time.Duration) (restore func()) {
+func lockTimerSlack(time.Duration) (old int) {
 	runtime.LockOSThread()
-	return runtime.UnlockOSThread
+	return -1
 }
+
+func unlockTimerSlack(int) { runtime.UnlockOSThread() }

@@ -53,3 +53,23 @@ func TestStatus(t *testing.T) {
 		t.Errorf("-o yaml: %v", err)
 	}
 }
+
+// TestIdleNote: the idle line says what the engine does without work, and
+// with adaptive moderation the range and the nap in force.
+func TestIdleNote(t *testing.T) {
+	for _, tc := range []struct {
+		st   proto.Status
+		want string
+	}{
+		{proto.Status{Idle: "busy"}, "busy (polls forever"},
+		{proto.Status{Idle: "adaptive", SpinBudget: "200µs", Sleeps: 3}, "adaptive (polls, sleeps in epoll after 200µs idle; slept 3 times)"},
+		{proto.Status{Idle: "adaptive", SpinBudget: "200µs", RxCoalesce: "50µs", Naps: 7, Sleeps: 2},
+			"adaptive, rx-coalesce 50µs (naps when under-loaded: 7; sleeps after 200µs idle: 2)"},
+		{proto.Status{Idle: "adaptive", SpinBudget: "200µs", RxCoalesce: "50µs", RxCoalesceMax: "10ms", Nap: "3.2ms", Naps: 9, Urgent: 1, Sleeps: 4},
+			"adaptive, rx-coalesce adaptive 50µs..10ms, now 3.2ms (naps: 9; napping queues woken early: 1; sleeps when the wire pauses: 4)"},
+	} {
+		if got := idleNote(tc.st); !strings.Contains(got, tc.want) {
+			t.Errorf("idleNote(%+v) = %q, want %q", tc.st, got, tc.want)
+		}
+	}
+}

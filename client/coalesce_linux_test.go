@@ -1,0 +1,109 @@
+package client
+
+import (
+	"context"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vnic/vnic/shm"
+)
+
+// napQueue is a local tenant's queue with a socket pair standing in for
+// vnicd's end, napping coalesce at a time; it returns the queue and vnicd's
+// end.
+func napQueue(t *testing.T, coalesce time.Duration) (*Queue, int) {
+	t.Helper()
+	g := shm.Queues(1, 8, 16, 8, 2048, 32)
+	words := make([]uint64, g.Layout().Total/8+1)
+	r, err := shm.Format(unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), g.Layout().Total), g, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ten, err := Local(r, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := ten.Queue(0)
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(pair[0]) })
+	q.wake = os.NewFile(uintptr(pair[1]), "wake")
+	t.Cleanup(func() { q.wake.Close() })
+	q.wfd = pair[1]
+	if q.cfd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(q.cfd) })
+	q.gone = new(atomic.Bool)
+	q.needWake = r.NeedWakeup(0)
+	q.engSleep = r.EngineSleeping()
+	q.spin = time.Microsecond
+	q.coalesce = coalesce
+	return q, pair[0]
+}
+
+// TestNapWaitWord: while a queue naps it publishes its generation with
+// napBit (vnicd then signals it only when its Ax ring runs low), a new
+// generation per nap, never 0 and never napBit alone; it clears the word
+// when it stops napping; a signal cuts the nap short and is counted as
+// Urgent; and napping allocates nothing.
+func TestNapWaitWord(t *testing.T) {
+	q, vnicd := napQueue(t, 20*time.Millisecond)
+	seen := make(chan uint32, 1)
+	go func() {
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Microsecond) {
+			if w := atomic.LoadUint32(q.needWake); w != 0 {
+				seen <- w
+				// vnicd's urgent signal: it ends this nap (counted as
+				// Urgent); with nothing posted the queue naps on.
+				unix.Write(vnicd, []byte{1})
+				return
+			}
+		}
+		seen <- 0
+	}()
+	t0 := time.Now()
+	ready, err := q.napWait(context.Background())
+	el := time.Since(t0)
+	w := <-seen
+	if err != nil || ready {
+		t.Fatalf("napWait = %v, %v with nothing posted", ready, err)
+	}
+	if w&napBit == 0 || w&^napBit == 0 {
+		t.Errorf("napping word %#x: want a generation with napBit", w)
+	}
+	if got := atomic.LoadUint32(q.needWake); got != 0 {
+		t.Errorf("word %#x after napWait returned, want 0 (polling)", got)
+	}
+	st := q.WaitStats()
+	if st.Urgent == 0 || st.Naps < 2 {
+		t.Errorf("wait stats %+v: want an urgent wake-up and the naps after it", st)
+	}
+	t.Logf("napWait returned after %v; %+v", el, st)
+
+	q.coalesce, q.spin = 2*time.Microsecond, time.Microsecond
+	if a := testing.AllocsPerRun(50, func() {
+		if _, err := q.napWait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Errorf("napWait allocates %v times per call, want 0", a)
+	}
+	for g, i := q.gen, 0; i < 3; i++ {
+		if n := q.nextGen(); n == 0 || n&napBit != 0 || n == g {
+			t.Fatalf("nextGen after %#x = %#x", g, n)
+		}
+		g = q.gen
+	}
+	q.gen = napBit - 1
+	if n := q.nextGen(); n != 1 {
+		t.Errorf("nextGen wraps to %#x, want 1", n)
+	}
+}
