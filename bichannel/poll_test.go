@@ -38,12 +38,7 @@ func pollClusters(t *testing.T, cfg Config, drop float64) map[string][]*Endpoint
 	})
 	wire := newFakeWire(0, 3)
 	out["vnic"] = newCluster(t, 2, cfg, func(i int) FastPath {
-		vc := vnicConfig(i)
-		ft := wire.attach(t, vc.IP, cfg.Workers, vc.BasePort, vc.BasePort+uint16(cfg.Workers)-1, uint64(i))
-		fp, err := newVNICFast(ft, cfg.Workers, vc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, fp := fakeVNIC(t, wire, i, cfg.Workers, cfg.Workers)
 		return wrap(i, fp)
 	})
 	return out

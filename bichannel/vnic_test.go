@@ -242,6 +242,20 @@ func vnicConfig(i int) VNICConfig {
 	}
 }
 
+// fakeVNIC attaches node i (vnicConfig(i)) to wire as a tenant of queues
+// queues, whose first workers receive the node's ports, and returns the
+// tenant and the node's vNIC fast path over it.
+func fakeVNIC(t *testing.T, wire *fakeWire, i, workers, queues int) (*fakeTenant, *VNICFast) {
+	t.Helper()
+	vc := vnicConfig(i)
+	ft := wire.attach(t, vc.IP, queues, vc.BasePort, vc.BasePort+uint16(workers)-1, uint64(i))
+	fp, err := newVNICFast(ft, workers, vc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ft, fp
+}
+
 // Two and three endpoints over the vNIC fast path (fake vnicd): frames are
 // built, steered by each receiver's RSS and parsed back; with and without
 // loss, every message arrives exactly once.
@@ -252,12 +266,8 @@ func TestVNICFakeExactlyOnce(t *testing.T) {
 			wire := newFakeWire(loss, 11)
 			tenants := make([]*fakeTenant, 3)
 			eps := newCluster(t, 3, cfg, func(i int) FastPath {
-				vc := vnicConfig(i)
-				tenants[i] = wire.attach(t, vc.IP, cfg.Workers, vc.BasePort, vc.BasePort+uint16(cfg.Workers)-1, uint64(i))
-				fp, err := newVNICFast(tenants[i], cfg.Workers, vc)
-				if err != nil {
-					t.Fatal(err)
-				}
+				var fp *VNICFast
+				tenants[i], fp = fakeVNIC(t, wire, i, cfg.Workers, cfg.Workers)
 				return fp
 			})
 			runTraffic(t, eps, trafficOpts{perPair: 300})
@@ -421,12 +431,8 @@ func TestVNICFastSeparateTxQueues(t *testing.T) {
 	wire := newFakeWire(0, 13)
 	tenants := make([]*fakeTenant, 2)
 	eps := newCluster(t, 2, cfg, func(i int) FastPath {
-		vc := vnicConfig(i)
-		tenants[i] = wire.attach(t, vc.IP, 2*cfg.Workers, vc.BasePort, vc.BasePort+uint16(cfg.Workers)-1, uint64(i))
-		fp, err := newVNICFast(tenants[i], cfg.Workers, vc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		var fp *VNICFast
+		tenants[i], fp = fakeVNIC(t, wire, i, cfg.Workers, 2*cfg.Workers)
 		return fp
 	})
 	runTraffic(t, eps, trafficOpts{perPair: 300})
