@@ -96,6 +96,9 @@ func (n *NIC) TakeKnown() (buf uint32, idx uint64, ok bool) {
 // be ready).
 func (n *NIC) EntryAddr(ahead int) unsafe.Pointer { return n.c.SlotAddr(ahead) }
 
+// Loads returns how many times the NIC loaded the core's cursor.
+func (n *NIC) Loads() uint64 { return n.c.Loads() }
+
 // Publish makes the entries taken so far free for the core, with one store.
 func (n *NIC) Publish() { n.c.Publish() }
 

@@ -144,6 +144,9 @@ func (n *NIC) write() {
 // next one Stage fills) will occupy, for a prefetch hint.
 func (n *NIC) SlotAddr(i int) unsafe.Pointer { return n.p.SlotAddr(n.staged + i) }
 
+// Loads returns how many times the NIC loaded the core's cursor.
+func (n *NIC) Loads() uint64 { return n.p.Loads() }
+
 // Staged returns how many entries wait for Flush.
 func (n *NIC) Staged() int { return n.staged }
 

@@ -78,6 +78,8 @@ func BenchmarkEngine(b *testing.B) {
 				// line, and may borrow or drop): high when the consumers on
 				// CPU 1 barely keep up, so that the figure measures them.
 				b.ReportMetric(float64(s[counters.AxDepletions])/float64(b.N), "depleted/op")
+				axl, bxl := r.ten.CursorLoads()
+				b.ReportMetric(float64(axl+bxl)/float64(b.N), "loads/op")
 			})
 		}
 	}

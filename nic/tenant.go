@@ -110,6 +110,20 @@ func (t *Tenant) buffer(id uint32) []byte {
 	return t.bufs[off : off+t.bufSize : off+t.bufSize]
 }
 
+// CursorLoads returns how many times the engine loaded the cores' shared
+// cursors of this tenant's Ax rings (looking for refills) and Bx rings
+// (looking for room). The engine works from cached copies; a count per
+// frame well above 1/ring size means a core keeps its ring nearly empty
+// (Ax) or nearly full (Bx), and each load moves a line the core wrote.
+// Engine goroutine only (or while it is stopped).
+func (t *Tenant) CursorLoads() (ax, bx uint64) {
+	for q := range t.ax {
+		ax += t.ax[q].Loads()
+		bx += t.bx[q].Loads()
+	}
+	return ax, bx
+}
+
 // Queues returns the tenant's queue count.
 func (t *Tenant) Queues() int { return t.queues }
 

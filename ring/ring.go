@@ -24,7 +24,12 @@ type prodCursor struct {
 	local      uint64 // next cursor to fill
 	cachedCons uint64 // last validated consumer cursor
 	err        error  // sticky corruption error
+	loads      uint64 // loads of the shared consumer cursor (Loads)
 }
+
+// Loads returns how many times the producer loaded the consumer's shared
+// cursor (see Consumer.Loads).
+func (p *prodCursor) Loads() uint64 { return p.loads }
 
 // attach loads both shared cursors and validates them.
 func (p *prodCursor) attach(prod, cons *uint64, capacity int) error {
@@ -49,6 +54,7 @@ func (p *prodCursor) reserve(want int, posted uint64) (int, error) {
 	if free < uint64(want) {
 		// Acquire: entries the consumer released are no longer read by it.
 		c := atomic.LoadUint64(p.cons)
+		p.loads++
 		if c-p.cachedCons > posted-p.cachedCons {
 			p.err = cursorError("consumer", p.cachedCons, c, posted-p.cachedCons)
 			return 0, p.err
@@ -152,6 +158,7 @@ type Consumer[T any] struct {
 	pub        uint64 // last value stored in the shared consumer cursor
 	cachedProd uint64 // last validated producer cursor
 	err        error
+	loads      uint64 // loads of the shared producer cursor (Loads)
 	_          pad
 }
 
@@ -185,6 +192,7 @@ func (c *Consumer[T]) Peek(max int) (int, error) {
 	if avail < uint64(max) {
 		// Acquire: entries before the producer cursor are fully written.
 		p := atomic.LoadUint64(c.v.prod)
+		c.loads++
 		capa := uint64(len(c.v.slots))
 		// Entries before local are read: a producer may refill their slots
 		// once told so out of band (Listing 1), even before we publish, so
@@ -234,6 +242,12 @@ func (c *Consumer[T]) Release(n int) {
 
 // Cursor returns the local consumer cursor (the next entry to read).
 func (c *Consumer[T]) Cursor() uint64 { return c.local }
+
+// Loads returns how many times the consumer loaded the producer's shared
+// cursor: each load is a cache line the other side writes, so a count that
+// grows with the traffic says the cached copy keeps running out (the
+// producer is close behind).
+func (c *Consumer[T]) Loads() uint64 { return c.loads }
 
 // Ready returns how many entries are known to be ready without loading the
 // shared cursor.

@@ -337,3 +337,28 @@ func TestZeroAllocs(t *testing.T) {
 		t.Fatalf("generation ring: %v allocs per batch", a)
 	}
 }
+
+// TestCursorLoads checks that each side counts its loads of the other's
+// cursor, and only those: a request the cached copy covers loads nothing.
+func TestCursorLoads(t *testing.T) {
+	mem := newMem(t, 8, 8)
+	p, _ := ring.NewProducer[uint64](mem, 8)
+	c, _ := ring.NewConsumer[uint64](mem, 8)
+	p0, c0 := p.Loads(), c.Loads()
+	p.Reserve(8) // attach saw an empty ring: 8 free are known
+	if p.Loads() != p0 {
+		t.Fatalf("a reserve within the known room loaded the cursor (%d loads)", p.Loads()-p0)
+	}
+	p.Commit(8)
+	c.Peek(4) // nothing known: one load
+	c.Peek(8) // the 8 are known now
+	if got := c.Loads() - c0; got != 1 {
+		t.Fatalf("consumer loaded the producer cursor %d times, want 1", got)
+	}
+	c.Release(8)
+	p.Reserve(1) // full as last seen: one load finds the 8 released
+	p.Reserve(8)
+	if got := p.Loads() - p0; got != 1 {
+		t.Fatalf("producer loaded the consumer cursor %d times, want 1", got)
+	}
+}

@@ -28,14 +28,14 @@ rows=()
 for i in $(seq "$N"); do
 	out=$(cd nic && "${run[@]}" "$bin/nic.test" -test.run '^$' -test.bench '^BenchmarkEngine$/rxbisect/64B|^BenchmarkFloor$/64B|CrossCoreLine' -test.benchtime "$BENCHTIME" 2>&1) || { echo "$out"; exit 1; }
 	row=$(awk '
-		/^BenchmarkEngine\/rxbisect\/64B/ { e = $3; for (f = 1; f <= NF; f++) { if ($(f+1) == "delivered/op") d = $f; if ($(f+1) == "depleted/op") x = $f } }
+		/^BenchmarkEngine\/rxbisect\/64B/ { e = $3; for (f = 1; f <= NF; f++) { if ($(f+1) == "delivered/op") d = $f; if ($(f+1) == "depleted/op") x = $f; if ($(f+1) == "loads/op") l = $f } }
 		/^BenchmarkFloor\/64B/ { fl = $3 }
 		/^BenchmarkCrossCoreLine/ { c = $3 }
-		END { printf "%s %s %s %s %s", e, fl, c, d, x }' <<<"$out")
+		END { printf "%s %s %s %s %s %s", e, fl, c, d, x, l }' <<<"$out")
 	rows+=("$row")
-	read -r e fl c d x <<<"$row"
-	awk -v i="$i" -v e="$e" -v fl="$fl" -v c="$c" -v d="$d" -v x="$x" 'BEGIN {
-		printf "run %2d: engine %6.1f ns/frame (%5.1f Mpps, delivered %s/op, depleted %s/op)  floor %5.1f ns  engine/floor %.2f  cross-core line %5.0f ns\n", i, e, 1000 / e, d, x, fl, e / fl, c }'
+	read -r e fl c d x l <<<"$row"
+	awk -v i="$i" -v e="$e" -v fl="$fl" -v c="$c" -v d="$d" -v x="$x" -v l="$l" 'BEGIN {
+		printf "run %2d: engine %6.1f ns/frame (%5.1f Mpps, delivered %s/op, depleted %s/op, cursor loads %s/op)  floor %5.1f ns  engine/floor %.2f  cross-core line %5.0f ns\n", i, e, 1000 / e, d, x, l, fl, e / fl, c }'
 done
 printf '%s\n' "${rows[@]}" | awk '
 	function median(a, n,   i, j, t) {
