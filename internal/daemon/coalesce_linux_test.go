@@ -21,13 +21,13 @@ import (
 // queue's posted buffers must not lose frames to ax_starved. The nap here
 // (1 s) is far longer than the burst: before the fix the queue published no
 // need-wakeup word while napping, vnicd posted into the ring unseen, every
-// posted buffer was taken within the first 256 frames and the rest of the
+// posted buffer was taken within the first 512 frames and the rest of the
 // burst was dropped (at 1 ms naps on a loaded machine: 5.4% of the
 // Receivers benchmark's frames). Now vnicd signals a napping queue once
 // its Ax ring is below half full, and the nap ends.
 //
 // The burst comes at 2 frames per millisecond, so the half of the ring
-// left when vnicd signals lasts 64 ms: the test allows the client that
+// left when vnicd signals lasts 128 ms: the test allows the client that
 // long to wake, far more than a wake-up takes even on a loaded machine.
 //
 // The same with vnicd's adaptive moderation on (its naps grow to the 10 ms
@@ -49,7 +49,7 @@ func TestCoalescedNapNeverStarvesAx(t *testing.T) {
 
 func coalescedBurst(t *testing.T, engine, engineMax, nap time.Duration) {
 	const (
-		axSize = 256
+		axSize = 512
 		burst  = 4 * axSize
 	)
 	wire := newWireSource(t)
