@@ -30,18 +30,25 @@ import (
 	"github.com/vnic/vnic/internal/testutil"
 )
 
-// BenchmarkReceivers compares four receivers of the same traffic in one
+// BenchmarkReceivers compares receivers of the same traffic in one
 // run, over one testbed (a veth pair with 2 queues) and with one sender:
 // trafgen in the peer namespace, one worker, 60-byte UDP frames (64 with
 // FCS) to port 9000 in 64 flows (source ports 10000-10063), as fast as it
-// can. The receivers, interleaved (vnicd, vnicd-coal, afxdp-raw, afpacket-v3, recvmmsg,
-// then again) for VNIC_BENCH_REPS repetitions (default 6) of
-// VNIC_BENCH_FRAMES frames (default 1,000,000):
+// can. The receivers, interleaved (vnicd, vnicd-coal, vnicd-adapt,
+// vnicd-adapt-nap, afxdp-raw, afpacket-v3, recvmmsg, then again) for
+// VNIC_BENCH_REPS repetitions (default 6) of VNIC_BENCH_FRAMES frames
+// (default 1,000,000):
 //
 //   - vnicd: the real vnicd binary (--source xsk, native XDP) plus an
 //     in-process client (client.Attach, 2 queues) that receives and releases;
 //   - vnicd-coal: the same with interrupt moderation on both sides
 //     (--rx-coalesce-usecs and AttachOptions.Coalesce, rbCoalesce);
+//   - vnicd-adapt: vnicd's adaptive moderation (--rx-coalesce-usecs
+//     rbAdaptMin up to --rx-coalesce-max-usecs rbBudget), the client
+//     sleeping on its socket; vnicd-adapt-nap: half the budget each for
+//     vnicd's nap and the client's own (AttachOptions.Coalesce);
+//   - vnicd-coal@alt, only with VNIC_BENCH_VNICD_ALT (another vnicd
+//     binary, e.g. an older build): vnicd-coal's setting, for an A/B;
 //   - afxdp-raw: vnic's XDP program and package xsk with a loop that calls
 //     Recv and counts: the floor for what vnicd adds;
 //   - afpacket-v3: an AF_PACKET socket with a TPACKET_V3 RX ring;
@@ -72,6 +79,15 @@ import (
 // spent in the receive threads (other users of this shared machine). The
 // sender is the bottleneck on small machines: the rate is the sender's, the
 // CPU per packet is what tells the receivers apart.
+//
+// The whole-machine column (machine-cpu-s/Mpkt) is both CPUs' busy time
+// over the run, whoever spent it, with the sender's own process time
+// beside it: AF_PACKET's copy runs in softirq in the sender's context and
+// is charged to no receiver. AF_PACKET's block timeout and vnicd-adapt's
+// budget are the same (VNIC_BENCH_BUDGET_MS, default 10).
+// VNIC_BENCH_RECEIVERS keeps a subset, VNIC_BENCH_QUEUES sets the vnicd
+// tenant's queues (receive threads), VNIC_BENCH_PERF=dir records perf
+// profiles of vnicd and this process during each vnicd run.
 //
 // Each run is a sub-benchmark rep=<i>/recv=<name> measured once (ns/op is
 // trafgen's sending time for the whole run); the machine, the setup and a
