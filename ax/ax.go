@@ -181,6 +181,35 @@ func (c *Core) Refill(idx uint32, buf uint32) error {
 	return nil
 }
 
+// RefillOldest is Refill for the len(bufs) oldest unreported entries at
+// once, in order: for a core that counts the reports it owes refills for
+// (its debt) and pays them in bulk. The slots are written in one pass. It
+// returns how many entries it refilled: all of them, unless a slot is not
+// free (the error Refill would give), and then those before it.
+func (c *Core) RefillOldest(bufs []uint32) (int, error) {
+	k := uint64(len(bufs))
+	if k == 0 {
+		return 0, nil
+	}
+	c.p.Released(c.oldest + k)
+	// Refill's fast path, k times at once: the condition is the same for
+	// every step (each report frees one slot and each write takes one).
+	if c.p.Cursor()-c.oldest <= uint64(c.p.Cap()) && uint64(c.p.Known()) >= k {
+		for i, b := range bufs {
+			c.p.Slot(i).Buf = b
+		}
+		c.p.Advance(int(k))
+		c.oldest += k
+		return int(k), nil
+	}
+	for i, b := range bufs {
+		if err := c.Refill(uint32(c.oldest), b); err != nil {
+			return i, err
+		}
+	}
+	return len(bufs), nil
+}
+
 // Flush advances the Ax tail over every slot written since the last Flush,
 // with one store: once per batch, as in Listing 1.
 func (c *Core) Flush() { c.p.Publish() }

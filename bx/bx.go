@@ -202,6 +202,16 @@ func (c *Core) Poll(dst []Entry, max int) []Entry {
 	return dst
 }
 
+// Peek returns how many posted entries (up to max) are ready to read in
+// place with Entry; Advance then moves over them. Poll without the copy.
+func (c *Core) Peek(max int) int { return c.c.Peek(max) }
+
+// Entry returns the i-th ready entry, in the ring: valid until Release.
+func (c *Core) Entry(i int) *Entry { return c.c.Slot(i) }
+
+// Advance moves over n entries read with Entry; Release hands them back.
+func (c *Core) Advance(n int) { c.c.Advance(n) }
+
 // Release hands every polled slot back to the NIC with one store.
 func (c *Core) Release() { c.c.Publish() }
 

@@ -60,7 +60,6 @@ type Queue struct {
 	engSleep *uint32 // vnicd's word: 1 while it sleeps and wants doorbells
 	gen      uint32  // last sleep generation
 	wst      WaitStats
-	ents     []bx.Entry
 	local    [counters.NumIDs]uint64
 }
 
@@ -107,9 +106,11 @@ func (q *Queue) Recv(dst []Packet) []Packet {
 	if q.dead() {
 		return dst
 	}
-	q.ents = q.bx.Poll(q.ents[:0], q.batch)
-	for i := range q.ents {
-		e := &q.ents[i]
+	// The entries are read in place (vnicd does not rewrite a posted slot
+	// before Release hands it back).
+	k := q.bx.Peek(q.batch)
+	for i := 0; i < k; i++ {
+		e := q.bx.Entry(i)
 		if e.Flags&bx.FlagNotice == 0 {
 			data, ok := q.r.Buffer(e.Buf)
 			if !ok || int(e.Len) > len(data) {
@@ -133,6 +134,7 @@ func (q *Queue) Recv(dst []Packet) []Packet {
 			q.debt++
 		}
 	}
+	q.bx.Advance(k)
 	q.bx.Release()
 	q.refill()
 	q.flushCounters()
@@ -162,23 +164,23 @@ func (q *Queue) payDebt() {
 	if got < q.debt {
 		q.local[counters.AllocFailures]++
 	}
-	for i, buf := range ids[:got] {
-		if q.check != nil { // a call only in debug mode
+	if q.check != nil { // debug mode only
+		for _, buf := range ids[:got] {
 			q.check.Move(buf, conserve.Allocator, conserve.Ax)
 		}
-		if err := q.ax.Refill(uint32(q.ax.Oldest()), buf); err != nil {
-			// The NIC reported a slot it has not released: an engine bug.
-			for _, b := range ids[i:got] {
-				if q.check != nil { // a call only in debug mode
-					q.check.Move(b, conserve.Ax, conserve.Allocator)
-				}
+	}
+	n, err := q.ax.RefillOldest(ids[:got])
+	q.debt -= n
+	q.local[counters.Refills] += uint64(n)
+	if err != nil {
+		// The NIC reported a slot it has not released: an engine bug.
+		if q.check != nil { // debug mode only
+			for _, b := range ids[n:got] {
+				q.check.Move(b, conserve.Ax, conserve.Allocator)
 			}
-			q.cache.FreeBulk(ids[i:got])
-			q.local[counters.OrderErrors]++
-			return
 		}
-		q.debt--
-		q.local[counters.Refills]++
+		q.cache.FreeBulk(ids[n:got])
+		q.local[counters.OrderErrors]++
 	}
 }
 
