@@ -38,6 +38,7 @@ type rigConfig struct {
 	noCheck        bool // no conservation checker (benchmarks)
 	foldEvery      int
 	dyn            nic.DynConfig
+	now            func() uint64 // the engine's clock (nil: real time)
 }
 
 func alignedBytes(n int) []byte {
@@ -67,7 +68,7 @@ func newRig(t testing.TB, c rigConfig) *rig {
 	if c.noCheck {
 		check = nil
 	}
-	eng, err := nic.New(nic.Config{Model: c.model, Policy: c.policy, ShGroup: c.shGroup, Dyn: c.dyn, EmulatorCPU: -1, FoldEvery: c.foldEvery})
+	eng, err := nic.New(nic.Config{Model: c.model, Policy: c.policy, ShGroup: c.shGroup, Dyn: c.dyn, EmulatorCPU: -1, FoldEvery: c.foldEvery, Now: c.now})
 	if err != nil {
 		t.Fatal(err)
 	}
