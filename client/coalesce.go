@@ -2,8 +2,11 @@ package client
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/vnic/vnic/internal/affinity"
 )
 
 // napBit in the queue's need-wakeup word says "napping on a timer": vnicd
@@ -36,7 +39,8 @@ func (q *Queue) napWait(ctx context.Context) (ready bool, err error) {
 	defer func() {
 		atomic.StoreUint32(q.needWake, 0)
 		if locked {
-			unlockTimerSlack(slack)
+			affinity.RestoreTimerSlack(slack)
+			runtime.UnlockOSThread()
 		}
 	}()
 	for first := true; ; first = false {
@@ -57,7 +61,8 @@ func (q *Queue) napWait(ctx context.Context) (ready bool, err error) {
 			// A precise timer: this thread's timer slack (50 µs by
 			// default) well below the nap. The goroutine stays on this
 			// thread while it naps (a nap is a system call).
-			slack, locked = lockTimerSlack(min(max(q.coalesce/8, time.Microsecond), 50*time.Microsecond)), true
+			runtime.LockOSThread()
+			slack, locked = affinity.SetTimerSlack(affinity.SlackFor(q.coalesce)), true
 		}
 		atomic.StoreUint32(q.needWake, q.nextGen()|napBit)
 		// Look after publishing: vnicd posts, then loads the word.

@@ -146,16 +146,6 @@ func (d *idler) nap(dur time.Duration) {
 	}
 }
 
-// setTimerSlack sets the calling thread's timer slack (the thread must be
-// locked) and returns a function that restores the previous value.
-func setTimerSlack(slack time.Duration) (restore func()) {
-	old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
-	if err != nil || unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(slack), 0, 0, 0) != nil {
-		return func() {}
-	}
-	return func() { unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0) }
-}
-
 // drain empties a doorbell. MSG_DONTWAIT makes each call non-blocking
 // whatever the descriptor's flags (vnicd's end is its own, non-blocking
 // already; the tenant holds only the other end). At most a few reads: a

@@ -14,5 +14,3 @@ func (d *idler) kick()                             {}
 func (d *idler) wait(time.Duration, *idleCounters) {}
 func (t *Tenant) wakeQueue(int)                    {}
 func (d *idler) nap(time.Duration)                 {}
-
-func setTimerSlack(time.Duration) func() { return func() {} }

@@ -131,9 +131,9 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 		// The naps are timed sleeps: a precise timer needs this thread's
 		// timer slack (50 µs by default) well below the delay.
 		runtime.LockOSThread()
-		restore := setTimerSlack(min(max(coalesce/8, time.Microsecond), 50*time.Microsecond))
+		old := affinity.SetTimerSlack(affinity.SlackFor(coalesce))
 		defer func() {
-			restore()
+			affinity.RestoreTimerSlack(old)
 			runtime.UnlockOSThread()
 		}()
 	}

@@ -49,8 +49,7 @@ func BenchmarkWakeCost(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer id.close()
-			restore := setTimerSlack(min(d/8, 50*time.Microsecond))
-			defer restore()
+			defer affinity.RestoreTimerSlack(affinity.SetTimerSlack(affinity.SlackFor(d)))
 			c0 := cpuNow()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

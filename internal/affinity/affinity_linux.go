@@ -10,9 +10,28 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
+
+// SetTimerSlack sets the calling thread's timer slack (the goroutine must be
+// locked to its thread) and returns the previous value for RestoreTimerSlack,
+// or -1 when it could not be read or set.
+func SetTimerSlack(slack time.Duration) (old int) {
+	old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if err != nil || unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(slack), 0, 0, 0) != nil {
+		return -1
+	}
+	return old
+}
+
+// RestoreTimerSlack puts back a value SetTimerSlack returned (-1: nothing).
+func RestoreTimerSlack(old int) {
+	if old >= 0 {
+		unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
+	}
+}
 
 // Pin locks the calling goroutine to its OS thread and restricts the thread
 // to cpu. The returned function restores the thread's previous CPU mask and

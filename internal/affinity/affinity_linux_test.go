@@ -3,9 +3,11 @@
 package affinity_test
 
 import (
+	"golang.org/x/sys/unix"
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vnic/vnic/internal/affinity"
 )
@@ -52,5 +54,32 @@ func TestPinRefusesMissingCPU(t *testing.T) {
 	}
 	if _, err := affinity.Pin(-1); err == nil {
 		t.Fatal("Pin(-1) succeeded")
+	}
+}
+
+// TestTimerSlack sets the thread's timer slack, reads it back, and checks
+// that RestoreTimerSlack puts the old value back; SlackFor's bounds too.
+func TestTimerSlack(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	before, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if err != nil {
+		t.Skipf("PR_GET_TIMERSLACK: %v", err)
+	}
+	old := affinity.SetTimerSlack(7 * time.Microsecond)
+	if old != before {
+		t.Fatalf("SetTimerSlack returned %d, the slack was %d", old, before)
+	}
+	if now, _ := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0); now != 7000 {
+		t.Fatalf("slack after SetTimerSlack(7µs) = %d ns", now)
+	}
+	affinity.RestoreTimerSlack(old)
+	if now, _ := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0); now != before {
+		t.Fatalf("slack after RestoreTimerSlack = %d ns, want %d", now, before)
+	}
+	for d, want := range map[time.Duration]time.Duration{time.Microsecond: time.Microsecond, 200 * time.Microsecond: 25 * time.Microsecond, 10 * time.Millisecond: 50 * time.Microsecond} {
+		if got := affinity.SlackFor(d); got != want {
+			t.Errorf("SlackFor(%v) = %v, want %v", d, got, want)
+		}
 	}
 }
