@@ -52,8 +52,9 @@ const idleCheck = 64
 // that finds nothing (the wire paused) puts the engine to sleep in epoll
 // at once, so the next frame wakes it and is taken without a nap. With
 // Config.RxCoalesceMax above RxCoalesce the nap adapts (see moderator):
-// it doubles while naps collect under a quarter of a batch and halves
-// when they collect most of one, within [RxCoalesce, RxCoalesceMax].
+// it doubles while naps collect under half of coalesceTargetBatches
+// batches and halves when they collect more, within [RxCoalesce,
+// RxCoalesceMax].
 func (e *Engine) Run(ctx context.Context, src Source) error {
 	if e.cfg.EmulatorCPU >= 0 {
 		// The thread's previous mask comes back before it unlocks, so the
