@@ -119,8 +119,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	client := places[0] // the client: beside the primary...
 	if o.testbed != "" {
-		if cp, err := casestudy.TestbedPlaces(o.testbed, nodes+1); err == nil {
-			client = cp[nodes] // ...or on a host of its own
+		// ...or on a host of its own, whose namespace alone is opened
+		// (Places has opened the nodes').
+		if cp, err := casestudy.TestbedPlace(o.testbed, nodes); err == nil {
+			client = cp
 		}
 	}
 	places = append(places, client)

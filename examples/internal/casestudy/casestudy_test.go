@@ -179,4 +179,7 @@ func TestPlaces(t *testing.T) {
 	if _, err := Places("zq9nx", 2, bichannel.FastUDP, 9000); err == nil {
 		t.Error("a testbed that does not exist gave places")
 	}
+	if _, err := TestbedPlace("zq9nx", 2); err == nil {
+		t.Error("a testbed host that does not exist gave a place")
+	}
 }
