@@ -33,7 +33,7 @@ const dumpPoll = 200 * time.Millisecond
 type dumpSession struct {
 	t        *tenant
 	m        *nic.Mirror
-	uid      uint32
+	snap     int // the snaplen the client asked for, clamped to the buffer size
 	pid      int32
 	stop     chan struct{} // closed by end
 	once     sync.Once
@@ -60,7 +60,7 @@ type dumpState struct {
 	sent        atomic.Uint64
 }
 
-// dumpCounters adds the dump counters to the control counters.
+// controlSnapshot returns the control counters with the dump counters.
 func (d *Daemon) controlSnapshot() map[string]uint64 {
 	m := d.ctl.snapshot()
 	m["dumps_started"] = d.dumps.started.Load()
@@ -99,12 +99,13 @@ func (d *Daemon) findTenant(key string) *tenant {
 			return t
 		}
 	}
-	for _, t := range d.sorted() {
-		if t.info.Name == key {
-			return t
+	var found *tenant // the lowest id of that name, as a listing shows first
+	for _, t := range d.live {
+		if t.nt != nil && t.info.Name == key && (found == nil || t.info.ID < found.info.ID) {
+			found = t
 		}
 	}
-	return nil
+	return found
 }
 
 // dumpRefusal is a refused dump: the error reply.
@@ -163,7 +164,7 @@ func (d *Daemon) startDump(req proto.Dump, pid int32, uid uint32) (*dumpSession,
 		d.mu.Unlock()
 		return nil, refuse(proto.CodeLimit, "%v (--dump-buffer %d bytes); ask for a smaller --snaplen", err, lim.DumpBufferBytes)
 	}
-	s := &dumpSession{t: t, m: m, uid: uid, pid: pid, stop: make(chan struct{}), finished: make(chan struct{})}
+	s := &dumpSession{t: t, m: m, snap: snap, pid: pid, stop: make(chan struct{}), finished: make(chan struct{})}
 	t.dump = s
 	d.dumps.live[s] = struct{}{}
 	d.mu.Unlock()
@@ -175,9 +176,9 @@ func (d *Daemon) startDump(req proto.Dump, pid int32, uid uint32) (*dumpSession,
 	return s, nil
 }
 
-// endDump removes a session from the books (its mirror from the engine).
+// endDump removes a session from the books; its mirror must be detached
+// from the engine (or never attached).
 func (d *Daemon) endDump(s *dumpSession) {
-	d.eng.DetachMirror(s.t.nt, s.m) // a no-op once the tenant was removed
 	d.mu.Lock()
 	delete(d.dumps.live, s)
 	if s.t.dump == s {
@@ -240,16 +241,14 @@ func (d *Daemon) serveDump(conn *proto.Conn, body []byte, pid int32, uid uint32,
 	defer close(s.finished)
 	t, m := s.t, s.m
 	rep := proto.DumpReply{Version: proto.DumpVersion, Tenant: t.info.ID, Name: t.info.Name, Queues: t.info.Queues, Queue: req.Queue,
-		Snaplen: m.Snaplen(), Slots: m.Slots(), Bytes: m.Bytes(), Start: time.Now().UnixNano()}
-	if req.Snaplen > 0 {
-		rep.Snaplen = min(req.Snaplen, m.Snaplen())
-	}
-	snap := rep.Snaplen
+		Snaplen: s.snap, Slots: m.Slots(), Bytes: m.Bytes(), Start: time.Now().UnixNano()}
+	snap := s.snap
 	dlog := log.With().Int("tenant", t.info.ID).Str("name", t.info.Name).Logger()
 	dlog.Info().Int("tenant_uid", int(t.info.UID)).Interface("queue", req.Queue).Int("snaplen", snap).Int("slots", m.Slots()).
 		Int64("mirror_bytes", m.Bytes()).Uint64("count", req.Count).Msg("dump started: copying the frames delivered to this tenant")
 	if !reply(proto.TDumpReply, rep) {
 		s.end("client did not take the reply")
+		d.eng.DetachMirror(t.nt, m)
 		d.endDump(s)
 		return
 	}
@@ -340,7 +339,7 @@ loop:
 		}
 	}
 	reason = s.reason
-	d.eng.DetachMirror(t.nt, m)
+	d.eng.DetachMirror(t.nt, m) // a no-op once the tenant was removed
 	if sendErr == nil && reason != "client closed the connection" {
 		send(true) // what the mirror took before it was detached
 	}
