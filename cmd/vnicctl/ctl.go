@@ -159,10 +159,15 @@ func connect(c *cli.Context) (*ctlConn, error) {
 
 func (cl *ctlConn) Close() error { return cl.conn.Close() }
 
-// call sends one request and decodes its reply, within callTimeout.
-func (cl *ctlConn) call(t proto.Type, out any) error {
+// call sends one request without a body and decodes its reply, within
+// callTimeout.
+func (cl *ctlConn) call(t proto.Type, out any) error { return cl.callWith(t, nil, out) }
+
+// callWith sends one request with body req (nil: none) and decodes its
+// reply, within callTimeout.
+func (cl *ctlConn) callWith(t proto.Type, req, out any) error {
 	cl.conn.Timeout = callTimeout // per page of a paginated reply
-	files, err := cl.conn.Call(t, nil, out)
+	files, err := cl.conn.Call(t, req, out)
 	for _, f := range files {
 		f.Close() // no reply vnicctl asks for carries descriptors
 	}
@@ -178,6 +183,15 @@ func (cl *ctlConn) callError(err error) error {
 	var nerr net.Error
 	switch {
 	case errors.As(err, &perr):
+		switch perr.Code {
+		case proto.CodeNotFound:
+			return notFoundError("%s", perr.Message)
+		case proto.CodePermission:
+			return &ctlError{code: exitPermission, err: err, msg: perr.Message}
+		}
+		if perr.Code == "" && strings.HasPrefix(perr.Message, "unknown request type ") {
+			return fmt.Errorf("this vnicd is too old for this command (%s); upgrade it", perr.Message)
+		}
 		return fmt.Errorf("vnicd refused the request: %s", perr.Message)
 	case errors.Is(err, proto.ErrVersion):
 		return err

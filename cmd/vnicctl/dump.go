@@ -95,10 +95,9 @@ func runDump(c *cli.Context) error {
 	}
 	defer cl.Close()
 	conn := cl.conn
-	conn.Timeout = callTimeout
 	var rep proto.DumpReply
-	if _, err := conn.Call(proto.TDump, req, &rep); err != nil {
-		return dumpRefused(cl, req, err)
+	if err := cl.callWith(proto.TDump, req, &rep); err != nil {
+		return err
 	}
 	conn.Unix().SetDeadline(time.Time{})
 
@@ -283,23 +282,4 @@ func runDump(c *cli.Context) error {
 		return serr
 	}
 	return nil
-}
-
-// dumpRefused turns a refused or failed Dump into an error with the
-// documented exit status.
-func dumpRefused(cl *ctlConn, req proto.Dump, err error) error {
-	var pe *proto.Error
-	if errors.As(err, &pe) {
-		switch pe.Code {
-		case proto.CodeNotFound:
-			return notFoundError("%s", pe.Message)
-		case proto.CodePermission:
-			return &ctlError{code: exitPermission, err: err, msg: pe.Message}
-		}
-		if pe.Code == "" && pe.Message == fmt.Sprintf("unknown request type %d", proto.TDump) {
-			return fmt.Errorf("this vnicd is too old to dump (it does not know the request); upgrade it")
-		}
-		return fmt.Errorf("vnicd refused the dump: %s", pe.Message)
-	}
-	return cl.callError(err)
 }

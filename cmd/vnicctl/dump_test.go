@@ -185,10 +185,10 @@ func (r *rig) whenDumped(fn func()) {
 	fn()
 }
 
-// TestDumpRefusedCodes: vnicd's refusal codes map to the documented exit
-// statuses, and an older vnicd's "unknown request type" to a sentence
-// that says to upgrade it.
-func TestDumpRefusedCodes(t *testing.T) {
+// TestRefusalCodes: vnicd's refusal codes (a dump's) map to the
+// documented exit statuses, and an older vnicd's "unknown request type" to
+// a sentence that says to upgrade it.
+func TestRefusalCodes(t *testing.T) {
 	for _, c := range []struct {
 		err  *proto.Error
 		code int
@@ -197,12 +197,12 @@ func TestDumpRefusedCodes(t *testing.T) {
 		{&proto.Error{Message: "no tenant", Code: proto.CodeNotFound}, exitNotFound, "no tenant"},
 		{&proto.Error{Message: "uid 1000 may not capture", Code: proto.CodePermission}, exitPermission, "may not capture"},
 		{&proto.Error{Message: "vnicd runs 4 dumps", Code: proto.CodeLimit}, 1, "--max-dumps"},
-		{&proto.Error{Message: "unknown request type 15"}, 1, "too old to dump"},
+		{&proto.Error{Message: "unknown request type 15"}, 1, "too old for this command"},
 	} {
 		if c.code == 1 && c.err.Code == proto.CodeLimit {
 			c.err.Message += ", its limit (--max-dumps)"
 		}
-		err := dumpRefused(nil, proto.Dump{}, c.err)
+		err := (&ctlConn{path: "/run/vnic/vnicd.sock"}).callError(c.err)
 		code := 1
 		if ce, ok := err.(*ctlError); ok {
 			code = ce.ExitCode()
