@@ -235,8 +235,7 @@ type worker struct {
 	// Hot acknowledgements owed for the datagrams the goroutine receiving
 	// this worker's fast path took in its current batch (hotack.go); only
 	// that goroutine touches them.
-	hot     []hotPending
-	hotSent []bool
+	hot []hotPending
 }
 
 type inMsg struct {

@@ -104,15 +104,10 @@ func (e *Endpoint) flushHotAcks(rxw int) {
 	if len(wk.hot) == 0 {
 		return
 	}
-	if cap(wk.hotSent) < len(wk.hot) {
-		wk.hotSent = make([]bool, len(wk.hot), 2*len(wk.hot))
-	}
-	done := wk.hotSent[:len(wk.hot)]
-	clear(done)
 	var sel [maxHotSel]uint64
 	for i, h := range wk.hot {
-		if done[i] {
-			continue
+		if h.p == nil {
+			continue // acknowledged with an earlier entry's flow
 		}
 		cum := h.base
 		for j := i; j < len(wk.hot); j++ {
@@ -122,11 +117,11 @@ func (e *Endpoint) flushHotAcks(rxw int) {
 		}
 		n := 0
 		for j := i; j < len(wk.hot); j++ {
-			g := wk.hot[j]
-			if done[j] || g.p != h.p || g.w != h.w || g.f != h.f {
+			g := &wk.hot[j]
+			if g.p != h.p || g.w != h.w || g.f != h.f {
 				continue
 			}
-			done[j] = true
+			g.p = nil // done: later passes skip it
 			if g.seq < cum {
 				continue // the cumulative acknowledgement covers it
 			}
