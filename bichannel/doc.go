@@ -71,8 +71,9 @@
 // back as a [MsgAcked] event, with the application's tag (a version
 // number), in the sending worker's Recv: a primary counts its quorum from
 // them. [Endpoint.Abandon] then marks the copies to the other replicas:
-// they are never resent, and one still unacknowledged two retransmission
-// timeouts after its send is skipped ([Stats.Abandoned]); a skip record on the control connection
+// they are never resent, and one still unacknowledged about three
+// retransmission timeouts after its send (its deadline, then twice that
+// again) is skipped ([Stats.Abandoned]); a skip record on the control connection
 // makes its receiver count the sequence number as received (its window
 // moves on, its credit comes back) and hand the application a
 // [MsgSkipped] event with the tag, so it knows what to fetch. A message is

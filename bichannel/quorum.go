@@ -86,8 +86,9 @@ func (e *Endpoint) SendTaggedContext(ctx context.Context, peerID, w int, msg []b
 }
 
 // Abandon tells the sender not to retransmit the message t that worker w
-// sent to peer: if it is still unacknowledged two retransmission timeouts
-// after its send, it is skipped (see above; Stats.Abandoned). It reports
+// sent to peer: if it is still unacknowledged about three retransmission
+// timeouts after its send (its deadline, then twice that again), it is
+// skipped (see above; Stats.Abandoned). It reports
 // whether the message was still unacknowledged. Use it once a quorum of
 // other replicas has the message.
 func (e *Endpoint) Abandon(peerID, w int, t Ticket) bool {

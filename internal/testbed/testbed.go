@@ -13,8 +13,7 @@ type Config struct {
 	Peers  int    // peer hosts (default 1)
 	Queues int    // queues per veth end (default 2)
 	MTU    int    // 0: 1500
-	// Hosts, if at least 1, builds the multi-host testbed instead (see
-	// UpHosts): Hosts namespaces <prefix>-h<i> joined by a bridge in
+	// Hosts, if at least 1, makes Up build the multi-host testbed instead: Hosts namespaces <prefix>-h<i> joined by a bridge in
 	// namespace <prefix>-br. Peers is then ignored.
 	Hosts int
 }
