@@ -254,6 +254,9 @@ func run(p point) (result, error) {
 			}
 		}
 		eng.Step(nil)
+		if !measuring { // starved through the whole measurement: warm-up counts are not figures
+			n, busyN, busy, steps = 0, 0, 0, 0
+		}
 		offered.Store(n)
 		engBusy.Store(busy)
 		engFrames.Store(busyN)
@@ -261,7 +264,9 @@ func run(p point) (result, error) {
 	}()
 
 	var hist sim.Histogram
-	var processed, bad, processedSoFar atomic.Uint64
+	// processed is the consumer's count since the measurement began, kept
+	// current so the main goroutine can extend a starved measurement.
+	var processed, bad atomic.Uint64
 	var cpu atomic.Int64
 	conDone := make(chan struct{})
 	go func() {
@@ -298,9 +303,12 @@ func run(p point) (result, error) {
 				busy += threadCPU() - t0 - clockCost
 				n += uint64(len(pk))
 				if measuring {
-					processedSoFar.Store(n)
+					processed.Store(n)
 				}
 			}
+		}
+		if !measuring { // starved through the whole measurement: report a stall, not warm-up counts
+			n, nbad, busy = 0, 0, 0
 		}
 		processed.Store(n)
 		bad.Store(nbad)
@@ -326,7 +334,7 @@ func run(p point) (result, error) {
 	// Measure for p.Dur, longer (up to 10×) until the consumer has
 	// processed minPackets: on a loaded machine the two threads may get
 	// little CPU.
-	for d := time.Since(t0); d < p.Dur || (processedSoFar.Load() < minPackets && d < 10*p.Dur); d = time.Since(t0) {
+	for d := time.Since(t0); d < p.Dur || (processed.Load() < minPackets && d < 10*p.Dur); d = time.Since(t0) {
 		time.Sleep(2 * time.Millisecond)
 		var ws uint64
 		for q := range p.Queues {
