@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
+
+	"github.com/vnic/vnic/numa"
 )
 
 // cacheReport is what this machine says about its caches, from every
@@ -23,21 +23,18 @@ func readCaches(l3 int64) cacheReport {
 	var r cacheReport
 	add := func(format string, a ...any) { r.Lines = append(r.Lines, fmt.Sprintf(format, a...)) }
 	var sysL2, sysL3 int64
-	dirs, _ := filepath.Glob("/sys/devices/system/cpu/cpu0/cache/index*")
-	if len(dirs) == 0 {
-		add("sysfs: /sys/devices/system/cpu/cpu0/cache is absent (the VM publishes no cache hierarchy)")
-	}
-	for _, d := range dirs {
-		lvl, _ := os.ReadFile(filepath.Join(d, "level"))
-		typ, _ := os.ReadFile(filepath.Join(d, "type"))
-		size, _ := os.ReadFile(filepath.Join(d, "size"))
-		add("sysfs %s: level %s %s %s", filepath.Base(d), strings.TrimSpace(string(lvl)), strings.TrimSpace(string(typ)), strings.TrimSpace(string(size)))
-		n := parseSize(strings.TrimSpace(string(size)))
-		switch strings.TrimSpace(string(lvl)) {
-		case "2":
-			sysL2 = n
-		case "3":
-			sysL3 = n
+	if cs, err := numa.CPUCaches("", 0); err != nil {
+		add("sysfs: %v", err)
+	} else {
+		for _, c := range cs {
+			add("sysfs: level %d %s %d KiB, shared by CPUs %v", c.Level, c.Type, c.Size>>10, c.SharedCPUs)
+			switch {
+			case c.Type == "Instruction":
+			case c.Level == 2:
+				sysL2 = c.Size
+			case c.Level == 3:
+				sysL3 = c.Size
+			}
 		}
 	}
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
@@ -106,23 +103,4 @@ func firstPositive(v ...int64) int64 {
 		}
 	}
 	return 0
-}
-
-// parseSize reads sizes such as 512K, 32M, 1024 KB.
-func parseSize(s string) int64 {
-	s = strings.TrimSpace(strings.TrimSuffix(strings.ToUpper(strings.ReplaceAll(s, " ", "")), "B"))
-	mul := int64(1)
-	switch {
-	case strings.HasSuffix(s, "K"):
-		mul, s = 1<<10, strings.TrimSuffix(s, "K")
-	case strings.HasSuffix(s, "M"):
-		mul, s = 1<<20, strings.TrimSuffix(s, "M")
-	case strings.HasSuffix(s, "G"):
-		mul, s = 1<<30, strings.TrimSuffix(s, "G")
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n * mul
 }

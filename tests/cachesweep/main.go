@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/nic"
+	"github.com/vnic/vnic/numa"
 )
 
 type options struct {
@@ -58,18 +59,18 @@ func main() {
 	flag.DurationVar(&o.warm, "warm", 200*time.Millisecond, "warm-up per run")
 	flag.DurationVar(&o.dur, "dur", 500*time.Millisecond, "measurement per run")
 	flag.Float64Var(&o.paced, "paced", 0.7, "the latency runs offer this fraction of privring's unpaced throughput at the smallest ring")
-	l3 := flag.String("l3", "32M", "L3 size to mark when sysfs gives none (CPUID's is invented by the hypervisor)")
-	probeMax := flag.String("probe-max", "256M", "largest size of the memory probe")
+	l3 := flag.String("l3", "32M", "L3 size to mark when sysfs gives none (CPUID's is invented by the hypervisor): bytes with an optional upper-case K, M or G (32M, 32MiB)")
+	probeMax := flag.String("probe-max", "256M", "largest size of the memory probe: bytes with an optional upper-case K, M or G (256M)")
 	flag.BoolVar(&o.smoke, "smoke", false, "tiny run: sizes 64,128, one repetition, short runs and probe")
 	flag.Parse()
 	var err error
 	if o.sizes, err = parseInts(*sizes); err != nil {
 		fail(fmt.Errorf("-sizes: %w", err))
 	}
-	if o.l3 = parseSize(*l3); o.l3 <= 0 {
+	if o.l3, err = numa.ParseSize(*l3); err != nil || o.l3 <= 0 {
 		fail(fmt.Errorf("-l3 %q: give a size such as 32M", *l3))
 	}
-	if o.probeMax = parseSize(*probeMax); o.probeMax < 64<<10 {
+	if o.probeMax, err = numa.ParseSize(*probeMax); err != nil || o.probeMax < 64<<10 {
 		fail(fmt.Errorf("-probe-max %q: give a size of at least 64K", *probeMax))
 	}
 	if o.smoke {
