@@ -177,11 +177,14 @@ func report(out string, samples map[string][]sample, loads []string) error {
 			for i, x := range s {
 				ns[i], pp[i], rs[i] = x.ns, x.perPoll, x.ns/base[i].ns // paired: the same run
 			}
-			med[r+"/"+m], ratio[r+"/"+m] = median(ns), median(rs)
-			w.Write([]string{r, f(ratePPS[r], 0), m, strconv.Itoa(len(s)), f(median(ns), 1), f(slices.Min(ns), 1), f(slices.Max(ns), 1),
-				f(median(pp), 2), f(median(rs), 3), f(slices.Min(rs), 3), f(slices.Max(rs), 3), loads[0], loads[len(loads)-1]})
+			nsMed, nsMin, nsMax := median(ns), slices.Min(ns), slices.Max(ns)
+			rsMed, rsMin, rsMax := median(rs), slices.Min(rs), slices.Max(rs)
+			ppMed := median(pp)
+			med[r+"/"+m], ratio[r+"/"+m] = nsMed, rsMed
+			w.Write([]string{r, f(ratePPS[r], 0), m, strconv.Itoa(len(s)), f(nsMed, 1), f(nsMin, 1), f(nsMax, 1),
+				f(ppMed, 2), f(rsMed, 3), f(rsMin, 3), f(rsMax, 3), loads[0], loads[len(loads)-1]})
 			fmt.Printf("%-6s %-8s median %6.0f ns/pkt (min %.0f, max %.0f), %.1f pkts/poll, ×%.3f privring (paired runs: %.3f..%.3f)\n",
-				r, m, median(ns), slices.Min(ns), slices.Max(ns), median(pp), median(rs), slices.Min(rs), slices.Max(rs))
+				r, m, nsMed, nsMin, nsMax, ppMed, rsMed, rsMin, rsMax)
 		}
 	}
 	w.Flush()
