@@ -226,7 +226,11 @@ func sweep(o options) error {
 	for _, r := range pr {
 		say("  %9s  %7.1f ns  %6.2f GB/s", human(r.Bytes), r.LoadNs, r.CopyGBps)
 	}
-	if err := writeProbe(o.out+"-probe.csv", pr); err != nil {
+	probeRecs := make([][]string, len(pr))
+	for i, r := range pr {
+		probeRecs[i] = []string{strconv.FormatInt(r.Bytes, 10), strconv.FormatFloat(r.LoadNs, 'f', 2, 64), strconv.FormatFloat(r.CopyGBps, 'f', 3, 64)}
+	}
+	if err := writeCSV(o.out+"-probe.csv", []string{"bytes", "load_ns", "copy_gbps"}, probeRecs); err != nil {
 		return err
 	}
 
@@ -290,7 +294,11 @@ func sweep(o options) error {
 	}
 	rows := append(unpaced, paced...)
 	say("load average at end: %s", loadavg())
-	if err := writeRows(o.out+".csv", rows); err != nil {
+	recs := make([][]string, len(rows))
+	for i, r := range rows {
+		recs[i] = r.record()
+	}
+	if err := writeCSV(o.out+".csv", header, recs); err != nil {
 		return err
 	}
 	if err := os.WriteFile(o.out+"-machine.txt", machine.Bytes(), 0o644); err != nil {
@@ -313,29 +321,12 @@ func human(b int64) string {
 	return strconv.FormatInt(b, 10)
 }
 
-func writeRows(path string, rows []*row) error {
+// writeCSV writes head and rows to path as CSV.
+func writeCSV(path string, head []string, rows [][]string) error {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
-	w.Write(header)
-	for _, r := range rows {
-		w.Write(r.record())
-	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		return err
-	}
-	return os.WriteFile(path, b.Bytes(), 0o644)
-}
-
-func writeProbe(path string, pr []probeRow) error {
-	var b bytes.Buffer
-	w := csv.NewWriter(&b)
-	w.Write([]string{"bytes", "load_ns", "copy_gbps"})
-	for _, r := range pr {
-		w.Write([]string{strconv.FormatInt(r.Bytes, 10), strconv.FormatFloat(r.LoadNs, 'f', 2, 64), strconv.FormatFloat(r.CopyGBps, 'f', 3, 64)})
-	}
-	w.Flush()
-	if err := w.Error(); err != nil {
+	w.Write(head)
+	if err := w.WriteAll(rows); err != nil { // WriteAll flushes
 		return err
 	}
 	return os.WriteFile(path, b.Bytes(), 0o644)

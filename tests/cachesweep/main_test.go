@@ -115,6 +115,25 @@ func TestSweepSmoke(t *testing.T) {
 			t.Errorf("%v: I/O working set %v bytes of %v", r[:3], ws, col(r, "buffer_bytes"))
 		}
 	}
+	pf, err := os.Open(out + "-probe.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	probe, err := csv.NewReader(pf).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(probe) < 2 || !slices.Equal(probe[0], []string{"bytes", "load_ns", "copy_gbps"}) {
+		t.Fatalf("probe CSV %v: want the header bytes,load_ns,copy_gbps and rows", probe)
+	}
+	for _, r := range probe[1:] {
+		for _, v := range r {
+			if x, err := strconv.ParseFloat(v, 64); err != nil || x <= 0 {
+				t.Errorf("probe row %v: %q is not a positive number", r, v)
+			}
+		}
+	}
 	for _, name := range []string{"-probe.csv", "-machine.txt", ".svg", ".png"} {
 		if st, err := os.Stat(out + name); err != nil || st.Size() == 0 {
 			t.Errorf("%s%s not written: %v", out, name, err)
