@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -87,21 +85,14 @@ func (b BiRepl) Close() error { return b.E.Close() }
 
 // Receive implements Repl.
 func (b BiRepl) Receive(ctx context.Context, s int, fn func(peer int, msg []byte), ev func(peer int, kind bichannel.MsgKind, tag uint64)) error {
-	msgs := make([]bichannel.Message, 0, 64)
-	for {
-		var err error
-		msgs, err = b.E.RecvWait(ctx, s, msgs[:0])
-		for _, m := range msgs {
-			if m.Kind == bichannel.MsgData {
-				fn(m.Peer, m.Data)
-			} else if ev != nil {
-				ev(m.Peer, m.Kind, m.Tag)
-			}
+	return casestudy.RecvLane(ctx, b.E, s, bichannel.ErrPeerDown, func(m *bichannel.Message) bool {
+		if m.Kind == bichannel.MsgData {
+			fn(m.Peer, m.Data)
+		} else if ev != nil {
+			ev(m.Peer, m.Kind, m.Tag)
 		}
-		if err != nil && !errors.Is(err, bichannel.ErrPeerDown) {
-			return err
-		}
-	}
+		return true
+	})
 }
 
 // TCPRepl replicates over kernel TCP: a connection per pair of nodes and
@@ -110,41 +101,25 @@ func (b BiRepl) Receive(ctx context.Context, s int, fn func(peer int, msg []byte
 // batches form under load), a reader goroutine per connection.
 type TCPRepl struct {
 	m   *casestudy.Mesh
-	out [][]*tcpOut // [peer][shard]
+	out [][]*casestudy.Writer // [peer][shard]
 	rmu []sync.Mutex
-}
-
-type tcpOut struct {
-	mu   sync.Mutex
-	c    net.Conn
-	w    *bufio.Writer
-	dead bool
 }
 
 // NewTCPRepl replicates over the mesh's connections, one lane per shard.
 func NewTCPRepl(m *casestudy.Mesh, shards int) *TCPRepl {
-	t := &TCPRepl{m: m, out: make([][]*tcpOut, len(m.Out)), rmu: make([]sync.Mutex, shards)}
-	for p := range m.Out {
-		t.out[p] = make([]*tcpOut, shards)
-		for s, c := range m.Out[p] {
-			if c != nil {
-				t.out[p][s] = &tcpOut{c: c, w: bufio.NewWriterSize(c, 32<<10)}
-			}
-		}
-	}
-	return t
+	return &TCPRepl{m: m, out: m.Writers(32 << 10), rmu: make([]sync.Mutex, shards)}
 }
 
 // Send implements Repl.
 func (t *TCPRepl) Send(peer, s int, msg []byte) error {
 	o := t.out[peer][s]
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.dead {
+	o.Mu.Lock()
+	defer o.Mu.Unlock()
+	if o.Dead {
 		return fmt.Errorf("%w: node %d", errPeerGone, peer)
 	}
-	if err := casestudy.WriteFrame(o.w, msg); err != nil {
-		o.dead = true
+	if err := casestudy.WriteFrame(o.W, msg); err != nil {
+		o.Dead = true
 		return fmt.Errorf("%w: node %d: %w", errPeerGone, peer, err)
 	}
 	return nil
@@ -154,14 +129,14 @@ func (t *TCPRepl) Send(peer, s int, msg []byte) error {
 func (t *TCPRepl) Flush(s int) {
 	for p := range t.out {
 		if o := t.out[p][s]; o != nil {
-			o.mu.Lock()
-			if !o.dead && o.w.Buffered() > 0 {
-				o.c.SetWriteDeadline(time.Now().Add(time.Second))
-				if o.w.Flush() != nil {
-					o.dead = true
+			o.Mu.Lock()
+			if !o.Dead && o.W.Buffered() > 0 {
+				o.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+				if o.W.Flush() != nil {
+					o.Dead = true
 				}
 			}
-			o.mu.Unlock()
+			o.Mu.Unlock()
 		}
 	}
 }
@@ -171,25 +146,11 @@ func (*TCPRepl) MaxMsg() int { return bichannel.DefaultMaxPayload }
 
 // Receive implements Repl.
 func (t *TCPRepl) Receive(ctx context.Context, s int, fn func(peer int, msg []byte), _ func(int, bichannel.MsgKind, uint64)) error {
-	var wg sync.WaitGroup
-	for p := range t.m.In {
-		conn := t.m.In[p][s]
-		if conn == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Until the peer is gone or ctx ends.
-			casestudy.ReadFrames(ctx, conn, 32<<10, func(m []byte) bool {
-				t.rmu[s].Lock()
-				fn(p, m)
-				t.rmu[s].Unlock()
-				return true
-			})
-		}()
-	}
-	wg.Wait()
+	// Until the peers are gone or ctx ends.
+	t.m.ReadLane(ctx, s, 32<<10, &t.rmu[s], func(p int, m []byte) bool {
+		fn(p, m)
+		return true
+	}, nil)
 	return ctx.Err()
 }
 

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
-	"time"
 
 	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/examples/internal/casestudy"
@@ -67,19 +64,7 @@ func (b BiTransport) Close() error { return b.E.Close() }
 
 // Receive implements Transport.
 func (b BiTransport) Receive(ctx context.Context, w int, fn func(peer int, msg []byte) bool) error {
-	msgs := make([]bichannel.Message, 0, 64)
-	for {
-		var err error
-		msgs, err = b.E.RecvWait(ctx, w, msgs[:0])
-		for _, m := range msgs {
-			if !fn(m.Peer, m.Data) {
-				return nil
-			}
-		}
-		if err != nil {
-			return err
-		}
-	}
+	return casestudy.RecvLane(ctx, b.E, w, nil, func(m *bichannel.Message) bool { return fn(m.Peer, m.Data) })
 }
 
 // TCPTransport is the same shuffle over kernel TCP: one connection per
@@ -88,31 +73,16 @@ func (b BiTransport) Receive(ctx context.Context, w int, fn func(peer int, msg [
 // when full and by Flush), each connection read by its own goroutine.
 type TCPTransport struct {
 	m      *casestudy.Mesh
-	out    [][]*tcpOut  // [peer][worker]
-	rmu    []sync.Mutex // per worker: Receive's callbacks run one at a time
+	out    [][]*casestudy.Writer // [peer][worker]
+	rmu    []sync.Mutex          // per worker: Receive's callbacks run one at a time
 	maxMsg int
-}
-
-type tcpOut struct {
-	mu sync.Mutex
-	c  net.Conn
-	w  *bufio.Writer
 }
 
 // NewTCPTransport sends and receives over the mesh's connections, one
 // lane per worker; maxMsg is the largest message (0:
 // bichannel.DefaultMaxPayload, as the bi-channel's).
 func NewTCPTransport(m *casestudy.Mesh, workers, maxMsg int) *TCPTransport {
-	t := &TCPTransport{m: m, out: make([][]*tcpOut, len(m.Out)), rmu: make([]sync.Mutex, workers), maxMsg: maxMsg}
-	for p := range m.Out {
-		t.out[p] = make([]*tcpOut, workers)
-		for w, c := range m.Out[p] {
-			if c != nil {
-				t.out[p][w] = &tcpOut{c: c, w: bufio.NewWriterSize(c, 64<<10)}
-			}
-		}
-	}
-	return t
+	return &TCPTransport{m: m, out: m.Writers(64 << 10), rmu: make([]sync.Mutex, workers), maxMsg: maxMsg}
 }
 
 // MaxMsg implements Transport.
@@ -121,9 +91,9 @@ func (t *TCPTransport) MaxMsg() int { return cmp.Or(t.maxMsg, bichannel.DefaultM
 // Send implements Transport.
 func (t *TCPTransport) Send(peer, w int, msg []byte) error {
 	o := t.out[peer][w]
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return casestudy.WriteFrame(o.w, msg)
+	o.Mu.Lock()
+	defer o.Mu.Unlock()
+	return casestudy.WriteFrame(o.W, msg)
 }
 
 // Flush writes out what Send buffered for worker w.
@@ -131,9 +101,9 @@ func (t *TCPTransport) Flush(w int) error {
 	var errs []error
 	for p := range t.out {
 		if o := t.out[p][w]; o != nil {
-			o.mu.Lock()
-			errs = append(errs, o.w.Flush())
-			o.mu.Unlock()
+			o.Mu.Lock()
+			errs = append(errs, o.W.Flush())
+			o.Mu.Unlock()
 		}
 	}
 	return errors.Join(errs...)
@@ -145,37 +115,23 @@ func (t *TCPTransport) Receive(ctx context.Context, w int, fn func(peer int, msg
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		wg   sync.WaitGroup
 		once sync.Once
 		res  error
 	)
 	stop := func(err error) {
 		once.Do(func() { res = err; cancel() })
 	}
-	for p := range t.m.In {
-		conn := t.m.In[p][w]
-		if conn == nil {
-			continue
+	t.m.ReadLane(ctx, w, 64<<10, &t.rmu[w], func(p int, m []byte) bool {
+		more := ctx.Err() == nil && fn(p, m)
+		if !more {
+			stop(nil)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			conn.SetReadDeadline(time.Time{}) // a previous Receive may have set one
-			err := casestudy.ReadFrames(ctx, conn, 64<<10, func(m []byte) bool {
-				t.rmu[w].Lock()
-				more := ctx.Err() == nil && fn(p, m)
-				t.rmu[w].Unlock()
-				if !more {
-					stop(nil)
-				}
-				return more
-			})
-			if err != nil {
-				stop(fmt.Errorf("shuffle: tcp: from host %d: %w", p, err))
-			}
-		}()
-	}
-	wg.Wait()
+		return more
+	}, func(p int, err error) {
+		if err != nil {
+			stop(fmt.Errorf("shuffle: tcp: from host %d: %w", p, err))
+		}
+	})
 	if res == nil && ctx.Err() != nil {
 		return nil
 	}
