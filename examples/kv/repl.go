@@ -85,7 +85,7 @@ func (b BiRepl) Close() error { return b.E.Close() }
 
 // Receive implements Repl.
 func (b BiRepl) Receive(ctx context.Context, s int, fn func(peer int, msg []byte), ev func(peer int, kind bichannel.MsgKind, tag uint64)) error {
-	return casestudy.RecvLane(ctx, b.E, s, bichannel.ErrPeerDown, func(m *bichannel.Message) bool {
+	return casestudy.RecvLane(ctx, b.E, s, func(m *bichannel.Message) bool {
 		if m.Kind == bichannel.MsgData {
 			fn(m.Peer, m.Data)
 		} else if ev != nil {

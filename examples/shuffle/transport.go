@@ -64,7 +64,7 @@ func (b BiTransport) Close() error { return b.E.Close() }
 
 // Receive implements Transport.
 func (b BiTransport) Receive(ctx context.Context, w int, fn func(peer int, msg []byte) bool) error {
-	return casestudy.RecvLane(ctx, b.E, w, nil, func(m *bichannel.Message) bool { return fn(m.Peer, m.Data) })
+	return casestudy.RecvLane(ctx, b.E, w, func(m *bichannel.Message) bool { return fn(m.Peer, m.Data) })
 }
 
 // TCPTransport is the same shuffle over kernel TCP: one connection per

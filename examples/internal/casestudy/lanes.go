@@ -3,7 +3,6 @@ package casestudy
 import (
 	"bufio"
 	"context"
-	"errors"
 	"net"
 	"sync"
 	"time"
@@ -72,10 +71,12 @@ func (m *Mesh) ReadLane(ctx context.Context, l, bufSize int, mu *sync.Mutex, fn 
 
 // RecvLane calls e.RecvWait for lane l over and over, and fn with each
 // message received (valid during the call), until fn returns false (then
-// it returns nil) or RecvWait fails with an error that is not ignore
-// (errors.Is; nil ignores none), which it returns once fn has had the
-// messages received with it.
-func RecvLane(ctx context.Context, e *bichannel.Endpoint, l int, ignore error, fn func(m *bichannel.Message) bool) error {
+// it returns nil) or RecvWait fails, which it returns once fn has had the
+// messages received with it. Nothing is ignored: an error RecvWait returns
+// once (a dead peer without Config.TolerateDeadPeers) it returns at once
+// every time after, so going on would spin. An endpoint that must outlive
+// its peers sets TolerateDeadPeers, as the KV store does.
+func RecvLane(ctx context.Context, e *bichannel.Endpoint, l int, fn func(m *bichannel.Message) bool) error {
 	msgs := make([]bichannel.Message, 0, 64)
 	for {
 		var err error
@@ -85,7 +86,7 @@ func RecvLane(ctx context.Context, e *bichannel.Endpoint, l int, ignore error, f
 				return nil
 			}
 		}
-		if err != nil && !errors.Is(err, ignore) {
+		if err != nil {
 			return err
 		}
 	}

@@ -131,7 +131,7 @@ func TestRecvLane(t *testing.T) {
 		}
 	}
 	var got []string
-	err = RecvLane(ctx, eps[1], 0, nil, func(m *bichannel.Message) bool {
+	err = RecvLane(ctx, eps[1], 0, func(m *bichannel.Message) bool {
 		if m.Peer != 0 {
 			t.Errorf("message from %d, want 0", m.Peer)
 		}
@@ -148,19 +148,14 @@ func TestRecvLane(t *testing.T) {
 	// The end of ctx comes back.
 	cctx, ccancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer ccancel()
-	if err := RecvLane(cctx, eps[1], 0, nil, func(*bichannel.Message) bool { return true }); !errors.Is(err, context.DeadlineExceeded) {
+	if err := RecvLane(cctx, eps[1], 0, func(*bichannel.Message) bool { return true }); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("ctx ended: %v, want %v", err, context.DeadlineExceeded)
 	}
 
-	// A peer gone: ErrPeerDown, unless ignored (then the end of ctx).
+	// A peer gone: ErrPeerDown comes back (this endpoint does not
+	// tolerate dead peers).
 	eps[0].Close()
-	if err := RecvLane(ctx, eps[1], 0, nil, func(*bichannel.Message) bool { return true }); !errors.Is(err, bichannel.ErrPeerDown) {
+	if err := RecvLane(ctx, eps[1], 0, func(*bichannel.Message) bool { return true }); !errors.Is(err, bichannel.ErrPeerDown) {
 		t.Errorf("peer closed: %v, want %v", err, bichannel.ErrPeerDown)
-	}
-	// Ignored, it goes on (RecvWait keeps returning it at once: this spins,
-	// as the KV's BiRepl.Receive always has, until the endpoint closes).
-	time.AfterFunc(100*time.Millisecond, func() { eps[1].Close() })
-	if err := RecvLane(ctx, eps[1], 0, bichannel.ErrPeerDown, func(*bichannel.Message) bool { return true }); !errors.Is(err, bichannel.ErrClosed) {
-		t.Errorf("peer down ignored, then closed: %v, want %v", err, bichannel.ErrClosed)
 	}
 }
