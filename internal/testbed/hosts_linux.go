@@ -90,11 +90,16 @@ func bridgedHost(c Config, i int, hn string, bnl *netlink.Handle, br *netlink.Br
 func HostSockets(prefix string, n int) ([]Sockets, error) {
 	_, names := Config{Prefix: prefix, Hosts: n}.HostNames()
 	ss := make([]Sockets, n)
+	opened := make([]netns.NsHandle, 0, n)
 	for i, name := range names {
 		ns, err := netns.GetFromName(name)
 		if err != nil {
+			for _, h := range opened { // nothing uses them yet
+				h.Close()
+			}
 			return nil, fmt.Errorf("testbed: namespace %s: %w (make the testbed with: vnicctl testbed up --hosts %d --prefix %s)", name, err, n, prefix)
 		}
+		opened = append(opened, ns)
 		ss[i] = Sockets{IP: HostIP(i), Listen: ListenIn(ns), Dial: DialIn(ns), ListenUDP: ListenUDPIn(ns)}
 	}
 	return ss, nil
