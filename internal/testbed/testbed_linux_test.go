@@ -99,6 +99,16 @@ func TestIntegrationTestbedHosts(t *testing.T) {
 	if _, err := testbed.Up(testbed.Config{Prefix: prefix + "x", Hosts: 1}); err == nil {
 		t.Fatal("a 1-host testbed was accepted")
 	}
+	// A fourth host that is not there: an error, and the three namespace
+	// handles opened before it are closed again.
+	fds := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
+	before := fds()
+	if _, err := testbed.HostSockets(prefix, 4); err == nil {
+		t.Fatal("HostSockets found a fourth host in a 3-host testbed")
+	}
+	if after := fds(); after != before {
+		t.Fatalf("HostSockets failing on host 3 left %d descriptors open", after-before)
+	}
 	conns := make([]*net.UDPConn, len(tb.Hosts))
 	for i, h := range tb.Hosts {
 		if h.IP != testbed.HostIP(i) || len(h.MAC) != 6 || h.Index == 0 {
