@@ -89,6 +89,19 @@ type Config struct {
 	// Run uses 16 and also folds whenever the wire is idle). Counters then
 	// lag by at most FoldEvery batches, a few microseconds.
 	FoldEvery int
+	// PostBatch is the Bx write-back threshold under load: at the end of
+	// a full batch (Batch frames, the source had more), a Bx ring with
+	// fewer than PostBatch staged entries is not posted yet; it is posted
+	// once it has that many, after maxDefer more batches, at every fold
+	// (FoldEvery) and whenever a batch is not full, so the wait is bounded
+	// by a few batches and only ever happens while frames keep coming.
+	// Posting a ring moves the line its core polls: a ring posted with 32
+	// entries (four full lines) costs that transfer once, not once per
+	// batch. 0 takes DefaultPostBatch; 1 posts every ring after every
+	// batch. A tenant's threshold is at most a quarter of its Ax and Bx
+	// rings, so a deferred post never holds most of a ring's buffers. With
+	// FoldEvery 1 (the default outside Run) every batch posts everything.
+	PostBatch int
 	// EmulatorCPU is the CPU Run pins its thread to; -1 leaves it unpinned.
 	EmulatorCPU int
 	// Idle is what Run does without work: IdleAdaptive (default) sleeps in

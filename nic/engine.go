@@ -64,6 +64,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.FoldEvery <= 0 {
 		cfg.FoldEvery = 1
 	}
+	if cfg.PostBatch <= 0 {
+		cfg.PostBatch = DefaultPostBatch
+	}
 	if cfg.Model < RxBisect || cfg.Model > DynShRing {
 		return nil, fmt.Errorf("nic: unknown model %d", cfg.Model)
 	}
@@ -109,6 +112,7 @@ func (e *Engine) AddTenant(cfg TenantConfig, r *shm.Region) (*Tenant, error) {
 		t.dyn = newDynState(t, e.cfg.ShGroup, e.cfg.Dyn)
 	}
 	t.idle = &e.idleCnt
+	t.postMin = max(1, min(e.cfg.PostBatch, int(r.Geo.AxSize)/4, int(r.Geo.BxSize)/4))
 	var conflict error
 	e.apply(func() {
 		if cfg.Match.Default && e.deflt != nil {
@@ -208,7 +212,7 @@ func (e *Engine) pick(t *rss.Tuple, parsed bool) *Tenant {
 // occupancy gauges.
 func (e *Engine) Step(frames [][]byte) int {
 	if len(frames) == 0 {
-		e.finish()
+		e.finish(false)
 		// finish folds on its own only every FoldEvery batches or when no
 		// tenant is dirty; the tenants the last batches dirtied are still
 		// listed, so an empty Step right after a batch folded nothing
@@ -231,7 +235,7 @@ func (e *Engine) Step(frames [][]byte) int {
 		// the per-batch lists this path relies on).
 		if e.slowOnly || !rss.ParseCommon(f, t) {
 			if !e.frame(f, now) {
-				e.finish()
+				e.finish(false)
 				return i
 			}
 			continue
@@ -245,7 +249,7 @@ func (e *Engine) Step(frames [][]byte) int {
 		}
 		if ten == nil || !ten.dirty || ten.faulty != nil || !ten.ownFirst || ten.dyn != nil {
 			if !e.steer(f, ten, nil, now) {
-				e.finish()
+				e.finish(false)
 				return i
 			}
 			continue
@@ -259,7 +263,7 @@ func (e *Engine) Step(frames [][]byte) int {
 		}
 		if !ok {
 			if !e.deliver(f, ten, nil, hash, q, now) {
-				e.finish()
+				e.finish(false)
 				return i
 			}
 			continue
@@ -285,7 +289,7 @@ func (e *Engine) Step(frames [][]byte) int {
 			ten.mirror.put(f[:n], len(f), q, now)
 		}
 	}
-	e.finish()
+	e.finish(len(frames) >= e.cfg.Batch)
 	return len(frames)
 }
 
@@ -540,47 +544,76 @@ func (e *Engine) fault(ten *Tenant, err error) takeResult {
 	return faulty
 }
 
-// finish publishes the batch's Bx entries (one release store per ring,
-// one fence per tenant that uses wake-ups).
-// Every FoldEvery batches (and on an empty Step) it folds counters and
-// publishes the Ax consumer cursors too.
-func (e *Engine) finish() {
+// DefaultPostBatch is Config.PostBatch's default: four lines of Bx slots.
+const DefaultPostBatch = 32
+
+// maxDefer is how many batches a Bx ring's post may wait under load.
+const maxDefer = 4
+
+// finish ends a batch: it posts the Bx rings (all of them unless the batch
+// was full, see Config.PostBatch), and every FoldEvery batches (and on an
+// empty Step) it folds counters and publishes the Ax consumer cursors too.
+func (e *Engine) finish(full bool) {
 	e.batch++
+	if len(e.dirty) == 0 || e.batch%uint64(e.cfg.FoldEvery) == 0 {
+		e.Fold() // posts everything
+		return
+	}
+	e.post(!full)
+	e.pf.Issue()
+}
+
+// post publishes staged Bx entries (one release store per ring, one fence
+// per tenant that uses wake-ups): every ring with staged entries if all,
+// else those with the tenant's postMin entries or waiting maxDefer batches.
+func (e *Engine) post(all bool) {
 	for _, ten := range e.dirty {
-		for _, q := range ten.bxList {
-			ten.bx[q].Flush()
-			ten.qs[q].bxUsed = false
+		if len(ten.bxList) == 0 {
+			continue
 		}
+		posted, kept := ten.posted[:0], ten.bxList[:0]
+		for _, q := range ten.bxList {
+			qs := &ten.qs[q]
+			if !all && qs.bx.Staged() < ten.postMin {
+				if qs.since == 0 {
+					qs.since = e.batch
+				}
+				if e.batch-qs.since < maxDefer {
+					kept = append(kept, q)
+					continue
+				}
+			}
+			qs.bx.Flush()
+			qs.bxUsed, qs.since = false, 0
+			posted = append(posted, q)
+		}
+		ten.posted, ten.bxList = posted, kept
 		e.prefetchNext(ten)
-		if ten.wake != nil {
+		if ten.wake != nil && len(posted) > 0 {
 			// Need-wakeup handshake: the core stores its need-wakeup word
 			// and then looks at its ring; we post and then look at the
 			// word. Flush's store is a release only (GenProducer.Post),
 			// so a full fence must order it before our loads, or both
 			// sides could miss the other.
 			ring.Fence()
-			for _, q := range ten.bxList {
+			for _, q := range posted {
 				ten.kick(q)
 			}
 		}
-		ten.bxList = ten.bxList[:0]
-	}
-	e.pf.Issue()
-	if len(e.dirty) == 0 || e.batch%uint64(e.cfg.FoldEvery) == 0 {
-		e.Fold()
 	}
 }
 
 // prefetchNext lists, for each queue this batch posted to, the lines the
 // next batch will most likely touch that another core touched last: the
 // Bx slots after the one the core polls (it read them a lap ago, so the
-// stores would each wait for a read-for-ownership) and the queue's own Ax
-// entries (the core's refills wrote them). finish issues the hints in one
-// call, so the transfers overlap each other and the next batch's work
-// instead of stalling the engine one after the other. The polled slot's
-// line is left alone: taking it early would only bounce it.
+// stores would each wait for a read-for-ownership) and, for every queue
+// staged to, its own Ax entries (the core's refills wrote them). finish
+// issues the hints in one call, so the transfers overlap each other and
+// the next batch's work instead of stalling the engine one after the
+// other. The polled slot's line is left alone: taking it early would only
+// bounce it.
 func (e *Engine) prefetchNext(ten *Tenant) {
-	for _, q := range ten.bxList {
+	for _, q := range ten.posted {
 		b := ten.bx[q]
 		for i := 2; i < 8; i += 2 {
 			e.pf.Write(b.SlotAddr(i))
@@ -589,16 +622,20 @@ func (e *Engine) prefetchNext(ten *Tenant) {
 	if !ten.ownFirst {
 		return
 	}
-	for _, q := range ten.bxList {
-		a := ten.ax[q]
-		e.pf.Read(a.EntryAddr(0))
-		e.pf.Read(a.EntryAddr(16))
+	for _, l := range [2][]int{ten.posted, ten.bxList} {
+		for _, q := range l {
+			a := ten.ax[q]
+			e.pf.Read(a.EntryAddr(0))
+			e.pf.Read(a.EntryAddr(16))
+		}
 	}
 }
 
 // Fold stores the accumulated counter deltas and the Bx occupancy gauges
 // into the counter blocks. Step calls it every Config.FoldEvery batches.
 func (e *Engine) Fold() {
+	e.post(true) // nothing stays staged past a fold
+	e.pf.Issue()
 	for _, ten := range e.dirty {
 		// Ax consumer cursors: the cores learn of consumed entries from
 		// the Bx entries (Listing 1), so these stores only serve observers

@@ -207,7 +207,7 @@ func (h *Handoff) Step() int {
 		}
 	}
 	if h.active {
-		e.finish()
+		e.finish(false)
 		h.publish()
 	}
 	return got

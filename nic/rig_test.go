@@ -37,6 +37,7 @@ type rigConfig struct {
 	allocCache     int
 	noCheck        bool // no conservation checker (benchmarks)
 	foldEvery      int
+	postBatch      int // Config.PostBatch (0: the default)
 	dyn            nic.DynConfig
 	now            func() uint64 // the engine's clock (nil: real time)
 }
@@ -68,7 +69,7 @@ func newRig(t testing.TB, c rigConfig) *rig {
 	if c.noCheck {
 		check = nil
 	}
-	eng, err := nic.New(nic.Config{Model: c.model, Policy: c.policy, ShGroup: c.shGroup, Dyn: c.dyn, EmulatorCPU: -1, FoldEvery: c.foldEvery, Now: c.now})
+	eng, err := nic.New(nic.Config{Model: c.model, Policy: c.policy, ShGroup: c.shGroup, Dyn: c.dyn, EmulatorCPU: -1, FoldEvery: c.foldEvery, PostBatch: c.postBatch, Now: c.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,11 +109,13 @@ func (r *rig) drain(q int, verify func(client.Packet)) int {
 // drainAll polls every queue until all are empty.
 func (r *rig) drainAll() {
 	for {
+		// Post what a full batch left staged (Config.PostBatch), as Run's
+		// fold does when the source runs dry.
+		r.eng.Step(nil)
 		n := 0
 		for q := 0; q < r.cl.Queues(); q++ {
 			n += r.drain(q, nil)
 		}
-		r.eng.Step(nil)
 		if n == 0 {
 			return
 		}

@@ -60,7 +60,12 @@ type Tenant struct {
 	delta  [][counters.NumIDs]uint64
 	qs     []qstate              // per queue: what the per-frame path touches, together
 	used   []int                 // Ax rings taken from since the last fold
-	bxList []int                 // Bx rings staged to in this batch
+	bxList []int                 // Bx rings with staged entries (this batch's, and deferred ones)
+	posted []int                 // finish's scratch: the Bx rings it posted
+	// postMin is the fewest staged entries a Bx ring is posted with at the
+	// end of a full batch (Config.PostBatch, at most a quarter of the Ax
+	// and Bx rings).
+	postMin int
 	shared []int                 // ShRing: the shared Ax ring of each queue
 	faulty error                 // engine goroutine only
 	fault  atomic.Pointer[error] // the same, for other goroutines
@@ -100,7 +105,8 @@ type qstate struct {
 	bx     *bx.NIC
 	d      *[counters.NumIDs]uint64 // the queue's counter deltas
 	axUsed bool                     // Ax ring taken from since the last fold (in used)
-	bxUsed bool                     // Bx ring staged to in this batch (in bxList)
+	bxUsed bool                     // Bx ring has staged entries (in bxList)
+	since  uint64                   // the batch that first deferred its post; 0: none
 }
 
 // buffer returns buffer id's memory; id must be below the region's
@@ -172,7 +178,7 @@ func newTenant(cfg TenantConfig, r *shm.Region, m Model, shGroup int) (*Tenant, 
 		ID: cfg.ID, Name: cfg.Name, Match: cfg.Match, Region: r, queues: n, reta: reta,
 		ax: make([]*ax.NIC, n), bx: make([]*bx.NIC, n), blocks: make([]counters.Block, n),
 		delta: make([][counters.NumIDs]uint64, n), qs: make([]qstate, n), used: make([]int, 0, n),
-		bxList: make([]int, 0, n), shared: make([]int, n),
+		bxList: make([]int, 0, n), posted: make([]int, 0, n), shared: make([]int, n),
 		check: cfg.Checker, axEmpty: make([]uint64, n), bxFull: make([]uint64, n),
 	}
 	if g.NumBx > 0 {

@@ -28,7 +28,7 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 	if err != nil {
 		return err
 	}
-	idle, spin, coalesce, coalesceMax, err := idleFlags(c)
+	ecfg, err := timingFlags(c)
 	if err != nil {
 		return err
 	}
@@ -47,9 +47,10 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 	if ecpu >= runtime.NumCPU() {
 		return fmt.Errorf("--emulator-cpu %d does not exist (this machine has %d CPUs); pick one below %d or use -1", ecpu, runtime.NumCPU(), runtime.NumCPU())
 	}
+	ecfg.Model, ecfg.Policy, ecfg.Key, ecfg.EmulatorCPU = model, policy, key, ecpu
 	dcfg := daemon.Config{Limits: lim,
 		Socket: c.String("socket"), SocketGroup: gid,
-		Engine: nic.Config{Model: model, Policy: policy, Key: key, EmulatorCPU: ecpu, Idle: idle, SpinBudget: spin, RxCoalesce: coalesce, RxCoalesceMax: coalesceMax},
+		Engine: ecfg,
 		AxSize: c.Int("ax-size"), BxSize: c.Int("bx-size"), BufSize: c.Int("buf-size"),
 		MaxTenants: c.Int("max-tenants"), NoHugePages: c.Bool("no-huge-pages"),
 		MetricsAddr: c.String("metrics-addr"), Log: log, Version: version,

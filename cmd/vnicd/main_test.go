@@ -41,6 +41,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"run", "--dump-buffer", "1KiB"}, "--dump-buffer 1KiB: give 64KiB..1GiB"},
 		{[]string{"run", "--dump-buffer", "lots"}, "--dump-buffer"},
 		{[]string{"run", "--max-dumps", "0"}, "--max-dumps 0: give a positive number"},
+		{[]string{"run", "--bx-post-batch", "0"}, "--bx-post-batch 0: give 1 (post after every batch) to 1024 entries"},
+		{[]string{"run", "--local-consumers", "--bx-post-batch", "2000"}, "--bx-post-batch 2000"},
 	} {
 		var out, errb bytes.Buffer
 		err := newApp(&out, &errb).Run(append([]string{"vnicd"}, c.args...))

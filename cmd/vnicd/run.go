@@ -54,6 +54,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "xsk-ring-size", Value: 2048, Usage: "with --source xsk, entries of each AF_XDP socket's RX and fill rings (a power of two, 64..65536): the frames the kernel can hold for vnicd while it waits for a CPU"},
 			&cli.IntFlag{Name: "rx-coalesce-usecs", Value: defaultRxCoalesceUsecs, Usage: "with --idle adaptive, interrupt moderation: when the wire is under-loaded (a batch was not full) the engine naps this many microseconds instead of polling, and frames wait up to that long more (0: poll; at most 10000)"},
 			&cli.IntFlag{Name: "rx-coalesce-max-usecs", Value: 0, Usage: "adaptive moderation (like ethtool's adaptive-rx): the nap doubles while naps collect under a quarter of a batch and halves when they collect most of one, from --rx-coalesce-usecs up to this latency budget (0: the nap stays at --rx-coalesce-usecs; at most 10000; keep it times the peak frame rate below --xsk-ring-size)"},
+			&cli.IntFlag{Name: "bx-post-batch", Value: nic.DefaultPostBatch, Usage: "Bx write-back threshold: while the source keeps full batches coming, a reception ring is posted to its core once it holds this many entries (or after 4 batches), not after every batch; a batch that is not full posts everything at once (1: post after every batch; at most 1024; a tenant's threshold is capped at a quarter of its rings)"},
 			&cli.IntFlag{Name: "consumer-cpu", Value: 1, Usage: "CPU the in-process demo consumers are pinned to (-1: unpinned)"},
 			&cli.IntFlag{Name: "frame-size", Value: 64, Usage: "synthetic frame size, 64..1514"},
 			&cli.IntFlag{Name: "flows", Value: 1024, Usage: "synthetic flows"},
@@ -149,14 +150,15 @@ func run(c *cli.Context) error {
 		return fmt.Errorf("create the tenant region: %w", err)
 	}
 	defer region.Close()
-	idle, spin, coalesce, coalesceMax, err := idleFlags(c)
+	ecfg, err := timingFlags(c)
 	if err != nil {
 		return err
 	}
-	eng, err := nic.New(nic.Config{Model: model, Policy: policy, Key: key, EmulatorCPU: ecpu, Idle: idle, SpinBudget: spin, RxCoalesce: coalesce, RxCoalesceMax: coalesceMax,
-		OnFault: func(t *nic.Tenant, err error) {
-			log.Error().Err(err).Str("tenant", t.Name).Msg("tenant wrote corrupt ring state; detaching it")
-		}})
+	ecfg.Model, ecfg.Policy, ecfg.Key, ecfg.EmulatorCPU = model, policy, key, ecpu
+	ecfg.OnFault = func(t *nic.Tenant, err error) {
+		log.Error().Err(err).Str("tenant", t.Name).Msg("tenant wrote corrupt ring state; detaching it")
+	}
+	eng, err := nic.New(ecfg)
 	if err != nil {
 		return err
 	}
@@ -351,29 +353,37 @@ func withConfig(flags []cli.Flag) []cli.Flag {
 // gives the trade-off).
 const defaultRxCoalesceUsecs = 0
 
-// idleFlags reads --idle, --spin-budget, --rx-coalesce-usecs and
-// --rx-coalesce-max-usecs.
-func idleFlags(c *cli.Context) (idle nic.IdleMode, spin, coalesce, coalesceMax time.Duration, err error) {
-	if idle, err = nic.ParseIdle(c.String("idle")); err != nil {
-		return 0, 0, 0, 0, fmt.Errorf("--idle: %w", err)
+// timingFlags reads --idle, --spin-budget, --rx-coalesce-usecs,
+// --rx-coalesce-max-usecs and --bx-post-batch into an engine Config.
+func timingFlags(c *cli.Context) (nic.Config, error) {
+	var ec nic.Config
+	idle, err := nic.ParseIdle(c.String("idle"))
+	if err != nil {
+		return ec, fmt.Errorf("--idle: %w", err)
 	}
-	spin = c.Duration("spin-budget")
+	spin := c.Duration("spin-budget")
 	if spin <= 0 || spin > time.Second {
-		return 0, 0, 0, 0, fmt.Errorf("--spin-budget %v: give a duration in (0, 1s], e.g. %v (the default)", spin, nic.DefaultSpinBudget)
+		return ec, fmt.Errorf("--spin-budget %v: give a duration in (0, 1s], e.g. %v (the default)", spin, nic.DefaultSpinBudget)
 	}
 	us := c.Int("rx-coalesce-usecs")
 	if us < 0 || us > 10000 {
-		return 0, 0, 0, 0, fmt.Errorf("--rx-coalesce-usecs %d: give 0 (poll) to 10000 microseconds, e.g. 50", us)
+		return ec, fmt.Errorf("--rx-coalesce-usecs %d: give 0 (poll) to 10000 microseconds, e.g. 50", us)
 	}
 	maxUs := c.Int("rx-coalesce-max-usecs")
 	if maxUs < 0 || maxUs > 10000 {
-		return 0, 0, 0, 0, fmt.Errorf("--rx-coalesce-max-usecs %d: give 0 (fixed naps) to 10000 microseconds, e.g. 1000", maxUs)
+		return ec, fmt.Errorf("--rx-coalesce-max-usecs %d: give 0 (fixed naps) to 10000 microseconds, e.g. 1000", maxUs)
 	}
 	if maxUs > 0 && us == 0 {
-		return 0, 0, 0, 0, fmt.Errorf("--rx-coalesce-max-usecs %d needs --rx-coalesce-usecs (the shortest nap), e.g. --rx-coalesce-usecs 50", maxUs)
+		return ec, fmt.Errorf("--rx-coalesce-max-usecs %d needs --rx-coalesce-usecs (the shortest nap), e.g. --rx-coalesce-usecs 50", maxUs)
 	}
 	if maxUs > 0 && maxUs < us {
-		return 0, 0, 0, 0, fmt.Errorf("--rx-coalesce-max-usecs %d is below --rx-coalesce-usecs %d: the budget bounds the nap from above", maxUs, us)
+		return ec, fmt.Errorf("--rx-coalesce-max-usecs %d is below --rx-coalesce-usecs %d: the budget bounds the nap from above", maxUs, us)
 	}
-	return idle, spin, time.Duration(us) * time.Microsecond, time.Duration(maxUs) * time.Microsecond, nil
+	post := c.Int("bx-post-batch")
+	if post < 1 || post > 1024 {
+		return ec, fmt.Errorf("--bx-post-batch %d: give 1 (post after every batch) to 1024 entries, e.g. %d (the default)", post, nic.DefaultPostBatch)
+	}
+	ec.Idle, ec.SpinBudget, ec.PostBatch = idle, spin, post
+	ec.RxCoalesce, ec.RxCoalesceMax = time.Duration(us)*time.Microsecond, time.Duration(maxUs)*time.Microsecond
+	return ec, nil
 }

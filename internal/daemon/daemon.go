@@ -186,7 +186,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info().Str("socket", d.cfg.Socket).Str("model", d.eng.Config().Model.String()).
 		Str("policy", d.eng.Config().Policy.String()).Str("source", d.cfg.SourceName).
 		Str("mode", d.cfg.SourceMode).Int("emulator_cpu", d.eng.Config().EmulatorCPU).
-		Str("idle", d.eng.Config().Idle.String()).Dur("spin_budget", spinBudget(d.eng.Config())).Dur("rx_coalesce", d.eng.Config().RxCoalesce).Dur("rx_coalesce_max", d.eng.Config().RxCoalesceMax).Msg("vnicd listening")
+		Str("idle", d.eng.Config().Idle.String()).Dur("spin_budget", spinBudget(d.eng.Config())).Dur("rx_coalesce", d.eng.Config().RxCoalesce).Dur("rx_coalesce_max", d.eng.Config().RxCoalesceMax).Int("bx_post_batch", d.eng.Config().PostBatch).Msg("vnicd listening")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	engErr := make(chan error, 1)
