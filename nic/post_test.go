@@ -24,13 +24,13 @@ func TestPostBatch(t *testing.T) {
 	frames := func(n0, n1 int) [][]byte {
 		buf := make([][]byte, 0, n0+n1)
 		f := g0.Next(buf[:0:n0]) // Next fills up to cap
-		f = g1.Next(buf[:len(f):n0+n1])
+		f = g1.Next(buf[: len(f) : n0+n1])
 		if len(f) != n0+n1 {
 			t.Fatalf("generator gave %d frames, want %d", len(f), n0+n1)
 		}
 		return f
 	}
-	r.eng.Step(nil) // start from a fold
+	r.eng.Step(nil)           // start from a fold
 	recv := func(q int) int { // every posted entry (Recv returns at most a batch)
 		total := 0
 		for n := r.drain(q, nil); n > 0; n = r.drain(q, nil) {

@@ -58,19 +58,19 @@ type Tenant struct {
 	blocks []counters.Block // NIC block per queue
 	tblock counters.Block   // tenant-wide NIC block
 	delta  [][counters.NumIDs]uint64
-	qs     []qstate              // per queue: what the per-frame path touches, together
-	used   []int                 // Ax rings taken from since the last fold
-	bxList []int                 // Bx rings with staged entries (this batch's, and deferred ones)
-	posted []int                 // finish's scratch: the Bx rings it posted
+	qs     []qstate // per queue: what the per-frame path touches, together
+	used   []int    // Ax rings taken from since the last fold
+	bxList []int    // Bx rings with staged entries (this batch's, and deferred ones)
+	posted []int    // finish's scratch: the Bx rings it posted
 	// postMin is the fewest staged entries a Bx ring is posted with at the
 	// end of a full batch (Config.PostBatch, at most a quarter of the Ax
 	// and Bx rings).
 	postMin int
-	shared []int                 // ShRing: the shared Ax ring of each queue
-	faulty error                 // engine goroutine only
-	fault  atomic.Pointer[error] // the same, for other goroutines
-	check  *conserve.Checker
-	dirty  bool // touched in this batch
+	shared  []int                 // ShRing: the shared Ax ring of each queue
+	faulty  error                 // engine goroutine only
+	fault   atomic.Pointer[error] // the same, for other goroutines
+	check   *conserve.Checker
+	dirty   bool // touched in this batch
 	// Per-batch memos: the batch number in which an Ax ring was found empty
 	// or a Bx ring full. The engine does not look again within that batch:
 	// each look at an empty ring loads a cursor the core writes, a cache
