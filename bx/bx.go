@@ -43,8 +43,9 @@ func Init(mem []byte, capacity int, start uint64) error {
 }
 
 // stageMax is how many staged entries a NIC keeps in its own memory before
-// it writes them to the ring (Flush writes the rest).
-const stageMax = 32
+// it writes them to the ring (Flush writes the rest): a deferred post
+// (nic.Config.PostBatch, 32 by default) plus one more batch of 32.
+const stageMax = 64
 
 // NIC is the producing (NIC) side of one Bx ring. Entries are staged during
 // a batch and posted with Flush.
@@ -120,12 +121,22 @@ func (n *NIC) Stage(e *Entry) (bool, error) {
 // of copying one in. The entry is posted by Flush like a staged one; the
 // pointer is good until the next Fill, Stage or Flush.
 func (n *NIC) Fill() *Entry {
-	k := n.staged - n.written
-	if k == stageMax {
+	if n.staged-n.written >= stageMax {
 		n.write()
-		k = 0
 	}
-	b := &n.buf[k]
+	return n.FillSpare()
+}
+
+// RoomSpare is RoomKnown and, besides, room in the NIC's staging memory:
+// true means FillSpare may be called.
+func (n *NIC) RoomSpare() bool {
+	return n.staged < n.p.Known() && n.staged-n.written < stageMax
+}
+
+// FillSpare is Fill for a caller that RoomSpare answered true (it never
+// writes staged entries to the ring, so it is small enough to inline).
+func (n *NIC) FillSpare() *Entry {
+	b := &n.buf[n.staged-n.written]
 	b.Seq = n.seq
 	n.seq++
 	n.staged++

@@ -22,9 +22,10 @@ type Engine struct {
 	hasher *rss.Hasher
 	now    func() uint64
 
-	tenants []*Tenant
-	deflt   *Tenant
-	dirty   []*Tenant
+	tenants  []*Tenant
+	deflt    *Tenant
+	specific []*Tenant // every tenant but the default, in match order
+	dirty    []*Tenant
 
 	global counters.Block // engine-wide: drops_no_tenant, drops_malformed
 	gdelta [counters.NumIDs]uint64
@@ -127,6 +128,7 @@ func (e *Engine) AddTenant(cfg TenantConfig, r *shm.Region) (*Tenant, error) {
 		if cfg.Match.Default {
 			e.deflt = t
 		}
+		e.listSpecific()
 		if e.idle != nil {
 			e.idle.addTenant(t)
 		}
@@ -152,6 +154,7 @@ func (e *Engine) RemoveTenant(t *Tenant) {
 		if e.deflt == t {
 			e.deflt = nil
 		}
+		e.listSpecific()
 		e.rebuildTx()
 		if e.idle != nil {
 			e.idle.removeTenant(t)
@@ -197,13 +200,23 @@ func (e *Engine) runOps() {
 
 func (e *Engine) pick(t *rss.Tuple, parsed bool) *Tenant {
 	if parsed {
-		for _, x := range e.tenants {
-			if x != e.deflt && x.Match.matches(t) {
+		for _, x := range e.specific {
+			if x.Match.matches(t) {
 				return x
 			}
 		}
 	}
 	return e.deflt
+}
+
+// listSpecific rebuilds e.specific after the tenant list changed.
+func (e *Engine) listSpecific() {
+	e.specific = e.specific[:0]
+	for _, x := range e.tenants {
+		if x != e.deflt {
+			e.specific = append(e.specific, x)
+		}
+	}
 }
 
 // Step processes one batch of frames and returns how many it consumed:
@@ -226,9 +239,11 @@ func (e *Engine) Step(frames [][]byte) int {
 	t := &e.tuple
 	for i, f := range frames {
 		// The common frame, inline (no call per frame, each check once):
-		// parsed by the fast parser, for a tenant already seen in this
-		// batch, its queue's own Ax ring with a known buffer and its Bx
-		// ring with known room, both already used since the last fold.
+		// parsed by the fast parser, for a tenant already seen since the
+		// last fold whose own state allows it (Tenant.inline: healthy,
+		// own Ax ring first, no checker, no dump), its queue's own Ax ring
+		// with a known buffer and its Bx ring with known room, both
+		// already used since the last fold.
 		// Every check comes before the first side effect (the Ax take);
 		// anything else goes through frame, deliver or take, which handle
 		// every case (and count the first frame of each queue, which sets
@@ -241,13 +256,13 @@ func (e *Engine) Step(frames [][]byte) int {
 			continue
 		}
 		ten := e.deflt
-		for _, x := range e.tenants {
-			if x != e.deflt && x.Match.matches(t) {
+		for _, x := range e.specific {
+			if x.Match.matches(t) {
 				ten = x
 				break
 			}
 		}
-		if ten == nil || !ten.dirty || ten.faulty != nil || !ten.ownFirst || ten.dyn != nil {
+		if ten == nil || !ten.inline {
 			if !e.steer(f, ten, nil, now) {
 				e.finish(false)
 				return i
@@ -258,7 +273,7 @@ func (e *Engine) Step(frames [][]byte) int {
 		q := ten.reta.Queue(hash)
 		qs := &ten.qs[q]
 		buf, idx, ok := uint32(0), uint64(0), false
-		if qs.axUsed && qs.bxUsed && qs.bx.RoomKnown() {
+		if qs.axUsed && qs.bxUsed && qs.bx.RoomSpare() {
 			buf, idx, ok = qs.ax.TakeKnown()
 		}
 		if !ok {
@@ -268,26 +283,17 @@ func (e *Engine) Step(frames [][]byte) int {
 			}
 			continue
 		}
-		if ten.check != nil { // a call only in debug mode
-			ten.check.Move(buf, conserve.Ax, conserve.NIC)
-		}
 		n := copyFrame(ten.buffer(buf), f) // TakeKnown checked buf < BufCount
 		flags := uint16(0)
 		if n < len(f) {
 			flags = bx.FlagTruncated
 			qs.d[counters.Truncated]++
 		}
-		if ten.check != nil { // a call only in debug mode
-			ten.check.Move(buf, conserve.NIC, conserve.Bx)
-		}
-		ent := qs.bx.Fill()
+		ent := qs.bx.FillSpare() // RoomSpare said so
 		ent.Buf, ent.Len, ent.Flags, ent.AxRing, ent.Queue = buf, uint16(n), flags, uint16(q), uint16(q)
 		ent.AxIdx, ent.Hash, ent.Stamp = uint32(idx), hash, uint32(now)
 		qs.d[counters.Packets]++
 		qs.d[counters.Bytes] += uint64(n)
-		if ten.mirror != nil { // vnicctl dump (mirror.go)
-			ten.mirror.put(f[:n], len(f), q, now)
-		}
 	}
 	e.finish(len(frames) >= e.cfg.Batch)
 	return len(frames)
@@ -322,6 +328,7 @@ func (e *Engine) steer(f []byte, ten *Tenant, err error, now uint64) bool {
 	}
 	if !ten.dirty {
 		ten.dirty = true
+		ten.setInline()
 		e.dirty = append(e.dirty, ten)
 	}
 	if ten.faulty != nil {
@@ -536,6 +543,7 @@ func (e *Engine) take(ten *Tenant, q int) (j int, buf uint32, idx uint64, res ta
 func (e *Engine) fault(ten *Tenant, err error) takeResult {
 	if ten.faulty == nil {
 		ten.faulty = err
+		ten.setInline()
 		ten.fault.Store(&err)
 		if e.cfg.OnFault != nil {
 			e.cfg.OnFault(ten, err)
@@ -655,6 +663,7 @@ func (e *Engine) Fold() {
 			}
 		}
 		ten.dirty = false
+		ten.setInline()
 	}
 	e.dirty = e.dirty[:0]
 	for id, v := range e.gdelta {
@@ -684,24 +693,18 @@ func (e *Engine) gauge(ten *Tenant, q int) {
 	e.gaugeExtra(ten, q, occ)
 }
 
-// copyFrame copies a frame into a buffer, like copy: frames of 16 to 64
+// copyFrame copies a frame into a buffer, like copy: frames of 32 to 64
 // bytes (the minimum-size ones a NIC's rate is quoted for) as two
-// overlapping 16- or 32-byte moves through registers, without
-// runtime.memmove's call and size dispatch.
+// overlapping 32-byte moves through registers, without runtime.memmove's
+// call and size dispatch. It is small enough to inline.
 func copyFrame(dst, src []byte) int {
 	n := len(src)
-	if n < 16 || n > 64 || len(dst) < n {
+	if n < 32 || n > 64 || len(dst) < n {
 		return copy(dst, src)
 	}
 	s, d := unsafe.Pointer(unsafe.SliceData(src)), unsafe.Pointer(unsafe.SliceData(dst))
-	if n >= 32 {
-		x, y := *(*[4]uint64)(s), *(*[4]uint64)(unsafe.Add(s, n-32))
-		*(*[4]uint64)(d) = x
-		*(*[4]uint64)(unsafe.Add(d, n-32)) = y
-	} else {
-		x, y := *(*[2]uint64)(s), *(*[2]uint64)(unsafe.Add(s, n-16))
-		*(*[2]uint64)(d) = x
-		*(*[2]uint64)(unsafe.Add(d, n-16)) = y
-	}
+	x, y := *(*[4]uint64)(s), *(*[4]uint64)(unsafe.Add(s, n-32))
+	*(*[4]uint64)(d) = x
+	*(*[4]uint64)(unsafe.Add(d, n-32)) = y
 	return n
 }

@@ -221,6 +221,7 @@ func (h *Handoff) touch() {
 	h.active = true
 	if ten := h.ten; !ten.dirty {
 		ten.dirty = true
+		ten.setInline()
 		h.e.dirty = append(h.e.dirty, ten)
 	}
 }

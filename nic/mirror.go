@@ -241,6 +241,7 @@ func (e *Engine) AttachMirror(t *Tenant, m *Mirror) error {
 			m.now0, m.wall0 = e.now(), time.Now()
 			m.qdrops = make([]atomic.Uint64, t.queues)
 			t.mirror = m
+			t.setInline()
 		}
 	})
 	return err
@@ -254,6 +255,7 @@ func (e *Engine) DetachMirror(t *Tenant, m *Mirror) {
 	e.apply(func() {
 		if t.mirror == m {
 			t.mirror = nil
+			t.setInline()
 		}
 	})
 }

@@ -70,7 +70,12 @@ type Tenant struct {
 	faulty  error                 // engine goroutine only
 	fault   atomic.Pointer[error] // the same, for other goroutines
 	check   *conserve.Checker
-	dirty   bool // touched in this batch
+	dirty   bool // touched since the last fold
+	// inline: Step's inline path may take this tenant's frames (dirty,
+	// healthy, own Ax ring first, no DynShRing state, no conservation
+	// checker, no dump running); setInline recomputes it whenever one of
+	// those changes.
+	inline bool
 	// Per-batch memos: the batch number in which an Ax ring was found empty
 	// or a Bx ring full. The engine does not look again within that batch:
 	// each look at an empty ring loads a cursor the core writes, a cache
@@ -96,6 +101,10 @@ type Tenant struct {
 	idle      *idleCounters
 	tx        []*ring.Consumer[shm.TxDesc]
 	comp      []*ring.Producer[shm.Completion]
+}
+
+func (t *Tenant) setInline() {
+	t.inline = t.dirty && t.faulty == nil && t.ownFirst && t.dyn == nil && t.check == nil && t.mirror == nil
 }
 
 // qstate is one queue's state that the per-frame fast path touches: one

@@ -186,6 +186,7 @@ func (e *Engine) txRelease(s *txSeg, descs []shm.TxDesc, frames [][]byte, sent, 
 	s.comp.Commit(done)
 	if !ten.dirty {
 		ten.dirty = true
+		ten.setInline()
 		e.dirty = append(e.dirty, ten)
 	}
 	return take
