@@ -145,9 +145,7 @@ func (n *NIC) FillSpare() *Entry {
 
 // write puts the entries waiting in buf into their ring slots, last first.
 func (n *NIC) write() {
-	for i := n.staged - 1; i >= n.written; i-- {
-		n.p.Put(i, &n.buf[i-n.written])
-	}
+	n.p.PutRange(n.written, n.buf[:n.staged-n.written])
 	n.written = n.staged
 }
 

@@ -17,7 +17,10 @@ type genSlot[T any] struct {
 // "not ready" for a ring that starts at cursor 0. Capacity is a power of two,
 // so 2^64 is a whole number of laps and the parity is continuous across the
 // wrap of the cursor.
-func genOf(c uint64, shift uint) uint32 { return uint32((c>>shift)&1) ^ 1 }
+//
+// shift is below 64 (log2 of a capacity); the mask tells the compiler so,
+// which spares the code Go adds for shifts of the width or more.
+func genOf(c uint64, shift uint) uint32 { return uint32((c>>(shift&63))&1) ^ 1 }
 
 // InitGen prepares a generation ring in mem: both cursors at start and every
 // slot's generation set to "not posted" for the next lap that will fill it.
@@ -106,6 +109,21 @@ func (p *GenProducer[T]) Put(i int, v *T) {
 		// Not the first slot: the consumer cannot be polling this one.
 		// (It may be polling the first: that bit is Post's.)
 		s.ctrl = genOf(c, p.v.shift)
+	}
+}
+
+// PutRange is Put for the len(vs) slots from the first-th reserved one,
+// written last first, in one loop.
+func (p *GenProducer[T]) PutRange(first int, vs []T) {
+	slots, mask, shift := p.v.slots, p.v.mask, p.v.shift
+	base := p.local + uint64(first)
+	for i := len(vs) - 1; i >= 0; i-- {
+		c := base + uint64(i)
+		s := &slots[c&mask]
+		s.v = vs[i]
+		if c != p.local {
+			s.ctrl = genOf(c, shift)
+		}
 	}
 }
 
