@@ -269,7 +269,9 @@ func (e *Engine) Step(frames [][]byte) int {
 			}
 			continue
 		}
-		hash := e.hasher.HashTuple(t)
+		// ParseCommon accepted f: 42 bytes at least, the 12 hash input
+		// bytes in place.
+		hash := e.hasher.HashIPv4Ports((*[12]byte)(f[rss.CommonHashInput : rss.CommonHashInput+12]))
 		q := ten.reta.Queue(hash)
 		qs := &ten.qs[q]
 		buf, idx, ok := uint32(0), uint64(0), false

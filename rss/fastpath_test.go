@@ -23,8 +23,16 @@ func checkFastPath(t *testing.T, frame []byte) bool {
 	if pt := ParseCommon(frame, &pub); pt != took || (took && pub != fast) || (!took && pub != Tuple{Proto: 77}) {
 		t.Fatalf("frame % x: ParseCommon %v %+v, fast path %v %+v", frame, pt, pub, took, fast)
 	}
+	// The engine hashes such a frame's bytes in place.
+	if took {
+		if got, want := fastPathHasher.HashIPv4Ports((*[12]byte)(frame[CommonHashInput:CommonHashInput+12])), fastPathHasher.HashTuple(&fast); got != want {
+			t.Fatalf("frame % x: HashIPv4Ports in place %#08x, HashTuple %#08x", frame, got, want)
+		}
+	}
 	return took
 }
+
+var fastPathHasher, _ = NewHasher(MicrosoftKey)
 
 // TestParseFastPathAgrees mutates every test frame byte by byte and length
 // by length, and checks the fast path against the general parser on each.

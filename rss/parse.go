@@ -93,8 +93,14 @@ func Parse(frame []byte, t *Tuple) error {
 // frame: it parses the frame a NIC sees most (untagged IPv4 without
 // options, not a fragment, carrying a complete TCP or UDP header) into *t
 // and returns true, or returns false without writing *t for any other
-// frame, which Parse then handles. It saves Parse's call around it.
+// frame, which Parse then handles. It saves Parse's call around it. After
+// it returns true, the frame's hash input lies at CommonHashInput.
 func ParseCommon(frame []byte, t *Tuple) bool { return parseUDPTCP4(frame, t) }
+
+// CommonHashInput is the offset in a frame ParseCommon accepted of its 12
+// hash input bytes (IPv4 source and destination, source and destination
+// port), for Hasher.HashIPv4Ports.
+const CommonHashInput = etherHdrLen + 12
 
 // parseUDPTCP4 parses the frame a NIC sees most, in one pass with one
 // bounds check: untagged IPv4 without options, not a fragment, carrying a

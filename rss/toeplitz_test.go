@@ -67,6 +67,16 @@ func TestMicrosoftVectors(t *testing.T) {
 			if got := h.HashTuple(&udp); got != v.tcp {
 				t.Errorf("udp: HashTuple = %#08x, want %#08x", got, v.tcp)
 			}
+			if src.Addr().Is4() {
+				var buf [MaxInputLen]byte
+				in := tcp.Input(&buf)
+				if len(in) != 12 {
+					t.Fatalf("IPv4 4-tuple input is %d bytes", len(in))
+				}
+				if got := h.HashIPv4Ports((*[12]byte)(in)); got != v.tcp {
+					t.Errorf("HashIPv4Ports = %#08x, want %#08x", got, v.tcp)
+				}
+			}
 		})
 	}
 }
