@@ -248,7 +248,8 @@ func (e *Engine) Step(frames [][]byte) int {
 		// anything else goes through frame, deliver or take, which handle
 		// every case (and count the first frame of each queue, which sets
 		// the per-batch lists this path relies on).
-		if e.slowOnly || !rss.ParseCommon(f, t) {
+		hash, common := e.hasher.ParseHashCommon(f, t)
+		if e.slowOnly || !common {
 			if !e.frame(f, now) {
 				e.finish(false)
 				return i
@@ -269,9 +270,6 @@ func (e *Engine) Step(frames [][]byte) int {
 			}
 			continue
 		}
-		// ParseCommon accepted f: 42 bytes at least, the 12 hash input
-		// bytes in place.
-		hash := e.hasher.HashIPv4Ports((*[12]byte)(f[rss.CommonHashInput : rss.CommonHashInput+12]))
 		q := ten.reta.Queue(hash)
 		qs := &ten.qs[q]
 		buf, idx, ok := uint32(0), uint64(0), false

@@ -12,7 +12,7 @@ func checkFastPath(t *testing.T, frame []byte) bool {
 	t.Helper()
 	var fast, slow Tuple
 	fast.Proto = 99 // the fast path must write every field
-	took := parseUDPTCP4(frame, &fast)
+	_, took := parseUDPTCP4(frame, &fast, nil)
 	err := parse(frame, &slow)
 	if took && (err != nil || fast != slow) {
 		t.Fatalf("frame % x: fast path %+v, general path %+v, %v", frame, fast, slow, err)
@@ -23,10 +23,19 @@ func checkFastPath(t *testing.T, frame []byte) bool {
 	if pt := ParseCommon(frame, &pub); pt != took || (took && pub != fast) || (!took && pub != Tuple{Proto: 77}) {
 		t.Fatalf("frame % x: ParseCommon %v %+v, fast path %v %+v", frame, pt, pub, took, fast)
 	}
-	// The engine hashes such a frame's bytes in place.
+	// The engine parses and hashes such a frame's bytes in place, in one
+	// call.
+	ph := Tuple{Proto: 77}
+	hash, ok := fastPathHasher.ParseHashCommon(frame, &ph)
+	if ok != took || (took && ph != fast) || (!took && ph != Tuple{Proto: 77}) {
+		t.Fatalf("frame % x: ParseHashCommon %v %+v, fast path %v %+v", frame, ok, ph, took, fast)
+	}
 	if took {
-		if got, want := fastPathHasher.HashIPv4Ports((*[12]byte)(frame[CommonHashInput:CommonHashInput+12])), fastPathHasher.HashTuple(&fast); got != want {
-			t.Fatalf("frame % x: HashIPv4Ports in place %#08x, HashTuple %#08x", frame, got, want)
+		if want := fastPathHasher.HashTuple(&fast); hash != want {
+			t.Fatalf("frame % x: ParseHashCommon's hash %#08x, HashTuple %#08x", frame, hash, want)
+		}
+		if got := fastPathHasher.HashIPv4Ports((*[12]byte)(frame[CommonHashInput : CommonHashInput+12])); got != hash {
+			t.Fatalf("frame % x: HashIPv4Ports in place %#08x, ParseHashCommon %#08x", frame, got, hash)
 		}
 	}
 	return took

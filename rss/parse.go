@@ -78,7 +78,7 @@ func be16(b []byte) uint16 { return binary.BigEndian.Uint16(b) }
 // only. The IPv4 total length and IPv6 payload length bound the packet, so
 // Ethernet padding after it is ignored.
 func Parse(frame []byte, t *Tuple) error {
-	if parseUDPTCP4(frame, t) {
+	if _, ok := parseUDPTCP4(frame, t, nil); ok {
 		return nil
 	}
 	*t = Tuple{}
@@ -95,7 +95,10 @@ func Parse(frame []byte, t *Tuple) error {
 // and returns true, or returns false without writing *t for any other
 // frame, which Parse then handles. It saves Parse's call around it. After
 // it returns true, the frame's hash input lies at CommonHashInput.
-func ParseCommon(frame []byte, t *Tuple) bool { return parseUDPTCP4(frame, t) }
+func ParseCommon(frame []byte, t *Tuple) bool {
+	_, ok := parseUDPTCP4(frame, t, nil)
+	return ok
+}
 
 // CommonHashInput is the offset in a frame ParseCommon accepted of its 12
 // hash input bytes (IPv4 source and destination, source and destination
@@ -106,43 +109,48 @@ const CommonHashInput = etherHdrLen + 12
 // bounds check: untagged IPv4 without options, not a fragment, carrying a
 // complete TCP or UDP header. It fills *t exactly as parse would and returns
 // true, or returns false without writing *t for any other frame, which
-// parse then handles (TestParseFastPathAgrees checks both agree).
-func parseUDPTCP4(f []byte, t *Tuple) bool {
+// parse then handles (TestParseFastPathAgrees checks both agree). With a
+// hasher it also returns the tuple's hash (HashIPv4Ports of the frame's
+// bytes): the engine's one call per frame.
+func parseUDPTCP4(f []byte, t *Tuple, h *Hasher) (uint32, bool) {
 	if len(f) < etherHdrLen+ipv4MinHdr+udpHdrLen {
-		return false
+		return 0, false
 	}
 	// Ethertype IPv4, version 4 with a 20-byte header, no MF flag and a
 	// zero fragment offset.
 	p := f[etherHdrLen:]
 	_ = p[ipv4MinHdr+udpHdrLen-1]
 	if f[12] != etherTypeIPv4>>8 || f[13] != etherTypeIPv4&0xff || p[0] != 0x45 || be16(p[6:])&0x3fff != 0 {
-		return false
+		return 0, false
 	}
 	total := int(be16(p[2:]))
 	if total < ipv4MinHdr+udpHdrLen || total > len(p) {
-		return false
+		return 0, false
 	}
 	proto := p[9]
 	l4 := p[ipv4MinHdr:total]
 	switch proto {
 	case ProtoUDP:
 		if ulen := int(be16(l4[4:])); ulen < udpHdrLen || ulen > len(l4) {
-			return false
+			return 0, false
 		}
 	case ProtoTCP:
 		if len(l4) < tcpMinHdr {
-			return false
+			return 0, false
 		}
 		if doff := int(l4[12]>>4) * 4; doff < tcpMinHdr || doff > len(l4) {
-			return false
+			return 0, false
 		}
 	default:
-		return false
+		return 0, false
 	}
 	*t = Tuple{Proto: proto, SrcPort: be16(l4[0:]), DstPort: be16(l4[2:]), HasPorts: true}
 	*(*[4]byte)(t.Src[:4]) = [4]byte(p[12:16])
 	*(*[4]byte)(t.Dst[:4]) = [4]byte(p[16:20])
-	return true
+	if h == nil {
+		return 0, true
+	}
+	return h.HashIPv4Ports((*[12]byte)(p[12:24])), true
 }
 
 func parse(frame []byte, t *Tuple) error {

@@ -86,6 +86,13 @@ func (h *Hasher) HashIPv4Ports(b *[12]byte) uint32 {
 		tab[8][b[8]] ^ tab[9][b[9]] ^ tab[10][b[10]] ^ tab[11][b[11]]
 }
 
+// ParseHashCommon is ParseCommon that also returns, when it accepts the
+// frame, the tuple's hash (HashTuple's value, computed from the frame's
+// bytes in place): one call per frame.
+func (h *Hasher) ParseHashCommon(frame []byte, t *Tuple) (hash uint32, ok bool) {
+	return parseUDPTCP4(frame, t, h)
+}
+
 // HashTuple returns the Toeplitz hash of t's hash input (see Tuple.Input),
 // the same value as h.Hash(t.Input(&buf)) but without building the input: it
 // looks the tuple's bytes up in place. It does not allocate.
