@@ -93,11 +93,13 @@ func TestReadLane(t *testing.T) {
 	}
 
 	// Node 2 cuts a frame short and closes: its reading fails, node 1's
-	// ends with ctx.
+	// ends with ctx, which ends once node 2's reading has (a reading that
+	// never notices the cut runs into the 10 s deadline and the check
+	// below fails).
 	w := ws[2][0][lane]
 	w.Conn.Write([]byte{0, 9, 1})
 	w.Conn.Close()
-	rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer rcancel()
 	ends := map[int]error{}
 	var mu, emu sync.Mutex
@@ -105,6 +107,9 @@ func TestReadLane(t *testing.T) {
 		emu.Lock()
 		ends[p] = err
 		emu.Unlock()
+		if p == 2 {
+			rcancel()
+		}
 	})
 	if ends[1] != nil || !errors.Is(ends[2], io.ErrUnexpectedEOF) {
 		t.Errorf("a cut frame from node 2: %v, want nil for node 1 and %v for node 2", ends, io.ErrUnexpectedEOF)
@@ -118,7 +123,7 @@ func TestRecvLane(t *testing.T) {
 	defer cancel()
 	eps, err := Endpoints(ctx, EndpointsConfig{Places: Loopback(2), Workers: 1, Fast: bichannel.FastUDP,
 		Template: bichannel.Config{Flows: 2, BuffersPerFlow: 32, RetransmitTimeout: 10 * time.Millisecond,
-			HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 300 * time.Millisecond}})
+			HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,9 +158,13 @@ func TestRecvLane(t *testing.T) {
 	}
 
 	// A peer gone: ErrPeerDown comes back (this endpoint does not
-	// tolerate dead peers).
+	// tolerate dead peers). Close's goodbye reports it: the heartbeat
+	// timeout (10 s, so that a stall under -race does not mark the live
+	// peer dead above) is past the 5 s this waits.
 	eps[0].Close()
-	if err := RecvLane(ctx, eps[1], 0, func(*bichannel.Message) bool { return true }); !errors.Is(err, bichannel.ErrPeerDown) {
+	dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer dcancel()
+	if err := RecvLane(dctx, eps[1], 0, func(*bichannel.Message) bool { return true }); !errors.Is(err, bichannel.ErrPeerDown) {
 		t.Errorf("peer closed: %v, want %v", err, bichannel.ErrPeerDown)
 	}
 }
