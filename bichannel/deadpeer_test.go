@@ -11,7 +11,11 @@ import (
 // silence past the heartbeat timeout — makes Send, Recv, RecvWait and
 // Flush fail within a bounded time, including calls already blocked.
 func TestDeadPeer(t *testing.T) {
-	const bound = 2 * time.Second
+	// Only the heartbeat-timeout case uses a short timeout (and a bound to
+	// match); the others keep testConfig's 10 s, so a scheduling stall
+	// cannot mark the live peer dead early and the death they detect is
+	// the one they cause.
+	const hbTimeout = 2 * time.Second
 	for _, tc := range []struct {
 		name string
 		kill func(a, b *Endpoint)
@@ -24,8 +28,12 @@ func TestDeadPeer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig()
 			cfg.Workers = 1
-			cfg.HeartbeatInterval = 20 * time.Millisecond
-			cfg.HeartbeatTimeout = 300 * time.Millisecond
+			bound := 2 * time.Second
+			if tc.name == "heartbeat-timeout" {
+				cfg.HeartbeatInterval = 20 * time.Millisecond
+				cfg.HeartbeatTimeout = hbTimeout
+				bound = hbTimeout + 3*time.Second
+			}
 			eps, _ := lossyCluster(t, 2, cfg, LossyConfig{})
 			a, b := eps[0], eps[1]
 

@@ -17,8 +17,9 @@ func TestTolerateDeadPeers(t *testing.T) {
 	cfg := testConfig()
 	cfg.Workers = 1
 	cfg.TolerateDeadPeers = true
-	cfg.HeartbeatInterval = 20 * time.Millisecond
-	cfg.HeartbeatTimeout = 500 * time.Millisecond
+	// testConfig's 10 s heartbeat timeout: node 2's death is seen through
+	// its Close (goodbye, connection closed) well within the 3 s below; a
+	// short timeout would let a scheduling stall mark a live peer dead.
 	eps, _ := lossyCluster(t, 3, cfg, LossyConfig{Loss: 0.05, Seed: 3})
 	a, b, c := eps[0], eps[1], eps[2]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
