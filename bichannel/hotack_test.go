@@ -73,7 +73,14 @@ func TestQuorumSkip(t *testing.T) {
 	cfg := testConfig()
 	cfg.Workers = 1
 	cfg.HotAcks = true
-	cfg.RetransmitTimeout = 30 * time.Millisecond // node 1's acknowledgement comes first, even under -race
+	// Node 1's acknowledgement, and the Abandon it triggers, come well
+	// before node 2's copies reach their retransmission deadline, even
+	// through a scheduling stall under -race (at 30 ms one stall let TCP
+	// retransmissions get node 2's copies acknowledged first).
+	cfg.RetransmitTimeout = 300 * time.Millisecond
+	// Node 2's copies hold their credits until skipped at that deadline:
+	// 64 (not 16) keeps the sends from waiting out a dozen deadlines.
+	cfg.BuffersPerFlow = 64
 	ln, err := NewLossyNet(LossyConfig{Seed: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +215,7 @@ func TestQuorumSkip(t *testing.T) {
 		return fmt.Sprintf("%d of %d abandoned", a.Stats().Abandoned, abandoned)
 	})
 	s0 := a.Stats()
-	time.Sleep(20 * cfg.RetransmitTimeout)
+	time.Sleep(2 * cfg.RetransmitTimeout)
 	s1 := a.Stats()
 	t.Logf("abandoned %d of %d; resent fast %d, over TCP %d; dropped by the black hole %d", s1.Abandoned, K, s1.FastRetransmitted, s1.Retransmitted, bh.dropped.Load())
 	if s1.FastRetransmitted+s1.Retransmitted != s0.FastRetransmitted+s0.Retransmitted {
