@@ -373,9 +373,12 @@ func TestVNICFastFrames(t *testing.T) {
 		_, err := fb.Recv(1, nil)
 		done <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
-	if h := b.held.Load(); h != 0 {
-		t.Errorf("%d packets held after the next Recv, want 0", h)
+	// Wait for that Recv (started in a goroutine) to release the packet.
+	for deadline := time.Now().Add(5 * time.Second); b.held.Load() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("%d packets still held 5s into the next Recv, want 0", b.held.Load())
+			break
+		}
 	}
 	fb.Close()
 	select {
