@@ -206,7 +206,9 @@ func TestDumpStreamsDeliveredFrames(t *testing.T) {
 	if rep2.Snaplen != 42 || rep2.Queue == nil || *rep2.Queue != 1 {
 		t.Fatalf("reply %+v", rep2)
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Stop once vnicd has sent it some frames (not after a fixed sleep,
+	// which a loaded run can spend before the first one).
+	waitFor(t, 10*time.Second, func() bool { return td.d.Stats().Control["dump_frames_sent"] > 300 })
 	if err := c2.Send(proto.TDumpStop, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +288,8 @@ func TestDumpEnds(t *testing.T) {
 	}
 	defer c.Close()
 	src.open.Store(true)
-	time.Sleep(50 * time.Millisecond)
+	// Detach once vnicd has sent the dump some frames.
+	waitFor(t, 10*time.Second, func() bool { return td.d.Stats().Control["dump_frames_sent"] > 0 })
 	tf.close()
 	d := dumpRead(t, c, 10*time.Second)
 	if d.end.Reason != "tenant detached" || d.end.Sent != uint64(len(d.frames)) || d.end.Mirrored < d.end.Sent || len(d.frames) == 0 {
