@@ -3,29 +3,32 @@ package casestudy
 import (
 	"fmt"
 	"net"
-	"os/exec"
-	"strings"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/vnic/vnic/internal/testbed"
 )
 
 // hostMAC reads the MAC address of host i's interface <prefix>h<i> in
-// namespace <prefix>-h<i>.
+// namespace <prefix>-h<i> (by netlink from inside the namespace).
 func hostMAC(prefix string, i int) ([6]byte, error) {
 	var mac [6]byte
 	ns, ifname := fmt.Sprintf("%s-h%d", prefix, i), fmt.Sprintf("%sh%d", prefix, i)
-	out, err := exec.Command("ip", "-n", ns, "-o", "link", "show", ifname).CombinedOutput()
+	h, err := netns.GetFromName(ns)
 	if err != nil {
-		return mac, fmt.Errorf("ip -n %s link show %s: %v: %s", ns, ifname, err, strings.TrimSpace(string(out)))
+		return mac, fmt.Errorf("network namespace %s: %w (is the testbed up?)", ns, err)
 	}
-	f := strings.Fields(string(out))
-	for j := 0; j+1 < len(f); j++ {
-		if f[j] == "link/ether" {
-			hw, err := net.ParseMAC(f[j+1])
-			if err != nil || len(hw) != 6 {
-				return mac, fmt.Errorf("%s in %s: MAC %q", ifname, ns, f[j+1])
-			}
-			copy(mac[:], hw)
-			return mac, nil
+	defer h.Close()
+	err = testbed.InNetns(h, func() error {
+		ifc, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return fmt.Errorf("%s in %s: %w", ifname, ns, err)
 		}
-	}
-	return mac, fmt.Errorf("%s in %s: no Ethernet address in %q", ifname, ns, strings.TrimSpace(string(out)))
+		if len(ifc.HardwareAddr) != 6 {
+			return fmt.Errorf("%s in %s: no Ethernet address (%v)", ifname, ns, ifc.HardwareAddr)
+		}
+		copy(mac[:], ifc.HardwareAddr)
+		return nil
+	})
+	return mac, err
 }
