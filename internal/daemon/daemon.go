@@ -933,7 +933,7 @@ func (d *Daemon) config() proto.Config {
 	ec, l := d.eng.Config(), d.cfg.Limits
 	return proto.Config{
 		"model": ec.Model.String(), "policy": ec.Policy.String(), "key": hex.EncodeToString(ec.Key),
-		"emulator_cpu": fmt.Sprint(ec.EmulatorCPU), "idle": ec.Idle.String(), "spin_budget": spinBudget(ec).String(), "ax_size": fmt.Sprint(d.cfg.AxSize), "bx_size": fmt.Sprint(d.cfg.BxSize),
+		"emulator_cpu": fmt.Sprint(ec.EmulatorCPU), "idle": ec.Idle.String(), "spin_budget": spinBudget(ec).String(), "bx_post_batch": fmt.Sprint(ec.PostBatch), "ax_size": fmt.Sprint(d.cfg.AxSize), "bx_size": fmt.Sprint(d.cfg.BxSize),
 		"tx_size": fmt.Sprint(d.cfg.TxSize), "buf_size": fmt.Sprint(d.cfg.BufSize), "reta_size": fmt.Sprint(d.cfg.RETASize),
 		"max_queues": fmt.Sprint(d.cfg.MaxQueues), "max_tenants": fmt.Sprint(d.cfg.MaxTenants), "socket": d.cfg.Socket,
 		"source": d.cfg.SourceName, "source_mode": d.cfg.SourceMode, "metrics_addr": d.cfg.MetricsAddr,

@@ -713,3 +713,24 @@ func TestTwoTenantsIsolated(t *testing.T) {
 		t.Fatalf("received %d and %d", gots[0].Load(), gots[1].Load())
 	}
 }
+
+// TestConfigReply: the config message reports the engine's settings as
+// vnicd runs them, the Bx write-back threshold (--bx-post-batch) and the
+// ring geometry included.
+func TestConfigReply(t *testing.T) {
+	td := startDaemon(t, newPaced(0, time.Millisecond, 0), func(c *daemon.Config) { c.Engine.PostBatch = 16 })
+	conn, err := proto.Dial(td.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var cfg proto.Config
+	if _, err := conn.Call(proto.TConfig, nil, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"bx_post_batch": "16", "ax_size": "512", "bx_size": "1024", "idle": "adaptive"} {
+		if cfg[k] != want {
+			t.Errorf("config %q = %q, want %q (reply %v)", k, cfg[k], want, cfg)
+		}
+	}
+}
