@@ -91,7 +91,7 @@ func BenchmarkEngine(b *testing.B) {
 func BenchmarkFloor(b *testing.B) {
 	for _, size := range []int{64, 1500} {
 		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
-			const bufs, bufSize, capa = 4096, 2048, 1024
+			const bufs, bufSize, capa = 4096, shm.DefaultBufSize, 1024 // the engine's buffer geometry
 			mem := alignedBytes(bx.Size(capa))
 			bx.Init(mem, capa, 0)
 			prod, _ := bx.NewNIC(mem, capa)
@@ -223,7 +223,7 @@ func engineSolo(b *testing.B, m nic.Model, bufSize int) {
 // BenchmarkEngineSolo: the copy and the publication of 32 frames on the
 // thread's CPU clock, then the consumer's poll and release off it.
 func BenchmarkFloorSolo(b *testing.B) {
-	const bufs, bufSize, capa = 4096, 2048, 1024
+	const bufs, bufSize, capa = 4096, shm.DefaultBufSize, 1024
 	mem := alignedBytes(bx.Size(capa))
 	bx.Init(mem, capa, 0)
 	prod, _ := bx.NewNIC(mem, capa)

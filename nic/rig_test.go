@@ -50,7 +50,7 @@ func alignedBytes(n int) []byte {
 func newRig(t testing.TB, c rigConfig) *rig {
 	t.Helper()
 	if c.bufSize == 0 {
-		c.bufSize = 2048
+		c.bufSize = shm.DefaultBufSize // vnicd's
 	}
 	g := shm.Queues(c.queues, c.axSize, c.bxSize, 64, c.bufSize, c.bufs)
 	g.Model = uint32(c.model)

@@ -92,6 +92,16 @@ const (
 	MinBufSize  = 128
 	MaxBufSize  = 32768 // Bx entries carry the length in 16 bits
 	MaxBufCount = 1 << 22
+	// DefaultBufSize is the packet buffer size vnicd and the tests use by
+	// default: 2 KiB (a 1514-byte frame fits) plus one cache line. With a
+	// power-of-two stride every buffer's first line, the one a 64-byte
+	// frame is copied into, falls into the same few cache sets (1/32 of
+	// them for a 2 KiB stride and a 64-set L1), so the ~1,000 buffers in
+	// flight evict each other; one extra line spreads them over every
+	// set. (DPDK's default mbuf stride, 2,048 bytes of data plus headroom
+	// and header, is not a power of two either.) BenchmarkEngineSolo's
+	// buf2048 and buf2112 variants show the difference.
+	DefaultBufSize = 2048 + 64
 	// DefaultAllocCache is the allocator's per-core cache size (DPDK's
 	// mempool caches are 32 to 512; 64 keeps a cache within an Ax ring).
 	DefaultAllocCache = 64

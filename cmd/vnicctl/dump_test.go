@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"github.com/vnic/vnic/shm"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -73,7 +74,7 @@ func TestDumpCount(t *testing.T) {
 	}
 	f := readPcapng(t, b)
 	if len(f.Packets) != 200 || len(f.Interfaces) != 2 || f.Interfaces[0].Name != "app/q0" || f.Interfaces[1].Name != "app/q1" ||
-		f.Interfaces[0].Snaplen != 2048 {
+		f.Interfaces[0].Snaplen != shm.DefaultBufSize {
 		t.Fatalf("%d packets, interfaces %+v", len(f.Packets), f.Interfaces)
 	}
 	checkUDP(t, f, 7000, 7001)

@@ -23,6 +23,11 @@ import (
 )
 
 // runDaemon serves tenants over the control socket.
+// handoffBufSize is the buffer size of a --handoff tenant unless
+// --buf-size says otherwise (the default buffer size is not a power of
+// two: shm.DefaultBufSize).
+const handoffBufSize = 2048
+
 func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.Policy, key rss.Key) error {
 	lim, err := limits(c)
 	if err != nil {
@@ -56,6 +61,16 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 		MetricsAddr: c.String("metrics-addr"), Log: log, Version: version,
 	}
 	if c.Bool("handoff") {
+		// The tenant's buffers are the AF_XDP UMEM's chunks, and xsk
+		// takes only power-of-two chunk sizes: 2 KiB unless set.
+		bs := handoffBufSize
+		if c.IsSet("buf-size") {
+			bs = c.Int("buf-size")
+		}
+		if bs&(bs-1) != 0 {
+			return fmt.Errorf("--handoff with --buf-size %d: the tenant's buffers are the AF_XDP UMEM's chunks, which must be a power of two; use %d or leave --buf-size out", bs, handoffBufSize)
+		}
+		dcfg.BufSize = bs
 		w, err := openHandoff(c, log)
 		if err != nil {
 			return err

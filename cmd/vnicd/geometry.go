@@ -33,7 +33,7 @@ func checkGeometry(c *cli.Context, local bool) (warnings []string, err error) {
 	}
 	bs := c.Int("buf-size")
 	if bs < shm.MinBufSize || bs > shm.MaxBufSize || bs%64 != 0 {
-		return nil, fmt.Errorf("--buf-size %d is not a multiple of 64 in [%d, %d]; use 2048 (a 1514-byte frame fits)", bs, shm.MinBufSize, shm.MaxBufSize)
+		return nil, fmt.Errorf("--buf-size %d is not a multiple of 64 in [%d, %d]; use %d (a 1514-byte frame fits)", bs, shm.MinBufSize, shm.MaxBufSize, shm.DefaultBufSize)
 	}
 	if fs := c.Int("frame-size"); c.String("source") == "synth" && fs > bs {
 		return nil, fmt.Errorf("--frame-size %d does not fit in --buf-size %d; use --buf-size %d", fs, bs, (fs+63)/64*64)

@@ -42,6 +42,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"run", "--dump-buffer", "lots"}, "--dump-buffer"},
 		{[]string{"run", "--max-dumps", "0"}, "--max-dumps 0: give a positive number"},
 		{[]string{"run", "--bx-post-batch", "0"}, "--bx-post-batch 0: give 1 (post after every batch) to 1024 entries"},
+		{[]string{"run", "--handoff", "--source", "xsk", "--iface", "lo", "--buf-size", "2112", "--metrics-addr", ""}, "must be a power of two; use 2048"},
 		{[]string{"run", "--local-consumers", "--bx-post-batch", "2000"}, "--bx-post-batch 2000"},
 	} {
 		var out, errb bytes.Buffer

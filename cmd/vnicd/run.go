@@ -46,7 +46,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "ax-size", Value: 256, Usage: "entries per Ax (allocation) ring, a power of two; vnicd gives an attaching tenant that does not choose at least bx-size/queues, so that its queues' Ax rings can fill a Bx ring (k·|Ax| >= |Bx|)"},
 			&cli.IntFlag{Name: "bx-size", Value: 1024, Usage: "entries per Bx (reception) ring, a power of two"},
 			&cli.IntFlag{Name: "buffers", Value: 0, Usage: "packet buffers per tenant (0: queues*ax-size + 2*bx-size)"},
-			&cli.IntFlag{Name: "buf-size", Value: 2048, Usage: "bytes per packet buffer"},
+			&cli.IntFlag{Name: "buf-size", Value: shm.DefaultBufSize, Usage: "bytes per packet buffer, a multiple of 64 (the default, 2 KiB and one cache line, keeps buffers' first lines from all falling into the same cache sets)"},
 			&cli.StringFlag{Name: "key", Value: "microsoft", Usage: "RSS key: microsoft, symmetric, random or hex"},
 			&cli.IntFlag{Name: "emulator-cpu", Value: 0, Usage: "CPU the emulated NIC is pinned to (-1: unpinned)"},
 			&cli.StringFlag{Name: "idle", Value: "adaptive", Usage: "what the engine does without work: adaptive (busy-poll, then after --spin-budget sleep in epoll on the AF_XDP sockets, the tenants' doorbells and the control plane) or busy (poll forever, one core at 100%)"},

@@ -108,7 +108,7 @@ func New(cfg Config) (*Daemon, error) {
 	def(&cfg.AxSize, 128)
 	def(&cfg.BxSize, 1024)
 	def(&cfg.TxSize, 256)
-	def(&cfg.BufSize, 2048)
+	def(&cfg.BufSize, shm.DefaultBufSize)
 	def(&cfg.MaxQueues, 64)
 	def(&cfg.MaxTenants, 64)
 	def(&cfg.HistorySize, 64)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vnic/vnic/shm"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -186,7 +187,7 @@ func TestDumpStreamsDeliveredFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if rep.Name != "app" || rep.Queues != 2 || rep.Queue != nil || rep.Snaplen != 2048 || rep.Slots < 16 || rep.Bytes > daemon.DefaultDumpBuffer {
+	if rep.Name != "app" || rep.Queues != 2 || rep.Queue != nil || rep.Snaplen != shm.DefaultBufSize || rep.Slots < 16 || rep.Bytes > daemon.DefaultDumpBuffer {
 		t.Fatalf("dump reply %+v", rep)
 	}
 	if st := td.d.Stats(); st.Control["dumps_started"] != 1 {
@@ -262,7 +263,7 @@ func TestDumpOverflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if rep.Slots != 16 { // 64 KiB / (2048+24), rounded down to a power of two
+	if rep.Slots != 16 { // 64 KiB / (2112+24), rounded down to a power of two
 		t.Fatalf("a 64 KiB mirror has %d slots", rep.Slots)
 	}
 	// Make the client's socket buffer small so that vnicd's sends block
@@ -382,8 +383,8 @@ func TestDumpRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c1.Close()
-	if rep.Snaplen != 2048 || rep.Bytes > daemon.DefaultDumpBuffer {
-		t.Fatalf("snaplen 1 GiB: reply %+v; want it clamped to the 2048-byte buffer within the dump buffer", rep)
+	if rep.Snaplen != shm.DefaultBufSize || rep.Bytes > daemon.DefaultDumpBuffer {
+		t.Fatalf("snaplen 1 GiB: reply %+v; want it clamped to the buffer size (%d) within the dump buffer", rep, shm.DefaultBufSize)
 	}
 	// One dump per tenant, and --max-dumps 1.
 	if _, _, err := dumpStart(t, td.socket, proto.Dump{Version: v, Tenant: "app"}); codeOf(err) != proto.CodeBusy {

@@ -13,6 +13,7 @@ import (
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/internal/proto"
 	"github.com/vnic/vnic/nic"
+	"github.com/vnic/vnic/shm"
 )
 
 // attachRaw sends an Attach as a hostile client would (any sizes) and
@@ -58,7 +59,7 @@ func TestAttachSizesRangeChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := rep.Geometry; g.NumQueues != 2 || g.AxSize != 64 || g.BxSize != 128 || g.TxSize != 32 || g.Buffers != 999 || g.BufSize != 2048 {
+	if g := rep.Geometry; g.NumQueues != 2 || g.AxSize != 64 || g.BxSize != 128 || g.TxSize != 32 || g.Buffers != 999 || g.BufSize != shm.DefaultBufSize {
 		t.Fatalf("reply geometry %+v", g)
 	}
 }
