@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,7 @@ type Queue struct {
 	gen      uint32  // last sleep generation
 	wst      WaitStats
 	local    [counters.NumIDs]uint64
+	touched  uint64 // bit i: local[i] is not zero (count)
 }
 
 // dead reports a nil queue or one of a closed tenant.
@@ -114,14 +116,14 @@ func (q *Queue) Recv(dst []Packet) []Packet {
 		if e.Flags&bx.FlagNotice == 0 {
 			data, ok := q.r.Buffer(e.Buf)
 			if !ok || int(e.Len) > len(data) {
-				q.local[counters.OrderErrors]++ // an engine bug; never expose it
+				q.count(counters.OrderErrors, 1) // an engine bug; never expose it
 				continue
 			}
 			if q.check != nil { // a call only in debug mode
 				q.check.Move(e.Buf, conserve.Bx, conserve.App)
 			}
 			dst = append(dst, Packet{Data: data[:e.Len], Buf: e.Buf, Hash: e.Hash, Flags: e.Flags, Queue: e.Queue, Stamp: e.Stamp})
-			q.local[counters.Received]++
+			q.count(counters.Received, 1)
 		}
 		if q.sh != nil {
 			q.sh.markDone(e.AxIdx)
@@ -129,7 +131,7 @@ func (q *Queue) Recv(dst []Packet) []Packet {
 		}
 		if int(e.AxRing) == q.id {
 			if e.AxIdx != uint32(q.ax.Oldest()+uint64(q.debt)) {
-				q.local[counters.OrderErrors]++
+				q.count(counters.OrderErrors, 1)
 			}
 			q.debt++
 		}
@@ -162,7 +164,7 @@ func (q *Queue) payDebt() {
 	ids := q.ids[:min(q.debt, cap(q.ids))]
 	got := q.cache.AllocBulk(ids)
 	if got < q.debt {
-		q.local[counters.AllocFailures]++
+		q.count(counters.AllocFailures, 1)
 	}
 	if q.check != nil { // debug mode only
 		for _, buf := range ids[:got] {
@@ -171,7 +173,7 @@ func (q *Queue) payDebt() {
 	}
 	n, err := q.ax.RefillOldest(ids[:got])
 	q.debt -= n
-	q.local[counters.Refills] += uint64(n)
+	q.count(counters.Refills, uint64(n))
 	if err != nil {
 		// The NIC reported a slot it has not released: an engine bug.
 		if q.check != nil { // debug mode only
@@ -180,7 +182,7 @@ func (q *Queue) payDebt() {
 			}
 		}
 		q.cache.FreeBulk(ids[n:got])
-		q.local[counters.OrderErrors]++
+		q.count(counters.OrderErrors, 1)
 	}
 }
 
@@ -202,12 +204,12 @@ func (q *Queue) Release(pkts []Packet) {
 				q.check.Move(p.Buf, conserve.App, conserve.Allocator)
 			}
 			if int(p.Queue) != q.id || p.Flags&bx.FlagBorrowed != 0 {
-				q.local[counters.Handoffs]++
+				q.count(counters.Handoffs, 1)
 			}
 			ids[i] = p.Buf
 		}
 		if q.cache.FreeBulk(ids) != nil {
-			q.local[counters.OrderErrors]++
+			q.count(counters.OrderErrors, 1)
 		}
 		pkts = pkts[n:]
 	}
@@ -223,13 +225,26 @@ func (q *Queue) Owed() int {
 	return q.debt
 }
 
+// Queue.touched has a bit per counter.
+var _ [64 - counters.NumIDs]struct{}
+
+// count adds v to the queue's local counter id; flushCounters moves the
+// local counts to the shared block.
+func (q *Queue) count(id counters.ID, v uint64) {
+	q.local[id] += v
+	q.touched |= 1 << id
+}
+
+// flushCounters adds the counts taken since the last flush to the shared
+// counter block: only the counters touched (usually received and
+// refills), not a pass over every counter per Recv and Release.
 func (q *Queue) flushCounters() {
-	for id, v := range q.local {
-		if v != 0 {
-			q.cnt.Add(counters.ID(id), v)
-			q.local[id] = 0
-		}
+	for m := q.touched; m != 0; m &= m - 1 {
+		id := bits.TrailingZeros64(m)
+		q.cnt.Add(counters.ID(id), q.local[id])
+		q.local[id] = 0
 	}
+	q.touched = 0
 }
 
 // fill posts buffers into the queue's own Ax ring until it is full.
@@ -329,7 +344,7 @@ func (q *Queue) reap() {
 		}
 		q.comp.Release(n)
 		if q.cache.FreeBulk(ids) != nil {
-			q.local[counters.OrderErrors]++
+			q.count(counters.OrderErrors, 1)
 		}
 	}
 }

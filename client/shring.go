@@ -49,7 +49,7 @@ func (g *ShGroup) repost(q *Queue) {
 		}
 		buf, ok := q.cache.Alloc()
 		if !ok {
-			q.local[counters.AllocFailures]++
+			q.count(counters.AllocFailures, 1)
 			break
 		}
 		if q.check != nil { // a call only in debug mode
@@ -60,11 +60,11 @@ func (g *ShGroup) repost(q *Queue) {
 				q.check.Move(buf, conserve.Ax, conserve.Allocator)
 			}
 			q.cache.Free(buf)
-			q.local[counters.OrderErrors]++
+			q.count(counters.OrderErrors, 1)
 			break
 		}
 		w.And(^bit)
-		q.local[counters.Refills]++
+		q.count(counters.Refills, 1)
 	}
 	g.ax.Flush()
 }
