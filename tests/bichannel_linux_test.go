@@ -58,13 +58,9 @@ func newBiBed(tb testing.TB, queues, workers int) *biBed {
 		tb.Skip("skipping: tc (iproute2) is not installed")
 	}
 	cfg := testbed.Config{Prefix: fmt.Sprintf("bc%02d%02d", os.Getpid()%100, seq.Add(1)%100), Peers: 1, Queues: queues}
-	testbed.Down(cfg)
-	tbd, err := testbed.Up(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	tbd := testutil.Testbed(tb, cfg)
 	b := &biBed{tb: tb, cfg: cfg, bed: tbd, link: tbd.Links[0], socket: filepath.Join(tb.TempDir(), "vnicd.sock")}
-	tb.Cleanup(func() {
+	tb.Cleanup(func() { // before the testbed goes down
 		b.stopVnicd()
 		if b.dut.IsOpen() {
 			b.dut.Close()
@@ -72,10 +68,8 @@ func newBiBed(tb testing.TB, queues, workers int) *biBed {
 		if b.peer.IsOpen() {
 			b.peer.Close()
 		}
-		if err := testbed.Down(cfg); err != nil {
-			tb.Errorf("testbed down: %v", err)
-		}
 	})
+	var err error
 	if b.dut, err = netns.GetFromName(tbd.DUT); err != nil {
 		tb.Fatal(err)
 	}

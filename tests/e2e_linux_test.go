@@ -79,18 +79,9 @@ func newBed(t *testing.T, queues int) *bed {
 	testutil.RequireBPF(t)
 	testutil.RequireAFXDP(t)
 	cfg := testbed.Config{Prefix: fmt.Sprintf("vt%02d%02d", os.Getpid()%100, seq.Add(1)%100), Peers: 1, Queues: queues}
-	testbed.Down(cfg)
-	tb, err := testbed.Up(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb := testutil.Testbed(t, cfg)
 	b := &bed{t: t, tb: tb, cfg: cfg, socket: filepath.Join(t.TempDir(), "vnicd.sock")}
-	t.Cleanup(func() {
-		b.stopVnicd()
-		if err := testbed.Down(cfg); err != nil {
-			t.Errorf("testbed down: %v", err)
-		}
-	})
+	t.Cleanup(b.stopVnicd) // before the testbed goes down
 	return b
 }
 

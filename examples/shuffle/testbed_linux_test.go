@@ -27,16 +27,7 @@ func TestIntegrationShuffleTestbed(t *testing.T) {
 	testutil.RequireBPF(t)
 	const hosts, rows = 3, 4000
 	cfg := testbed.Config{Prefix: fmt.Sprintf("sh%d", os.Getpid()%10000), Hosts: hosts, Queues: 2}
-	testbed.Down(cfg)
-	tb, err := testbed.Up(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := testbed.Down(cfg); err != nil {
-			t.Errorf("testbed down: %v", err)
-		}
-	})
+	tb := testutil.Testbed(t, cfg)
 	for _, h := range tb.Hosts {
 		ns, err := netns.GetFromName(h.NS)
 		if err != nil {

@@ -205,3 +205,22 @@ func VethPair(t testing.TB, nsA, nsB *Netns, nameA, nameB string, queues int) *V
 	}
 	return v
 }
+
+// Testbed brings up the testbed cfg describes, after taking down a stale
+// one with the same prefix, and takes it down when the test ends: after
+// the cleanups registered later (which run first, such as stopping a
+// vnicd inside it).
+func Testbed(t testing.TB, cfg testbed.Config) *testbed.Testbed {
+	t.Helper()
+	testbed.Down(cfg)
+	tb, err := testbed.Up(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := testbed.Down(cfg); err != nil {
+			t.Errorf("testbed down: %v", err)
+		}
+	})
+	return tb
+}

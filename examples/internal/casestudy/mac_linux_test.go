@@ -16,16 +16,7 @@ import (
 func TestIntegrationHostMAC(t *testing.T) {
 	testutil.RequireNetAdmin(t)
 	cfg := testbed.Config{Prefix: fmt.Sprintf("mc%d", os.Getpid()%10000), Hosts: 2}
-	testbed.Down(cfg)
-	tb, err := testbed.Up(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := testbed.Down(cfg); err != nil {
-			t.Errorf("testbed down: %v", err)
-		}
-	})
+	tb := testutil.Testbed(t, cfg)
 	for i, h := range tb.Hosts {
 		mac, err := hostMAC(cfg.Prefix, i)
 		if err != nil {
