@@ -19,6 +19,18 @@ import (
 // end.
 func napQueue(t *testing.T, coalesce time.Duration) (*Queue, int) {
 	t.Helper()
+	q, _, vnicd := sockQueue(t, time.Microsecond)
+	q.coalesce = coalesce
+	return q, vnicd
+}
+
+// sockQueue is a local tenant's queue (one queue, Ax 8, Bx 16) wired as
+// an attached one is: a socket pair standing in for vnicd's end, an
+// eventfd for cancellation, its need-wakeup and engine-sleeping words,
+// spinning spin before it sleeps. It returns the queue, its region and
+// vnicd's end of the pair.
+func sockQueue(t *testing.T, spin time.Duration) (*Queue, *shm.Region, int) {
+	t.Helper()
 	g := shm.Queues(1, 8, 16, 8, 2048, 32)
 	words := make([]uint64, g.Layout().Total/8+1)
 	r, err := shm.Format(unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), g.Layout().Total), g, 0)
@@ -45,9 +57,8 @@ func napQueue(t *testing.T, coalesce time.Duration) (*Queue, int) {
 	q.gone = new(atomic.Bool)
 	q.needWake = r.NeedWakeup(0)
 	q.engSleep = r.EngineSleeping()
-	q.spin = time.Microsecond
-	q.coalesce = coalesce
-	return q, pair[0]
+	q.spin = spin
+	return q, r, pair[0]
 }
 
 // TestNapWaitWord: while a queue naps it publishes its generation with

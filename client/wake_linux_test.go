@@ -2,17 +2,14 @@ package client
 
 import (
 	"context"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/vnic/vnic/ax"
 	"github.com/vnic/vnic/bx"
-	"github.com/vnic/vnic/shm"
 )
 
 // TestWaitLateSignal plays vnicd's side of the need-wakeup handshake by
@@ -25,33 +22,8 @@ import (
 // queue sleeps until the poll's safety timeout (the lost wake-up behind
 // make demo's drops under load, issue 9).
 func TestWaitLateSignal(t *testing.T) {
-	g := shm.Queues(1, 8, 16, 8, 2048, 32)
-	words := make([]uint64, g.Layout().Total/8+1)
-	r, err := shm.Format(unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), g.Layout().Total), g, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ten, err := Local(r, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := ten.Queue(0)
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(pair[0])
-	q.wake = os.NewFile(uintptr(pair[1]), "wake")
-	defer q.wake.Close()
-	q.wfd = pair[1]
-	if q.cfd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(q.cfd)
-	q.gone = new(atomic.Bool)
-	q.needWake = r.NeedWakeup(0)
-	q.engSleep = r.EngineSleeping()
-	q.spin = 10 * time.Microsecond
+	q, r, vnicd := sockQueue(t, 10*time.Microsecond)
+	g := r.Geo
 
 	// vnicd's side.
 	axn, err := ax.NewNIC(r.AxMem(0), int(g.AxSize), g.BufCount)
@@ -76,7 +48,7 @@ func TestWaitLateSignal(t *testing.T) {
 	kick := func() {
 		if gen := atomic.LoadUint32(q.needWake); gen != 0 && gen != signalled {
 			signalled = gen
-			unix.Write(pair[0], []byte{1})
+			unix.Write(vnicd, []byte{1})
 		}
 	}
 	sleeping := func(not uint32) uint32 {
