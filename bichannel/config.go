@@ -55,6 +55,22 @@ type Peer struct {
 	Addr string // host:port of the peer's control listener
 }
 
+// PayloadForMTU is the largest MaxPayload whose datagrams fit in one frame
+// of a link with this MTU: the MTU less the IP header (20 bytes for IPv4,
+// 40 for IPv6), UDP's 8 and HeaderLen. Both nodes must use it (the smaller
+// MaxPayload of the two wins at the handshake). With the vNIC fast path,
+// vnicd's packet buffers must hold the whole frame: it sizes them from the
+// interface's MTU unless --buf-size says otherwise. A larger MTU (jumbo
+// frames) carries a stream in fewer datagrams; on veth, native XDP takes
+// an MTU up to 3506 and vnicd's AF_XDP sockets frames up to 3840 bytes.
+func PayloadForMTU(mtu int, ipv6 bool) int {
+	ip := 20
+	if ipv6 {
+		ip = 40
+	}
+	return mtu - ip - 8 - HeaderLen
+}
+
 // Defaults of Config.
 const (
 	DefaultFlows             = 8

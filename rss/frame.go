@@ -3,6 +3,7 @@ package rss
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"net/netip"
 	"slices"
 )
@@ -102,7 +103,7 @@ func appendUDP(buf []byte, pseudo uint32, sport, dport uint16, payloadLen int) [
 	n := len(buf)
 	buf = buf[:n+payloadLen]
 	clear(buf[n:])
-	c := ^fold(sum(pseudo, buf[u:]))
+	c := ^fold(sum(pseudo, buf[u:n])) // the zero payload adds nothing
 	if c == 0 {
 		c = 0xffff // 0 means "no checksum" in UDP
 	}
@@ -134,19 +135,55 @@ func SetUDPChecksum(frame []byte) {
 	binary.BigEndian.PutUint16(frame[u+6:], c)
 }
 
-// sum adds b, as big-endian 16-bit words, to the one's-complement sum acc.
+// sum adds b, as big-endian 16-bit words, to the one's-complement sum acc,
+// and returns a sum of at most 16 bits (so callers may add a few more
+// terms before fold). It adds eight bytes at a time with end-around carry
+// (RFC 1071: a one's-complement sum may be taken over wider words and
+// folded), four words per step: about 6 bytes per cycle, against about 1
+// for a 16-bit loop, which made the checksum most of the bi-channel's
+// per-datagram cost at 3.4 KiB.
 func sum(acc uint32, b []byte) uint32 {
-	for len(b) >= 2 {
-		acc += uint32(b[0])<<8 | uint32(b[1])
-		b = b[2:]
-		if acc >= 1<<31 {
-			acc = acc&0xffff + acc>>16
-		}
+	s, c := uint64(acc), uint64(0)
+	for len(b) >= 32 {
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[8:]), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[16:]), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[24:]), c)
+		b = b[32:]
 	}
-	if len(b) == 1 {
-		acc += uint32(b[0]) << 8
+	for len(b) >= 8 {
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b), c)
+		b = b[8:]
 	}
-	return acc
+	var t uint64 // the tail, up to 7 bytes, left-aligned in 56 bits: word boundaries stay even
+	switch len(b) {
+	case 7:
+		t = uint64(b[6]) << 8
+		fallthrough
+	case 6:
+		t |= uint64(binary.BigEndian.Uint16(b[4:])) << 16
+		t |= uint64(binary.BigEndian.Uint32(b)) << 32
+	case 5:
+		t = uint64(b[4]) << 24
+		fallthrough
+	case 4:
+		t |= uint64(binary.BigEndian.Uint32(b)) << 32
+	case 3:
+		t = uint64(b[2]) << 40
+		fallthrough
+	case 2:
+		t |= uint64(binary.BigEndian.Uint16(b)) << 48
+	case 1:
+		t = uint64(b[0]) << 56
+	}
+	s, c = bits.Add64(s, t, c)
+	s, c = bits.Add64(s, 0, c)
+	s += c // cannot carry again: the add above wrapped to 0 if it carried
+	s = s>>32 + s&0xffffffff
+	s = s>>32 + s&0xffffffff
+	s = s>>16 + s&0xffff
+	s = s>>16 + s&0xffff
+	return uint32(s)
 }
 
 // fold reduces a one's-complement sum to 16 bits.

@@ -39,7 +39,8 @@ import (
 //
 // Workloads: 64 B ping-pong (rate, p50/p95/p99), pipelined 64 B echo with
 // BICH_WINDOW (32) in flight, 8 KiB streams both ways (a bi-channel message
-// carries one MTU, so 8 KiB is a SendBatch of six), CPU-seconds per million
+// carries one MTU, so 8 KiB is a SendBatch of six; with BICH_MTU=3500 on
+// the veth pair, jumbo frames, of three), CPU-seconds per million
 // messages of this process and of vnicd (/proc/<pid>/stat, getrusage), and
 // the bi-channel paper's Figure 16: p95 round trip against the offered rate
 // of 64 B messages, open loop, up to saturation.
@@ -71,7 +72,7 @@ func biFrags(size, lim int) []int {
 func biServer(ctx context.Context, e *bichannel.Endpoint, peer int) error {
 	var msgs []bichannel.Message
 	var sink, want uint64
-	buf := make([]byte, bichannel.DefaultMaxPayload)
+	buf := make([]byte, biPayload())
 	for i := range buf {
 		buf[i] = biOpData
 	}
@@ -98,7 +99,7 @@ func biServer(ctx context.Context, e *bichannel.Endpoint, peer int) error {
 			case biOpGen:
 				nb, size := int(binary.BigEndian.Uint32(d[1:])), int(binary.BigEndian.Uint32(d[5:]))
 				gen = gen[:0]
-				for _, k := range biFrags(size, bichannel.DefaultMaxPayload) {
+				for _, k := range biFrags(size, len(buf)) {
 					gen = append(gen, buf[:k])
 				}
 				for range nb {
@@ -198,7 +199,7 @@ func (c *biClient) sendBatch(ms [][]byte) error {
 	_, err := c.e.SendBatchContext(c.ctx, 0, 0, ms)
 	return err
 }
-func (c *biClient) maxMsg() int { return bichannel.DefaultMaxPayload }
+func (c *biClient) maxMsg() int { return biPayload() }
 func (c *biClient) recv() ([]byte, error) {
 	for c.next == len(c.msgs) {
 		var err error
@@ -786,6 +787,10 @@ func biFigure16(b *testing.B, variants []struct {
 }
 
 // biEnvInt is biEnv that also takes 0 and negative values.
+// biPayload is the benchmark's largest bi-channel message, for the link MTU
+// BICH_MTU (1500 unless set; the server process inherits it).
+func biPayload() int { return biMaxPayload(biEnv("BICH_MTU", 1500)) }
+
 func biEnvInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
 		return v
@@ -832,7 +837,7 @@ func biServerMain(ipS, n1, n1k string) error {
 	}()
 	errc := make(chan error, 3)
 	for i, target := range []string{n1, n1k} {
-		e, err := bichannel.New(bichannel.Config{NodeID: 0, Workers: 1, Listen: netip.AddrPortFrom(ip, 0).String(), Fast: bichannel.FastUDP,
+		e, err := bichannel.New(bichannel.Config{NodeID: 0, Workers: 1, Listen: netip.AddrPortFrom(ip, 0).String(), Fast: bichannel.FastUDP, MaxPayload: biPayload(),
 			UDP: bichannel.UDPConfig{IP: ip, BasePort: uint16(biPeerPort + 200*i)}})
 		if err != nil {
 			return err
@@ -896,17 +901,17 @@ func (b *biBed) remotePairs(name string) *biRemote {
 	copy(peerMAC[:], l.PeerMAC)
 	r := &biRemote{}
 	if err := testbed.InNetns(b.dut, func() (err error) {
-		r.n1, err = bichannel.New(bichannel.Config{NodeID: 1, Workers: 1, Listen: netip.AddrPortFrom(l.DUTIP, 0).String(), Fast: bichannel.FastVNIC,
+		r.n1, err = bichannel.New(bichannel.Config{NodeID: 1, Workers: 1, Listen: netip.AddrPortFrom(l.DUTIP, 0).String(), Fast: bichannel.FastVNIC, MaxPayload: b.maxPayload,
 			VNIC: bichannel.VNICConfig{Socket: b.socket, Name: name, IP: l.DUTIP, MAC: dutMAC, PeerMAC: peerMAC, BasePort: biDUTPort,
 				Spin: time.Duration(biEnvInt("BICH_VNIC_SPIN_US", 0)) * time.Microsecond}})
 		if err != nil {
 			return err
 		}
-		u1, err := bichannel.NewUDPFast(1, bichannel.UDPConfig{IP: l.DUTIP, BasePort: biDUTPort + 200})
+		u1, err := bichannel.NewUDPFast(1, bichannel.UDPConfig{IP: l.DUTIP, BasePort: biDUTPort + 200, MaxDatagram: bichannel.HeaderLen + b.maxPayload})
 		if err != nil {
 			return err
 		}
-		r.n1k, err = bichannel.New(bichannel.Config{NodeID: 1, Workers: 1, Listen: netip.AddrPortFrom(l.DUTIP, 0).String(),
+		r.n1k, err = bichannel.New(bichannel.Config{NodeID: 1, Workers: 1, Listen: netip.AddrPortFrom(l.DUTIP, 0).String(), MaxPayload: b.maxPayload,
 			FastPath: biNSUDP{u1, b.dut}})
 		return err
 	}); err != nil {

@@ -44,9 +44,28 @@ type biBed struct {
 	socket    string
 	vnicd     *exec.Cmd
 	log       string
+	// maxPayload is both nodes' bichannel.Config.MaxPayload: the default
+	// for MTU 1500, else bichannel.PayloadForMTU.
+	maxPayload int
 }
 
+// newBiBed builds the testbed at MTU 1500, or at BICH_MTU if set (the
+// benchmark's jumbo-frame runs).
 func newBiBed(tb testing.TB, queues, workers int) *biBed {
+	tb.Helper()
+	return newBiBedMTU(tb, queues, workers, biEnv("BICH_MTU", 1500))
+}
+
+// biMaxPayload is the bi-channel's largest message for a link MTU: the
+// library's default at 1500, the whole frame above it.
+func biMaxPayload(mtu int) int {
+	if mtu <= 1500 {
+		return bichannel.DefaultMaxPayload
+	}
+	return bichannel.PayloadForMTU(mtu, false)
+}
+
+func newBiBedMTU(tb testing.TB, queues, workers, mtu int) *biBed {
 	tb.Helper()
 	if buildErr != nil {
 		tb.Fatal(buildErr)
@@ -57,9 +76,9 @@ func newBiBed(tb testing.TB, queues, workers int) *biBed {
 	if _, err := exec.LookPath("tc"); err != nil {
 		tb.Skip("skipping: tc (iproute2) is not installed")
 	}
-	cfg := testbed.Config{Prefix: fmt.Sprintf("bc%02d%02d", os.Getpid()%100, seq.Add(1)%100), Peers: 1, Queues: queues}
+	cfg := testbed.Config{Prefix: fmt.Sprintf("bc%02d%02d", os.Getpid()%100, seq.Add(1)%100), Peers: 1, Queues: queues, MTU: mtu}
 	tbd := testutil.Testbed(tb, cfg)
-	b := &biBed{tb: tb, cfg: cfg, bed: tbd, link: tbd.Links[0], socket: filepath.Join(tb.TempDir(), "vnicd.sock")}
+	b := &biBed{tb: tb, cfg: cfg, bed: tbd, link: tbd.Links[0], socket: filepath.Join(tb.TempDir(), "vnicd.sock"), maxPayload: biMaxPayload(mtu)}
 	tb.Cleanup(func() { // before the testbed goes down
 		b.stopVnicd()
 		if b.dut.IsOpen() {
@@ -210,11 +229,11 @@ func (b *biBed) pair(workers int, name string, vnic bool) *biPair {
 	p := &biPair{tenant: name}
 	peerPort := uint16(biPeerPort)
 	if err := testbed.InNetns(b.dut, func() (err error) {
-		cfg := bichannel.Config{NodeID: 1, Workers: workers, Listen: netip.AddrPortFrom(l.DUTIP, 0).String(), Fast: bichannel.FastVNIC,
+		cfg := bichannel.Config{NodeID: 1, Workers: workers, Listen: netip.AddrPortFrom(l.DUTIP, 0).String(), Fast: bichannel.FastVNIC, MaxPayload: b.maxPayload,
 			VNIC: bichannel.VNICConfig{Socket: b.socket, Name: name, IP: l.DUTIP, MAC: dutMAC, PeerMAC: peerMAC, BasePort: biDUTPort}}
 		if !vnic {
 			peerPort = biPeerPort + 200
-			u1, err := bichannel.NewUDPFast(workers, bichannel.UDPConfig{IP: l.DUTIP, BasePort: biDUTPort + 200})
+			u1, err := bichannel.NewUDPFast(workers, bichannel.UDPConfig{IP: l.DUTIP, BasePort: biDUTPort + 200, MaxDatagram: bichannel.HeaderLen + b.maxPayload})
 			if err != nil {
 				return err
 			}
@@ -228,13 +247,13 @@ func (b *biBed) pair(workers int, name string, vnic bool) *biPair {
 	b.tb.Cleanup(func() { p.n1.Close() })
 	p.v1, _ = p.n1.FastPath().(*bichannel.VNICFast)
 	if err := testbed.InNetns(b.peer, func() (err error) {
-		p.u0, err = bichannel.NewUDPFast(workers, bichannel.UDPConfig{IP: l.PeerIP, BasePort: peerPort})
+		p.u0, err = bichannel.NewUDPFast(workers, bichannel.UDPConfig{IP: l.PeerIP, BasePort: peerPort, MaxDatagram: bichannel.HeaderLen + b.maxPayload})
 		if err != nil {
 			return err
 		}
 		// Node 0 dials node 1 from inside the peer namespace: its control
 		// connection crosses the veth like any other.
-		p.n0, err = bichannel.New(bichannel.Config{NodeID: 0, Workers: workers, Listen: "127.0.0.1:0",
+		p.n0, err = bichannel.New(bichannel.Config{NodeID: 0, Workers: workers, Listen: "127.0.0.1:0", MaxPayload: b.maxPayload,
 			FastPath: biNSUDP{p.u0, b.peer}, Dialer: testbed.DialIn(b.peer)})
 		if err != nil {
 			p.u0.Close()

@@ -87,6 +87,7 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 			return err
 		}
 		defer w.Close()
+		dcfg.BufSize = wireBufSize(c, w.mtu, log)
 		dcfg.Source, dcfg.Engine.Tx = w.src, w.src
 		dcfg.OnAttach, dcfg.OnDetach = withClaims(w.claims, nil, nil)
 		dcfg.SourceName, dcfg.SourceMode, dcfg.SourceStats = "xsk:"+c.String("iface"), w.mode, w.stats
@@ -107,6 +108,23 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 	dcfg.Source = nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil })
 	dcfg.SourceName, dcfg.SourceMode = "synth", fmt.Sprintf("synthetic %d-byte UDP, %d flows, %s; TX frames are counted and dropped", sc.FrameSize, sc.Flows, dist)
 	return serve(c, dcfg)
+}
+
+// wireBufSize is the tenants' buffer size for an interface with this MTU:
+// --buf-size, or without it the default raised to hold the interface's
+// longest frame. A --buf-size too small for that is kept with a warning:
+// longer frames are then delivered truncated (FlagTruncated, counter
+// truncated), as a NIC does with a short receive buffer.
+func wireBufSize(c *cli.Context, mtu int, log zerolog.Logger) int {
+	bs := c.Int("buf-size")
+	if need := bufSizeFor(mtu); !c.IsSet("buf-size") && need > bs {
+		log.Info().Int("mtu", mtu).Int("buf_size", need).Msg("packet buffers raised from the default to hold a frame of the interface's MTU")
+		return need
+	}
+	if room := frameRoom(mtu); bs < room {
+		log.Warn().Int("mtu", mtu).Int("buf_size", bs).Msgf("frames longer than --buf-size %d are delivered truncated (counter truncated); give --buf-size %d or more for MTU %d", bs, bufSizeFor(mtu), mtu)
+	}
+	return bs
 }
 
 // withClaims runs the claim set's hooks around the source's own: a tenant

@@ -71,3 +71,38 @@ func checkGeometry(c *cli.Context, local bool) (warnings []string, err error) {
 	}
 	return warnings, nil
 }
+
+// Frame room for an interface's MTU. AF_XDP in copy mode writes a frame
+// xskHeadroom bytes into its UMEM chunk (XDP_PACKET_HEADROOM), and vnicd's
+// sockets do not use multi-buffer (XDP_USE_SG), so a frame must fit in one
+// chunk; chunks above a page need huge pages, so 4 KiB is the largest.
+const (
+	xskHeadroom = 256
+	xskMaxChunk = 4096
+)
+
+// frameRoom is the longest frame an interface with this MTU delivers: the
+// MTU and an Ethernet header with one VLAN tag.
+func frameRoom(mtu int) int { return mtu + 18 }
+
+// xskChunkFor is the UMEM chunk size for an interface with this MTU: 2 KiB
+// up to MTU 1774, then 4 KiB up to MTU 3822. fits is false above that: the
+// kernel then drops longer frames (xsk_rx_dropped).
+func xskChunkFor(mtu int) (chunk int, fits bool) {
+	need := frameRoom(mtu) + xskHeadroom
+	for chunk = 2048; chunk < xskMaxChunk && chunk < need; chunk *= 2 {
+	}
+	return chunk, need <= chunk
+}
+
+// bufSizeFor is the smallest buffer size, a multiple of 64 and at least
+// shm.DefaultBufSize, that holds a frame of an interface with this MTU.
+// Its number of cache lines is odd, for the reason shm.DefaultBufSize is
+// not a power of two: the buffers' first lines spread over every cache set.
+func bufSizeFor(mtu int) int {
+	lines := (frameRoom(mtu) + 63) / 64
+	if lines%2 == 0 {
+		lines++
+	}
+	return max(lines*64, shm.DefaultBufSize)
+}

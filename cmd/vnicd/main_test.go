@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/vnic/vnic/shm"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -163,5 +164,39 @@ func TestGeometryFlags(t *testing.T) {
 	}
 	if strings.Contains(errb.String(), "breaks the rule") {
 		t.Fatalf("the defaults break the sizing rule:\n%s", errb.String())
+	}
+}
+
+// TestFrameRoomForMTU: the UMEM chunk and the tenants' buffers follow the
+// interface's MTU. A chunk holds the kernel's 256-byte headroom and the
+// longest frame (MTU + Ethernet header + one VLAN tag); 4 KiB is the
+// largest without huge pages. A buffer holds the frame, is at least the
+// default and has an odd number of cache lines.
+func TestFrameRoomForMTU(t *testing.T) {
+	for _, c := range []struct {
+		mtu, chunk int
+		fits       bool
+		buf        int
+	}{
+		{1500, 2048, true, shm.DefaultBufSize},
+		{1774, 2048, true, shm.DefaultBufSize},
+		{1775, 4096, true, shm.DefaultBufSize},
+		{2100, 4096, true, 2240},
+		{3500, 4096, true, 3520},
+		{3822, 4096, true, 3904},
+		{3823, 4096, false, 3904},
+		{9000, 4096, false, 9024},
+	} {
+		chunk, fits := xskChunkFor(c.mtu)
+		if chunk != c.chunk || fits != c.fits {
+			t.Errorf("MTU %d: chunk %d (fits %v), want %d (%v)", c.mtu, chunk, fits, c.chunk, c.fits)
+		}
+		if fits && chunk-xskHeadroom < frameRoom(c.mtu) {
+			t.Errorf("MTU %d: a %d-byte chunk does not hold a %d-byte frame after the headroom", c.mtu, chunk, frameRoom(c.mtu))
+		}
+		buf := bufSizeFor(c.mtu)
+		if buf != c.buf || buf < frameRoom(c.mtu) || buf%64 != 0 || (buf/64)%2 == 0 {
+			t.Errorf("MTU %d: buffer %d, want %d (≥ %d, an odd number of 64-byte lines)", c.mtu, buf, c.buf, frameRoom(c.mtu))
+		}
 	}
 }

@@ -21,6 +21,7 @@ type wire struct {
 	objs   *bpf.Objects
 	link   interface{ Close() error }
 	mode   string
+	mtu    int // the interface's
 }
 
 func (w *wire) Close() {
@@ -78,7 +79,7 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 		return nil, err
 	}
 	name, info, got := x.name, x.info, x.mode
-	w := &wire{objs: x.objs, link: x.link, claims: x.claims}
+	w := &wire{objs: x.objs, link: x.link, claims: x.claims, mtu: info.MTU}
 	queues := make([]int, max(info.RXQueues, 1))
 	for i := range queues {
 		queues[i] = i
@@ -86,6 +87,11 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 	sc := xsk.DefaultConfig()
 	sc.TxSize = 2048
 	sc.RxSize = c.Int("xsk-ring-size")
+	chunk, fits := xskChunkFor(info.MTU)
+	sc.ChunkSize = chunk
+	if !fits {
+		log.Warn().Str("iface", name).Int("mtu", info.MTU).Msgf("the kernel drops frames longer than %d bytes before vnicd sees them (xsk_rx_dropped): vnicd's AF_XDP sockets take one %d-byte chunk per frame (no multi-buffer); set the MTU to %d or less (ip link set %s mtu %d)", xskMaxChunk-xskHeadroom, xskMaxChunk, xskMaxChunk-xskHeadroom-18, name, xskMaxChunk-xskHeadroom-18)
+	}
 	w.src, err = xsk.NewSource(xsk.SourceConfig{Ifindex: x.index, Queues: queues, Socket: sc, Map: w.objs})
 	if err != nil {
 		w.Close()
@@ -94,7 +100,7 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 	w.mode = fmt.Sprintf("xdp %s, af_xdp %s, %d queues", got, w.src.Mode(), len(queues))
 	claim := x.claims.describe()
 	log.Info().Str("iface", name).Str("xdp_mode", got.String()).Str("af_xdp_mode", fmt.Sprint(w.src.Mode())).
-		Int("rx_queues", len(queues)).Int("mtu", info.MTU).Str("claims", claim).
+		Int("rx_queues", len(queues)).Int("mtu", info.MTU).Int("umem_chunk", chunk).Str("claims", claim).
 		Msg("XDP program attached through a bpf_link; frames it does not claim pass to the kernel")
 	if strings.Contains(got.String(), "generic") && len(queues) > 1 {
 		log.Warn().Msg("generic XDP on veth reports every frame as RX queue 0: only queue 0's socket receives; the engine's own RSS still spreads frames over the tenants' queues")

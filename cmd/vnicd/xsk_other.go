@@ -14,6 +14,7 @@ type wire struct {
 	src    *xsk.Source
 	claims *claimSet
 	mode   string
+	mtu    int
 }
 
 func (w *wire) Close()                   {}
