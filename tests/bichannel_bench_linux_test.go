@@ -14,7 +14,9 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -544,7 +546,7 @@ func pinProcess(cpu int) (restore func(), err error) {
 // over kernel UDP on both ends and with plain kernel TCP between the same
 // two namespaces. See the comment at the top of this file; knobs:
 // BICH_REPS (3), BICH_PING_MS (1000), BICH_PIPE_MS (1000), BICH_WINDOW
-// (32), BICH_BATCHES (2000 x 8 KiB per stream), BICH_APP_CPU (-1: this
+// (32), BICH_BATCHES (20000 x 8 KiB per stream), BICH_APP_CPU (-1: this
 // process's threads float over every CPU, vnicd's engine is pinned to CPU
 // 0; n: every thread of this process on CPU n, with GOMAXPROCS 1),
 // BICH_FIG16 (1: run the Figure 16 sweep), BICH_FIG16_MS (400 per point),
@@ -557,7 +559,7 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 	pingD := time.Duration(biEnv("BICH_PING_MS", 1000)) * time.Millisecond
 	pipeD := time.Duration(biEnv("BICH_PIPE_MS", 1000)) * time.Millisecond
 	window := biEnv("BICH_WINDOW", 32)
-	batches := biEnv("BICH_BATCHES", 2000)
+	batches := biEnv("BICH_BATCHES", 20000) // 160 MB: 2,000 (16 MB, ~25 ms) moved 1.5x from run to run
 	const size = 8 << 10
 	bed := newBiBed(b, 2, 1)
 	r := bed.remotePairs("bichannel-bench")
@@ -826,6 +828,18 @@ func biServerMain(ipS, n1, n1k string) error {
 	ip, err := netip.ParseAddr(ipS)
 	if err != nil {
 		return err
+	}
+	if path := os.Getenv("BICH_SRV_CPUPROFILE"); path != "" { // the server process's own profile
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+		signal.Ignore(os.Interrupt) // end by the closed standard input, so that the profile is written
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
