@@ -225,8 +225,12 @@ type UDPConfig struct {
 	// BasePort: worker w receives on BasePort+w; 0 lets the kernel choose
 	// a port per worker (the hello tells peers).
 	BasePort uint16
-	// ReadBuffer is SO_RCVBUF per worker socket (default 4 MiB; the
-	// kernel caps it at net.core.rmem_max).
+	// ReadBuffer is the receive buffer per worker socket (default 4 MiB,
+	// or 1,024 × MaxDatagram if more, for jumbo datagrams). It is set with
+	// SO_RCVBUFFORCE where the process may (CAP_NET_ADMIN), else with
+	// SO_RCVBUF, which the kernel caps at net.core.rmem_max (212,992 bytes
+	// on a stock kernel: raise it with sysctl, or lost datagrams come
+	// again over TCP).
 	ReadBuffer int
 	// MaxDatagram is the largest datagram received (default
 	// HeaderLen+DefaultMaxPayload; New sets it from MaxPayload).

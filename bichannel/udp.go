@@ -105,16 +105,26 @@ func (o UDPOffloads) String() string {
 	return fmt.Sprintf("UDP_SEGMENT (GSO) %s, UDP_GRO %s", onoff(o.GSO), onoff(o.GRO))
 }
 
+// defaultReadBuffer is UDPConfig.ReadBuffer's default: 4 MiB, or room for
+// 1,024 datagrams of maxDatagram bytes if that is more. A worker's
+// socket must hold what its peers may have in flight (DefaultFlows ×
+// DefaultBuffersPerFlow = 512 messages per peer, each in a kernel buffer
+// up to about twice its size) or it drops them and they come again over
+// TCP; with jumbo datagrams 4 MiB is not enough.
+func defaultReadBuffer(maxDatagram int) int {
+	return max(4<<20, 1024*maxDatagram)
+}
+
 // NewUDPFast opens the workers' receiving sockets.
 func NewUDPFast(workers int, cfg UDPConfig) (*UDPFast, error) {
 	if !cfg.IP.IsValid() {
 		cfg.IP = netip.MustParseAddr("127.0.0.1")
 	}
-	if cfg.ReadBuffer <= 0 {
-		cfg.ReadBuffer = 4 << 20
-	}
 	if cfg.MaxDatagram <= 0 {
 		cfg.MaxDatagram = HeaderLen + DefaultMaxPayload
+	}
+	if cfg.ReadBuffer <= 0 {
+		cfg.ReadBuffer = defaultReadBuffer(cfg.MaxDatagram)
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = 32
@@ -144,7 +154,7 @@ func NewUDPFast(workers int, cfg UDPConfig) (*UDPFast, error) {
 			u.Close()
 			return nil, fmt.Errorf("bichannel: udp: worker %d: %w", w, err)
 		}
-		c.SetReadBuffer(cfg.ReadBuffer) // best effort: capped by net.core.rmem_max
+		setReadBuffer(c, cfg.ReadBuffer)
 		rx, err := newUDPRx(c, cfg.Batch, cfg.MaxDatagram, u.gro)
 		if err != nil {
 			c.Close()

@@ -533,3 +533,20 @@ func sockaddrPort(sa *unix.RawSockaddrInet6, n uint32) netip.AddrPort {
 	}
 	return netip.AddrPort{}
 }
+
+// setReadBuffer sets the socket's receive buffer to n bytes: with
+// SO_RCVBUFFORCE where the process may (CAP_NET_ADMIN), which is not
+// capped by net.core.rmem_max, else with SO_RCVBUF, which is.
+func setReadBuffer(c *net.UDPConn, n int) {
+	rc, err := c.SyscallConn()
+	if err == nil {
+		forced := false
+		rc.Control(func(fd uintptr) {
+			forced = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n) == nil
+		})
+		if forced {
+			return
+		}
+	}
+	c.SetReadBuffer(n) // best effort: capped by net.core.rmem_max
+}

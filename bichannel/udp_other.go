@@ -99,3 +99,6 @@ func (t *udpTx) send(s *udpSock, dst netip.AddrPort, dgs [][]byte) (int, error) 
 	}
 	return len(dgs), nil
 }
+
+// setReadBuffer sets the socket's receive buffer (capped by the system).
+func setReadBuffer(c *net.UDPConn, n int) { c.SetReadBuffer(n) }

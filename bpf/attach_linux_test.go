@@ -234,7 +234,7 @@ func TestIntegrationGenericFallback(t *testing.T) {
 		_, _, err := objs.Attach(v.A.Index, bpf.ModeNative)
 		return err
 	})
-	const msg = "MTU 9000 is above what native XDP on veth accepts; lower it or use --xdp-mode generic"
+	const msg = "MTU 9000 is above what native XDP on veth accepts; lower it, use --xdp-mode generic, or load with Options.Frags"
 	if err == nil || !strings.Contains(err.Error(), msg) {
 		t.Fatalf("native attach with MTU 9000: %v; want %q", err, msg)
 	}
@@ -277,6 +277,26 @@ func TestIntegrationGenericFallback(t *testing.T) {
 	})
 	if !errors.Is(err, unix.ERANGE) {
 		t.Fatalf("raw native attach at MTU %d: %v, want ERANGE: VethNativeMaxMTU does not match this kernel", bpf.VethNativeMaxMTU+1, err)
+	}
+
+	// Loaded with Frags (BPF_F_XDP_HAS_FRAGS), the program attaches
+	// natively at MTU 9000: veth then takes frames of several pages.
+	fobjs, err := bpf.Load(bpf.Options{Frags: true})
+	if err != nil {
+		t.Fatalf("load with frags: %v", err)
+	}
+	defer fobjs.Close()
+	setMTU(9000)
+	if err := x.Do(func() error {
+		var err error
+		l, mode, err = fobjs.Attach(v.A.Index, bpf.ModeAuto)
+		return err
+	}); err != nil {
+		t.Fatalf("attach with frags at MTU 9000: %v", err)
+	}
+	defer l.Close()
+	if _, m := xdpState(t, x, v.A.Name); mode != bpf.ModeNative || m == attachedGeneric {
+		t.Fatalf("with frags at MTU 9000: mode %v (kernel %d), want native", mode, m)
 	}
 }
 

@@ -28,6 +28,7 @@ type Objects struct {
 	Stats *ebpf.Map
 
 	queues int
+	frags  bool // loaded with Options.Frags
 }
 
 // Load creates the maps, writes opts.Config and loads the program. It needs
@@ -39,6 +40,9 @@ func Load(opts Options) (*Objects, error) {
 	spec, err := CollectionSpec(opts.Queues)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Frags {
+		spec.Programs[ProgramName].Flags |= unix.BPF_F_XDP_HAS_FRAGS
 	}
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
@@ -57,6 +61,7 @@ func Load(opts Options) (*Objects, error) {
 		Config:  coll.Maps[ConfigName],
 		Stats:   coll.Maps[StatsName],
 		queues:  int(spec.Maps[XSKMapName].MaxEntries),
+		frags:   opts.Frags,
 	}
 	if err := o.SetConfig(opts.Config); err != nil {
 		o.Close()
@@ -175,11 +180,11 @@ func (o *Objects) Attach(ifindex int, mode Mode) (link.Link, Mode, error) {
 	if in.RXQueues > o.queues {
 		return nil, 0, fmt.Errorf("bpf: attach to %s: it has %d RX queues but %s holds %d: load with Options.Queues >= %d", in.Name, in.RXQueues, XSKMapName, o.queues, in.RXQueues)
 	}
-	mtuTooBig := in.Kind == "veth" && in.MTU > VethNativeMaxMTU
+	mtuTooBig := in.Kind == "veth" && in.MTU > VethNativeMaxMTU && !o.frags // with frags veth takes any MTU
 	var nativeErr error
 	if mode == ModeNative || mode == ModeAuto {
 		if mtuTooBig {
-			nativeErr = fmt.Errorf("bpf: attach to %s in native mode: MTU %d is above what native XDP on veth accepts; lower it or use --xdp-mode generic (native XDP on veth takes an MTU up to %d)", in.Name, in.MTU, VethNativeMaxMTU)
+			nativeErr = fmt.Errorf("bpf: attach to %s in native mode: MTU %d is above what native XDP on veth accepts; lower it, use --xdp-mode generic, or load with Options.Frags (native XDP on veth takes an MTU up to %d without it)", in.Name, in.MTU, VethNativeMaxMTU)
 		} else {
 			l, err := o.attach(in, ModeNative)
 			if err == nil {

@@ -514,6 +514,13 @@ type Options struct {
 	Queues int
 	// Config is written to vnic_cfg before the program can run.
 	Config Config
+	// Frags loads the program with BPF_F_XDP_HAS_FRAGS (xdp.frags, Linux
+	// 5.18+): it then also runs on frames spread over several buffers,
+	// which native XDP on veth needs for an MTU above VethNativeMaxMTU and
+	// multi-buffer AF_XDP needs to redirect them. The program reads only
+	// the headers, which are in the first buffer, so it needs no other
+	// change; the kernel passes it the first buffer as data..data_end.
+	Frags bool
 }
 
 // Validate reports whether o is usable.

@@ -3,20 +3,32 @@ package tests
 import (
 	"context"
 	"fmt"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/internal/proto"
 )
 
 // TestIntegrationBichannelJumbo runs the bi-channel through vnicd on a veth
-// pair with MTU 3500: vnicd sizes its UMEM chunks (4 KiB) and the tenant's
-// buffers from the interface's MTU, and messages of
-// bichannel.PayloadForMTU(3500) bytes (3,432) go both ways, each in one
-// frame, over the fast path, with their content intact; vnicd's ledger
-// balances and the XDP program saw each frame whole.
+// pair with jumbo frames: vnicd sizes its UMEM chunks (4 KiB) and the
+// tenant's buffers from the interface's MTU, and messages of
+// bichannel.PayloadForMTU bytes go both ways, each in one frame, over the
+// fast path, with their content intact; vnicd's ledger balances. At MTU
+// 3500 a frame fits one chunk; at 9000 it spans three (multi-buffer
+// AF_XDP both ways: the XDP program loaded with frags, the sockets bound
+// with XDP_USE_SG, xsk gathering on receive and spreading on send).
 func TestIntegrationBichannelJumbo(t *testing.T) {
-	const mtu, n = 3500, 1500 // messages per direction
+	for _, mtu := range []int{3500, 9000} {
+		t.Run(fmt.Sprintf("mtu%d", mtu), func(t *testing.T) { biJumboRun(t, mtu) })
+	}
+}
+
+func biJumboRun(t *testing.T, mtu int) {
+	const n = 1500 // messages per direction
 	b := newBiBedMTU(t, 2, 1, mtu)
 	max := bichannel.PayloadForMTU(mtu, false)
 	if b.maxPayload != max {
@@ -88,8 +100,29 @@ func TestIntegrationBichannelJumbo(t *testing.T) {
 			t.Errorf("node %d: %d messages over the fast path, %d over TCP, %d malformed datagrams; want %d, 0, 0", i, s.DeliveredFast, s.DeliveredTCP, s.Malformed, n)
 		}
 	}
+	logText, err := os.ReadFile(b.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMB := fmt.Sprintf(`"multi_buffer":%v`, mtu > 3822)
+	if !strings.Contains(string(logText), wantMB) || !strings.Contains(string(logText), `"umem_chunk":4096`) {
+		t.Errorf("vnicd's log does not say %s and \"umem_chunk\":4096:\n%s", wantMB, logText)
+	}
+	t.Logf("vnicd: %s", regexp.MustCompile(`"xdp_mode":"[^"]*"|"af_xdp_mode":"[^"]*"|"multi_buffer":[a-z]*|"buf_size":[0-9]*`).FindAllString(string(logText), -1))
+	if c, err := proto.Dial(b.socket); err == nil {
+		var st proto.Stats
+		if _, err := c.Call(proto.TStats, nil, &st); err == nil {
+			t.Logf("vnicd's AF_XDP counters: rx %d frames, tx %d frames in %d chunks", st.Source["xsk_rx_frames"], st.Source["xsk_tx_frames"], st.Source["xsk_tx_completed"])
+		}
+		c.Close()
+	}
 	l := b.ledger("bichannel-jumbo")
 	if l.XDP-before.XDP < n || !l.balanced() {
 		t.Errorf("vnicd's ledger: %+v (before: %+v): want at least %d frames through XDP, and every one accounted for", l, before, n)
+	}
+	if t.Failed() {
+		if out, err := b.inPeer("grep", "^Udp:", "/proc/net/snmp"); err == nil {
+			t.Logf("the peer's UDP counters (RcvbufErrors: its socket was full):\n%s", out)
+		}
 	}
 }

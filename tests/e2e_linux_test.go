@@ -261,7 +261,7 @@ func readLedger(st proto.Stats, tenant string) ledger {
 	l.XDP = st.Source["xdp_redirected"]
 	l.XDPPass = st.Source["xdp_pass_arp"] + st.Source["xdp_pass_no_socket"] + st.Source["xdp_pass_short"] + st.Source["xdp_pass_unclaimed"]
 	l.XskRx = st.Source["xsk_rx_frames"]
-	l.XskDrop = st.Source["xsk_rx_dropped"] + st.Source["xsk_rx_ring_full"]
+	l.XskDrop = st.Source["xsk_rx_dropped"] + st.Source["xsk_rx_ring_full"] + st.Source["xsk_rx_too_long"]
 	l.Global = st.Global["drops_no_tenant"] + st.Global["drops_malformed"]
 	l.Engine = l.Global
 	for _, t := range append(st.Tenants, st.History...) {

@@ -65,6 +65,9 @@ const (
 	DefaultBindTimeout = time.Second
 	// DefaultBatch is Recv's batch when dst has no spare capacity.
 	DefaultBatch = 64
+	// MaxFrags bounds the chunks of one multi-buffer frame (the kernel's
+	// MAX_SKB_FRAGS, 17, plus the head).
+	MaxFrags = 18
 	// unusedRingSize sizes a fill or completion ring the socket does not
 	// use: the kernel wants both before it binds.
 	unusedRingSize = 64
@@ -100,6 +103,16 @@ type Config struct {
 	// where the kernel has it; 0 means min(256, TxSize), -1 keeps the
 	// kernel's default.
 	TxBudget int
+	// MaxFrame, when larger than a chunk, turns on multi-buffer
+	// (XDP_USE_SG, Linux 6.6+; the XDP program must be loaded with
+	// BPF_F_XDP_HAS_FRAGS): the kernel spreads a longer frame over several
+	// chunks, whose descriptors but the last carry XDP_PKT_CONTD. Recv
+	// copies such a frame into a gather area of the socket (DefaultBatch
+	// frames of MaxFrame bytes, reused every Recv) and drops, counting
+	// them in RxTooLong, frames longer than MaxFrame; Send spreads a frame
+	// longer than a chunk over several. 0 (the default) keeps one chunk
+	// per frame. At most MaxFrags chunks per frame.
+	MaxFrame int
 	// ManualFill gives no UMEM chunk to RX at open and never recycles
 	// received chunks: the caller posts fill addresses with Fill and takes
 	// received descriptors with RecvDescs (see manual.go). Recv must not be
@@ -168,11 +181,20 @@ func (c Config) Validate() error {
 	if c.BindTimeout < 0 {
 		return fmt.Errorf("xsk: config: negative BindTimeout %v", c.BindTimeout)
 	}
+	if c.MaxFrame < 0 || c.MaxFrame > MaxFrags*c.ChunkSize || c.MaxFrame > 0xffff {
+		return fmt.Errorf("xsk: config: MaxFrame %d: use 0 (one chunk per frame) or up to %d bytes (%d chunks of %d, at most 65535)", c.MaxFrame, min(MaxFrags*c.ChunkSize, 0xffff), MaxFrags, c.ChunkSize)
+	}
+	if c.MaxFrame > c.ChunkSize && c.ManualFill {
+		return errors.New("xsk: config: MaxFrame (multi-buffer) with ManualFill: the caller's descriptors would need XDP_PKT_CONTD handling; use one of the two")
+	}
 	if c.TxBudget < -1 {
 		return fmt.Errorf("xsk: config: TxBudget %d: use -1 (kernel default), 0 (automatic) or a positive count", c.TxBudget)
 	}
 	return nil
 }
+
+// multiBuffer reports whether c turns on multi-buffer (XDP_USE_SG).
+func (c Config) multiBuffer() bool { return c.MaxFrame > c.ChunkSize }
 
 // rxChunks and txChunks are how many UMEM chunks a socket gives to RX (all
 // posted to the fill ring) and keeps for TX.

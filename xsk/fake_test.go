@@ -78,7 +78,39 @@ func newFakeSocket(t testing.TB, queue int, cfg Config, start uint32) (*Socket, 
 	if err := s.setupChunks(cfg.rxChunks(), cfg.txChunks()); err != nil {
 		t.Fatal(err)
 	}
+	if cfg.multiBuffer() {
+		s.setMultiBuffer(cfg.MaxFrame)
+	}
 	return s, k
+}
+
+// deliverSG posts frame over chunks of at most per bytes from the fill
+// ring, XDP_PKT_CONTD on all but the last descriptor. With holdLast it
+// publishes all but the last descriptor and returns a function that
+// publishes it; else it publishes the whole frame with one producer store
+// (and returns nil). ok is false when the frame did not fit.
+func (k *fakeKernel) deliverSG(frame []byte, per int, holdLast bool) (last func(), ok bool) {
+	parts := (len(frame) + per - 1) / per
+	if int(k.fill.ready(uint32(parts))) < parts || int(k.rx.free(uint32(parts))) < parts {
+		return nil, false
+	}
+	base := k.rx.local
+	for i := 0; i < parts; i++ {
+		addr := k.fill.addrs[k.fill.local&k.fill.mask]
+		k.fill.release(1)
+		n := copy(k.umem.mem[addr:addr+uint64(per)], frame[i*per:])
+		d := Desc{Addr: addr, Len: uint32(n)}
+		if i < parts-1 {
+			d.Options = optContd
+		}
+		k.rx.descs[(base+uint32(i))&k.rx.mask] = d
+	}
+	if holdLast && parts > 1 {
+		k.rx.submit(uint32(parts - 1))
+		return func() { k.rx.submit(1) }, true
+	}
+	k.rx.submit(uint32(parts))
+	return nil, true
 }
 
 // deliver copies frames into chunks from the fill ring and posts them on

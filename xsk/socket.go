@@ -39,6 +39,9 @@ type Stats struct {
 	// BadDescs counts RX or completion entries naming memory outside the
 	// chunks this socket gave the kernel (never seen from a sane kernel).
 	BadDescs uint64
+	// RxTooLong counts multi-buffer frames Recv dropped: longer than
+	// Config.MaxFrame, or spread over more than MaxFrags chunks.
+	RxTooLong uint64
 }
 
 // RxLost is the number of frames the kernel dropped instead of putting
@@ -57,6 +60,7 @@ func (s Stats) Add(o Stats) Stats {
 	s.TxFrames += o.TxFrames
 	s.TxCompleted += o.TxCompleted
 	s.TxKicks += o.TxKicks
+	s.RxTooLong += o.RxTooLong
 	s.BadDescs += o.BadDescs
 	return s
 }
@@ -93,8 +97,23 @@ type Socket struct {
 	txFree        []uint64 // free TX chunks (a stack)
 	// kick replaces sysKickTX when set (tests play the kernel).
 	kick func() (again bool, err error)
+	// Multi-buffer (Config.MaxFrame above a chunk): sg is set, and Recv
+	// copies frames spread over several chunks into gather, maxFrame
+	// bytes per frame.
+	sg       bool
+	maxFrame int
+	gather   []byte
 
-	rxFrames, txFrames, txDone, txKicks, badDescs atomic.Uint64
+	rxFrames, txFrames, txDone, txKicks, badDescs, rxTooLong atomic.Uint64
+}
+
+// optContd is XDP_PKT_CONTD: the frame goes on in the next descriptor.
+const optContd = 1
+
+// setMultiBuffer turns on multi-buffer for frames of up to maxFrame bytes.
+func (s *Socket) setMultiBuffer(maxFrame int) {
+	s.sg, s.maxFrame = true, maxFrame
+	s.gather = make([]byte, DefaultBatch*maxFrame)
 }
 
 // FD is the socket's file descriptor, for an XSKMAP.
@@ -179,6 +198,9 @@ func (s *Socket) refill() {
 // take moves up to budget frames from the RX ring to dst, releasing the
 // RX entries with one consumer store; their chunks go to held.
 func (s *Socket) take(dst [][]byte, budget int) [][]byte {
+	if s.sg {
+		return s.takeSG(dst, budget)
+	}
 	n := s.rx.ready(uint32(budget))
 	if n == 0 {
 		return dst
@@ -204,6 +226,77 @@ func (s *Socket) take(dst [][]byte, budget int) [][]byte {
 	return dst
 }
 
+// takeSG is take for multi-buffer sockets: a frame of one descriptor
+// aliases its chunk, a frame spread over several is copied into the
+// gather area (at most DefaultBatch of them per call). Only whole frames
+// are taken: descriptors of a frame whose last one is not on the ring yet
+// stay there.
+func (s *Socket) takeSG(dst [][]byte, budget int) [][]byte {
+	n := s.rx.ready(uint32(budget + MaxFrags))
+	idx, mask := s.rx.local, s.rx.mask
+	var bad, tooLong, got uint64
+	gathered := 0
+	i := uint32(0)
+	for i < n && int(got+tooLong+bad) < budget {
+		end := i // the frame's last descriptor
+		for end < n && s.rx.descs[(idx+end)&mask].Options&optContd != 0 {
+			end++
+		}
+		parts := int(end-i) + 1
+		if end == n || len(s.held)+parts > cap(s.held) || parts > 1 && gathered == DefaultBatch {
+			break // the frame's end is not on the ring yet, or no room: the next Recv takes it
+		}
+		var out []byte
+		if parts > 1 {
+			out = s.gather[gathered*s.maxFrame : (gathered+1)*s.maxFrame]
+		}
+		length, ok, foreign := 0, parts <= MaxFrags, false
+		var one []byte
+		for k := i; k <= end; k++ {
+			d := s.rx.descs[(idx+k)&mask]
+			f, base, inRange := s.umem.frame(d.Addr, d.Len)
+			if !inRange || base < s.rxBase || base >= s.rxEnd {
+				foreign = true // a chunk that is not ours is not held either
+				continue
+			}
+			s.held = append(s.held, base)
+			switch {
+			case parts == 1:
+				one = f
+			case ok && length+len(f) <= len(out):
+				length += copy(out[length:], f)
+			default:
+				ok = false
+			}
+		}
+		i = end + 1
+		switch {
+		case foreign:
+			bad++
+		case !ok:
+			tooLong++
+		case parts == 1:
+			dst = append(dst, one)
+			got++
+		default:
+			dst = append(dst, out[:length:length])
+			gathered++
+			got++
+		}
+	}
+	if i > 0 {
+		s.rx.release(i)
+	}
+	s.rxFrames.Add(got)
+	if bad > 0 {
+		s.badDescs.Add(bad)
+	}
+	if tooLong > 0 {
+		s.rxTooLong.Add(tooLong)
+	}
+	return dst
+}
+
 // Send copies frames into free TX chunks, posts them with one producer
 // store, kicks the kernel (sendto with MSG_DONTWAIT, repeated while the
 // kernel leaves descriptors behind, at most maxKicks times) and reaps the
@@ -219,6 +312,9 @@ func (s *Socket) Send(frames [][]byte) (int, error) {
 		return 0, ErrNoTX
 	}
 	s.reap()
+	if s.sg {
+		return s.sendSG(frames)
+	}
 	want := uint32(min(len(frames), int(s.tx.size)))
 	n := s.tx.free(want)
 	n = min(n, want, uint32(len(s.txFree)))
@@ -245,6 +341,48 @@ func (s *Socket) Send(frames [][]byte) (int, error) {
 		err = kerr
 	}
 	return int(i), err
+}
+
+// sendSG is Send for multi-buffer sockets: a frame longer than a chunk
+// takes several descriptors, all but the last marked XDP_PKT_CONTD. A
+// frame is posted whole or not at all.
+func (s *Socket) sendSG(frames [][]byte) (int, error) {
+	cs := int(s.umem.chunkSize)
+	room := s.tx.free(s.tx.size)
+	idx := s.tx.local
+	var err error
+	slots, sent := uint32(0), 0
+	for _, f := range frames {
+		if len(f) == 0 || len(f) > s.maxFrame {
+			err = fmt.Errorf("xsk: queue %d: send frame of %d bytes: %w: frames must hold 1 to %d bytes", s.queue, len(f), ErrFrameSize, s.maxFrame)
+			break
+		}
+		parts := uint32((len(f) + cs - 1) / cs)
+		if slots+parts > room || int(parts) > len(s.txFree) {
+			break
+		}
+		for off := 0; off < len(f); off += cs {
+			last := len(s.txFree) - 1
+			addr := s.txFree[last]
+			s.txFree = s.txFree[:last]
+			k := copy(s.umem.mem[addr:addr+s.umem.chunkSize], f[off:])
+			d := Desc{Addr: addr, Len: uint32(k)}
+			if off+k < len(f) {
+				d.Options = optContd
+			}
+			s.tx.descs[(idx+slots)&s.tx.mask] = d
+			slots++
+		}
+		sent++
+	}
+	if slots > 0 {
+		s.tx.submit(slots)
+		s.txFrames.Add(uint64(sent))
+	}
+	if kerr := s.flushTX(); kerr != nil && err == nil {
+		err = kerr
+	}
+	return sent, err
 }
 
 // flushTX kicks the kernel until it consumed every TX descriptor, the
@@ -315,5 +453,6 @@ func (s *Socket) localStats() Stats {
 		TxCompleted: s.txDone.Load(),
 		TxKicks:     s.txKicks.Load(),
 		BadDescs:    s.badDescs.Load(),
+		RxTooLong:   s.rxTooLong.Load(),
 	}
 }

@@ -105,6 +105,9 @@ func (s *Socket) setup(cfg Config) error {
 	if err := s.setupChunks(cfg.rxChunks(), cfg.txChunks()); err != nil {
 		return err
 	}
+	if cfg.multiBuffer() {
+		s.setMultiBuffer(cfg.MaxFrame)
+	}
 	if err := s.bind(cfg); err != nil {
 		return err
 	}
@@ -150,6 +153,9 @@ func (s *Socket) bind(cfg Config) error {
 		if s.wakeup {
 			flags |= unix.XDP_USE_NEED_WAKEUP
 		}
+		if cfg.multiBuffer() {
+			flags |= unix.XDP_USE_SG
+		}
 		err := bindRetry(s.fd, &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(s.ifindex), QueueID: uint32(s.queue)}, cfg.BindTimeout)
 		if err == nil {
 			s.mode = m
@@ -173,6 +179,8 @@ func (s *Socket) bind(cfg Config) error {
 		hint = fmt.Sprintf(": another socket still owns the queue after %v; close it or wait", cfg.BindTimeout)
 	case errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO):
 		hint = ": the interface does not exist in this network namespace"
+	case cfg.multiBuffer() && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)):
+		hint = ": multi-buffer AF_XDP (Config.MaxFrame above a chunk) needs Linux 6.6 or later; or the queue may not exist (check `ethtool -l`)"
 	case errors.Is(err, unix.EINVAL):
 		hint = ": the queue may not exist (check `ethtool -l`) or the interface is down"
 	case cfg.Bind == BindZeroCopy && errors.Is(err, unix.EOPNOTSUPP):

@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/vnic/vnic/bpf"
 	"github.com/vnic/vnic/ring"
 	"github.com/vnic/vnic/shm"
 )
@@ -86,13 +87,22 @@ const (
 func frameRoom(mtu int) int { return mtu + 18 }
 
 // xskChunkFor is the UMEM chunk size for an interface with this MTU: 2 KiB
-// up to MTU 1774, then 4 KiB up to MTU 3822. fits is false above that: the
-// kernel then drops longer frames (xsk_rx_dropped).
+// up to MTU 1774, then 4 KiB up to MTU 3822. fits is false above that: a
+// frame then spans several chunks (multi-buffer, Linux 6.6+).
 func xskChunkFor(mtu int) (chunk int, fits bool) {
 	need := frameRoom(mtu) + xskHeadroom
 	for chunk = 2048; chunk < xskMaxChunk && chunk < need; chunk *= 2 {
 	}
 	return chunk, need <= chunk
+}
+
+// needsFrags reports whether the XDP program must be loaded with
+// BPF_F_XDP_HAS_FRAGS for an interface with this MTU: frames that do not
+// fit one 4 KiB chunk arrive in several buffers (multi-buffer AF_XDP), and
+// native XDP on veth refuses an MTU above bpf.VethNativeMaxMTU otherwise.
+func needsFrags(mtu int) bool {
+	_, fits := xskChunkFor(mtu)
+	return !fits || mtu > bpf.VethNativeMaxMTU
 }
 
 // bufSizeFor is the smallest buffer size, a multiple of 64 and at least

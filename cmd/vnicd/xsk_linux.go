@@ -50,6 +50,7 @@ func (w *wire) stats() map[string]uint64 {
 		out["xsk_tx_frames"] = s.TxFrames
 		out["xsk_tx_completed"] = s.TxCompleted
 		out["xsk_tx_kicks"] = s.TxKicks
+		out["xsk_rx_too_long"] = s.RxTooLong // multi-buffer frames longer than the MTU allows, dropped
 	}
 	addXDPCounters(out, w.objs)
 	return out
@@ -90,7 +91,9 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 	chunk, fits := xskChunkFor(info.MTU)
 	sc.ChunkSize = chunk
 	if !fits {
-		log.Warn().Str("iface", name).Int("mtu", info.MTU).Msgf("the kernel drops frames longer than %d bytes before vnicd sees them (xsk_rx_dropped): vnicd's AF_XDP sockets take one %d-byte chunk per frame (no multi-buffer); set the MTU to %d or less (ip link set %s mtu %d)", xskMaxChunk-xskHeadroom, xskMaxChunk, xskMaxChunk-xskHeadroom-18, name, xskMaxChunk-xskHeadroom-18)
+		// Multi-buffer: the kernel spreads a longer frame over chunks
+		// (the program was loaded with frags), xsk gathers it.
+		sc.MaxFrame = frameRoom(info.MTU)
 	}
 	w.src, err = xsk.NewSource(xsk.SourceConfig{Ifindex: x.index, Queues: queues, Socket: sc, Map: w.objs})
 	if err != nil {
@@ -100,7 +103,7 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 	w.mode = fmt.Sprintf("xdp %s, af_xdp %s, %d queues", got, w.src.Mode(), len(queues))
 	claim := x.claims.describe()
 	log.Info().Str("iface", name).Str("xdp_mode", got.String()).Str("af_xdp_mode", fmt.Sprint(w.src.Mode())).
-		Int("rx_queues", len(queues)).Int("mtu", info.MTU).Int("umem_chunk", chunk).Str("claims", claim).
+		Int("rx_queues", len(queues)).Int("mtu", info.MTU).Int("umem_chunk", chunk).Bool("multi_buffer", !fits).Str("claims", claim).
 		Msg("XDP program attached through a bpf_link; frames it does not claim pass to the kernel")
 	if strings.Contains(got.String(), "generic") && len(queues) > 1 {
 		log.Warn().Msg("generic XDP on veth reports every frame as RX queue 0: only queue 0's socket receives; the engine's own RSS still spreads frames over the tenants' queues")
@@ -146,7 +149,7 @@ func attachXDP(c *cli.Context, who string, log zerolog.Logger) (*xdp, error) {
 	if base.ClaimAll {
 		log.Warn().Str("iface", x.name).Msg("--claim-all: vnicd takes every frame but ARP from this interface; the kernel gets no TCP, ICMP, neighbour discovery or DHCP on it, so the host loses it (use on a dedicated NIC or a test bed only)")
 	}
-	if x.objs, err = bpf.Load(bpf.Options{Queues: max(x.info.RXQueues, 1), Config: base}); err != nil {
+	if x.objs, err = bpf.Load(bpf.Options{Queues: max(x.info.RXQueues, 1), Config: base, Frags: needsFrags(x.info.MTU)}); err != nil {
 		return nil, fmt.Errorf("load the XDP program: %w; vnicd needs CAP_BPF and CAP_NET_ADMIN (run it as root or with the systemd unit)", err)
 	}
 	x.claims = newClaimSet(base, x.objs.SetConfig, log)
