@@ -705,6 +705,17 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 	b.Logf("node 1 (kernel UDP): %+v; offloads %v", r.n1k.Stats(), r.n1k.FastPath().(biNSUDP).Offloads())
 	// Where frames went inside vnicd (drops: Bx full, Ax starved, faulty).
 	b.Logf("vnicd ledger (balanced %v): %+v", bed.ledger("bichannel-bench").balanced(), bed.ledger("bichannel-bench"))
+	// Where the fast path's losses went outside vnicd: the peer's UDP
+	// sockets (RcvbufErrors) and its per-CPU backlogs (softnet_stat's
+	// second column: drops at netdev_max_backlog).
+	for _, f := range []string{"/proc/net/snmp", "/proc/net/softnet_stat"} {
+		if out, err := bed.inPeer("cat", f); err == nil {
+			if f == "/proc/net/snmp" {
+				out = strings.Join(slices.DeleteFunc(strings.Split(out, "\n"), func(l string) bool { return !strings.HasPrefix(l, "Udp:") }), "\n")
+			}
+			b.Logf("peer namespace, %s:\n%s", f, out)
+		}
+	}
 	cancel()
 }
 
