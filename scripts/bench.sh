@@ -62,6 +62,8 @@ if [ "${BICHANNEL:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
 	go run ./tests/fig16 -csv "$csv"
 	echo "== bi-channel testbed, NIC-core placement (vnicd busy on CPU 0, applications on the last CPU)"
 	BICH_PLACEMENT=niccore BICH_FIG16=0 go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel-niccore.txt"
+	echo "== bi-channel testbed, NIC-core placement, jumbo frames (MTU 9000: multi-buffer AF_XDP, one datagram per 8 KiB message)"
+	BICH_MTU=9000 BICH_PLACEMENT=niccore BICH_FIG16=0 go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel-niccore-mtu9000.txt"
 fi
 if [ "${CASESTUDIES:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
 	# Issue 12: the hash shuffle and the quorum-replicated KV on a 4-host

@@ -840,6 +840,9 @@ func biServerMain(ipS, n1, n1k string) error {
 	if err != nil {
 		return err
 	}
+	if os.Getenv("BICH_SRV_STATS") != "" {
+		signal.Ignore(os.Interrupt) // end by the closed standard input, so that the counters are printed
+	}
 	if path := os.Getenv("BICH_SRV_CPUPROFILE"); path != "" { // the server process's own profile
 		f, err := os.Create(path)
 		if err != nil {
@@ -901,6 +904,13 @@ func biServerMain(ipS, n1, n1k string) error {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+		if os.Getenv("BICH_SRV_STATS") != "" { // the peer's side of the credit loop (stalls: no credit)
+			for i, e := range eps {
+				st := e.Stats()
+				fmt.Fprintf(os.Stderr, "server, node 0 of the %s pair: sent %d, stalls %d (%v without credit), retransmitted %d, acks sent %d frames\n",
+					[]string{"vNIC", "kernel-UDP"}[i], st.Sent, st.Stalls, st.StallTime, st.Retransmitted, st.AckFrames)
+			}
+		}
 		return nil
 	}
 }
