@@ -76,6 +76,9 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 			return err
 		}
 		defer w.Close()
+		if msg := handoffMTUWarning(w.mtu, bs); msg != "" {
+			log.Warn().Int("mtu", w.mtu).Int("buf_size", bs).Msg(msg)
+		}
 		dcfg.Source = &w.src
 		dcfg.OnAttach, dcfg.OnDetach = withClaims(w.claims, w.attach, w.detach)
 		dcfg.SourceName, dcfg.SourceMode, dcfg.SourceStats = "xsk:"+c.String("iface"), w.mode, w.stats

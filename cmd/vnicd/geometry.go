@@ -105,6 +105,21 @@ func needsFrags(mtu int) bool {
 	return !fits || mtu > bpf.VethNativeMaxMTU
 }
 
+// handoffMTUWarning says what to do when --handoff's buffers (UMEM chunks
+// of bufSize bytes, one per frame) cannot hold a frame of the MTU, or is
+// empty when they can.
+func handoffMTUWarning(mtu, bufSize int) string {
+	room := frameRoom(mtu) + xskHeadroom
+	if room <= bufSize {
+		return ""
+	}
+	fix := "lower the MTU to 3822 or less, or run without --handoff (it takes jumbo frames with multi-buffer)"
+	if room <= xskMaxChunk {
+		fix = fmt.Sprintf("give --buf-size %d", xskMaxChunk)
+	}
+	return fmt.Sprintf("--handoff: the kernel drops frames longer than %d bytes (xsk_rx_dropped): the hand-off puts each frame in one %d-byte buffer, without multi-buffer; %s", bufSize-xskHeadroom, bufSize, fix)
+}
+
 // bufSizeFor is the smallest buffer size, a multiple of 64 and at least
 // shm.DefaultBufSize, that holds a frame of an interface with this MTU.
 // Its number of cache lines is odd, for the reason shm.DefaultBufSize is

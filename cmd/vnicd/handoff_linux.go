@@ -74,6 +74,7 @@ type handoffWire struct {
 	link    interface{ Close() error }
 	src     nic.HandoffSource
 	mode    string
+	mtu     int // the interface's
 
 	mu    sync.Mutex
 	ten   *nic.Tenant
@@ -104,7 +105,7 @@ func openHandoff(c *cli.Context, log zerolog.Logger) (*handoffWire, error) {
 		return nil, err
 	}
 	name, info, got := x.name, x.info, x.mode
-	w := &handoffWire{log: log, ifindex: x.index, objs: x.objs, claims: x.claims}
+	w := &handoffWire{log: log, ifindex: x.index, objs: x.objs, claims: x.claims, mtu: info.MTU}
 	w.link = x.link
 	w.queues = make([]int, max(info.RXQueues, 1))
 	for i := range w.queues {

@@ -15,6 +15,7 @@ type handoffWire struct {
 	src    nic.HandoffSource
 	claims *claimSet
 	mode   string
+	mtu    int
 }
 
 func (w *handoffWire) Close()                   {}

@@ -200,3 +200,24 @@ func TestFrameRoomForMTU(t *testing.T) {
 		}
 	}
 }
+
+// TestHandoffMTUWarning: --handoff's one-chunk buffers are checked against
+// the MTU, and the sentence says which flag fixes it.
+func TestHandoffMTUWarning(t *testing.T) {
+	for _, c := range []struct {
+		mtu, buf int
+		want     string // "" for no warning
+	}{
+		{1500, 2048, ""},
+		{1774, 2048, ""},
+		{1775, 2048, "give --buf-size 4096"},
+		{3500, 4096, ""},
+		{3500, 2048, "give --buf-size 4096"},
+		{9000, 4096, "run without --handoff"},
+	} {
+		got := handoffMTUWarning(c.mtu, c.buf)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("MTU %d, buffers of %d: %q, want it to say %q", c.mtu, c.buf, got, c.want)
+		}
+	}
+}
