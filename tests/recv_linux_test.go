@@ -253,6 +253,16 @@ func nsSNMP() (map[string]uint64, error) {
 
 // --- afxdp-raw ------------------------------------------------------------
 
+// rbXskRing is the AF_XDP RX and fill ring size of vnicd and afxdp-raw in
+// the receivers benchmark: VNIC_BENCH_XSK_RING, a power of two from 64 to
+// 65536, or xsk.DefaultRingSize.
+func rbXskRing() int {
+	if n, err := strconv.Atoi(os.Getenv("VNIC_BENCH_XSK_RING")); err == nil && n >= 64 && n <= 65536 && n&(n-1) == 0 {
+		return n
+	}
+	return xsk.DefaultRingSize
+}
+
 // rbXDP is the floor for vnicd: vnic's own XDP program attached natively to
 // the DUT's veth end, one AF_XDP socket per queue (package xsk, default
 // RX-only configuration), and a loop that calls Recv and counts.
@@ -283,7 +293,9 @@ func openXDP(dut testbed.Link, ns func(func() error) error, queues int) (*rbXDP,
 		for i := range qs {
 			qs[i] = i
 		}
-		r.src, err = xsk.NewSource(xsk.SourceConfig{Ifindex: dut.DUTIndex, Queues: qs, Socket: xsk.DefaultConfig(), Map: r.objs})
+		sc := xsk.DefaultConfig()
+		sc.RxSize = rbXskRing()
+		r.src, err = xsk.NewSource(xsk.SourceConfig{Ifindex: dut.DUTIndex, Queues: qs, Socket: sc, Map: r.objs})
 		return err
 	})
 	if err != nil {

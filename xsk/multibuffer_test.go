@@ -172,3 +172,56 @@ func TestMultiBufferConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestMultiBufferGarbage: descriptors with random addresses (in and out of
+// the RX chunks), lengths, and continuation flags never make Recv panic,
+// return a frame longer than MaxFrame, or hold more chunks than it owns;
+// and every descriptor is eventually consumed once its frame's end is on
+// the ring.
+func TestMultiBufferGarbage(t *testing.T) {
+	const maxFrame = 5000
+	s, k := newFakeSocket(t, 0, Config{RxSize: 64, MaxFrame: maxFrame}, 0)
+	umem := uint64(len(s.umem.mem))
+	seed := uint64(12345)
+	rnd := func(n uint64) uint64 { // xorshift: deterministic
+		seed ^= seed << 13
+		seed ^= seed >> 7
+		seed ^= seed << 17
+		return seed % n
+	}
+	dst := make([][]byte, 0, 16)
+	for round := 0; round < 2000; round++ {
+		free := k.rx.free(k.rx.size)
+		n := uint32(rnd(uint64(free) + 1))
+		for i := uint32(0); i < n; i++ {
+			d := Desc{Addr: rnd(umem + 8192), Len: uint32(rnd(2300)), Options: uint32(rnd(4))} // Options bit 0 is CONTD; bit 1 garbage
+			if i == n-1 {
+				d.Options &^= optContd // the kernel ends what it publishes
+			}
+			k.rx.descs[(k.rx.local+i)&k.rx.mask] = d
+		}
+		k.rx.submit(n)
+		for tries := 0; tries < 4; tries++ {
+			var err error
+			if dst, err = s.Recv(dst[:0]); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range dst {
+				if len(f) > maxFrame {
+					t.Fatalf("round %d: a frame of %d bytes, above MaxFrame %d", round, len(f), maxFrame)
+				}
+			}
+			if len(s.held) > cap(s.held) {
+				t.Fatalf("round %d: %d chunks held, more than the %d the socket owns", round, len(s.held), cap(s.held))
+			}
+		}
+		if p := k.rx.pending(); p != 0 {
+			t.Fatalf("round %d: %d descriptors left on the ring after four Recv calls", round, p)
+		}
+		k.fill.release(k.fill.ready(k.fill.size)) // the kernel takes back whatever was posted
+	}
+	st := s.localStats()
+	if st.RxFrames == 0 || st.BadDescs == 0 || st.RxTooLong == 0 {
+		t.Fatalf("stats %+v: want frames, bad descriptors and frames too long all seen", st)
+	}
+}
