@@ -47,8 +47,9 @@ import (
 //     rbAdaptMin up to --rx-coalesce-max-usecs rbBudget), the client
 //     sleeping on its socket; vnicd-adapt-nap: half the budget each for
 //     vnicd's nap and the client's own (AttachOptions.Coalesce);
-//   - vnicd-coal@alt, only with VNIC_BENCH_VNICD_ALT (another vnicd
-//     binary, e.g. an older build): vnicd-coal's setting, for an A/B;
+//   - vnicd-coal@alt and vnicd-adapt@alt, only with VNIC_BENCH_VNICD_ALT
+//     (another vnicd binary, e.g. an older build): vnicd-coal's and
+//     vnicd-adapt's settings, for an A/B;
 //   - afxdp-raw: vnic's XDP program and package xsk with a loop that calls
 //     Recv and counts: the floor for what vnicd adds;
 //   - afpacket-v3: an AF_PACKET socket with a TPACKET_V3 RX ring;
@@ -159,13 +160,13 @@ const (
 
 // rbReceivers is the interleaving order. VNIC_BENCH_RECEIVERS (a
 // comma-separated subset, e.g. vnicd-coal,afpacket-v3) keeps only those.
-var rbReceivers = rbSelect([]string{"vnicd", "vnicd-coal", "vnicd-coal@alt", "vnicd-adapt", "vnicd-adapt-nap", "afxdp-raw", "afpacket-v3", "recvmmsg"})
+var rbReceivers = rbSelect([]string{"vnicd", "vnicd-coal", "vnicd-coal@alt", "vnicd-adapt", "vnicd-adapt@alt", "vnicd-adapt-nap", "afxdp-raw", "afpacket-v3", "recvmmsg"})
 
 func rbSelect(all []string) []string {
 	env := os.Getenv("VNIC_BENCH_RECEIVERS")
 	var out []string
 	for _, n := range all {
-		if n == "vnicd-coal@alt" && os.Getenv("VNIC_BENCH_VNICD_ALT") == "" {
+		if strings.HasSuffix(n, "@alt") && os.Getenv("VNIC_BENCH_VNICD_ALT") == "" {
 			continue
 		}
 		if env == "" || slices.Contains(strings.Split(env, ","), n) {
@@ -421,7 +422,7 @@ func rbSummary(results []rbResult, frames int) string {
 			f(col(name, func(r rbResult) float64 { return r.perMpkt(r.SendCPU) }), 3),
 			f(col(name, func(r rbResult) float64 { return r.perMpkt(r.Machine - r.SendCPU) }), 3))
 	}
-	for _, name := range []string{"vnicd", "vnicd-coal", "vnicd-coal@alt", "vnicd-adapt", "vnicd-adapt-nap"} {
+	for _, name := range []string{"vnicd", "vnicd-coal", "vnicd-coal@alt", "vnicd-adapt", "vnicd-adapt@alt", "vnicd-adapt-nap"} {
 		if rs := by[name]; len(rs) > 0 {
 			v := col(name, func(r rbResult) float64 { return r.perMpkt(r.Vnicd) })
 			c := col(name, func(r rbResult) float64 { return r.perMpkt(r.RecvCPU - r.Vnicd) })
@@ -758,8 +759,11 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 		if name == "vnicd-coal@alt" {
 			bin = os.Getenv("VNIC_BENCH_VNICD_ALT")
 		}
-	case "vnicd-adapt":
+	case "vnicd-adapt", "vnicd-adapt@alt":
 		coalesce, coalesceMax = rbAdaptMin(), rbBudget()
+		if name == "vnicd-adapt@alt" {
+			bin = os.Getenv("VNIC_BENCH_VNICD_ALT")
+		}
 	case "vnicd-adapt-nap":
 		// Half the budget each: vnicd's nap grows to budget/2 and the
 		// client naps budget/2 on its own timer (vnicd signals it only if
