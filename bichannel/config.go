@@ -61,8 +61,9 @@ type Peer struct {
 // MaxPayload of the two wins at the handshake). With the vNIC fast path,
 // vnicd's packet buffers must hold the whole frame: it sizes them from the
 // interface's MTU unless --buf-size says otherwise. A larger MTU (jumbo
-// frames) carries a stream in fewer datagrams; on veth, native XDP takes
-// an MTU up to 3506 and vnicd's AF_XDP sockets frames up to 3840 bytes.
+// frames) carries a stream in fewer datagrams: at MTU 9000 an 8 KiB
+// message is one datagram, which vnicd takes as several AF_XDP chunks
+// (multi-buffer, docs/operations.md "Jumbo frames").
 func PayloadForMTU(mtu int, ipv6 bool) int {
 	ip := 20
 	if ipv6 {

@@ -66,7 +66,8 @@ const (
 	// DefaultBatch is Recv's batch when dst has no spare capacity.
 	DefaultBatch = 64
 	// MaxFrags bounds the chunks of one multi-buffer frame (the kernel's
-	// MAX_SKB_FRAGS, 17, plus the head).
+	// MAX_SKB_FRAGS, 17, plus the head; a zero-copy driver may take fewer
+	// on TX, see its xdp_zc_max_segs).
 	MaxFrags = 18
 	// unusedRingSize sizes a fill or completion ring the socket does not
 	// use: the kernel wants both before it binds.
@@ -111,7 +112,8 @@ type Config struct {
 	// frames of MaxFrame bytes, reused every Recv) and drops, counting
 	// them in RxTooLong, frames longer than MaxFrame; Send spreads a frame
 	// longer than a chunk over several. 0 (the default) keeps one chunk
-	// per frame. At most MaxFrags chunks per frame.
+	// per frame. At most MaxFrags chunks per frame, each holding
+	// ChunkSize-Headroom bytes of it.
 	MaxFrame int
 	// ManualFill gives no UMEM chunk to RX at open and never recycles
 	// received chunks: the caller posts fill addresses with Fill and takes
@@ -181,8 +183,8 @@ func (c Config) Validate() error {
 	if c.BindTimeout < 0 {
 		return fmt.Errorf("xsk: config: negative BindTimeout %v", c.BindTimeout)
 	}
-	if c.MaxFrame < 0 || c.MaxFrame > MaxFrags*c.ChunkSize || c.MaxFrame > 0xffff {
-		return fmt.Errorf("xsk: config: MaxFrame %d: use 0 (one chunk per frame) or up to %d bytes (%d chunks of %d, at most 65535)", c.MaxFrame, min(MaxFrags*c.ChunkSize, 0xffff), MaxFrags, c.ChunkSize)
+	if most := min(MaxFrags*(c.ChunkSize-Headroom), 0xffff); c.MaxFrame < 0 || c.MaxFrame > most {
+		return fmt.Errorf("xsk: config: MaxFrame %d: use 0 (one chunk per frame) or up to %d bytes (%d chunks of %d less the kernel's %d-byte headroom, at most 65535)", c.MaxFrame, most, MaxFrags, c.ChunkSize, Headroom)
 	}
 	if c.MaxFrame > c.ChunkSize && c.ManualFill {
 		return errors.New("xsk: config: MaxFrame (multi-buffer) with ManualFill: the caller's descriptors would need XDP_PKT_CONTD handling; use one of the two")

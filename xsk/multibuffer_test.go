@@ -160,8 +160,8 @@ func TestMultiBufferConfig(t *testing.T) {
 		ok  bool
 	}{
 		{Config{RxSize: 64, MaxFrame: 9018}, true},
-		{Config{RxSize: 64, MaxFrame: MaxFrags * 2048}, true},
-		{Config{RxSize: 64, MaxFrame: MaxFrags*2048 + 1}, false},
+		{Config{RxSize: 64, MaxFrame: MaxFrags * (2048 - Headroom)}, true},
+		{Config{RxSize: 64, MaxFrame: MaxFrags*(2048-Headroom) + 1}, false}, // the 19th chunk it would need does not exist
 		{Config{RxSize: 64, ChunkSize: 4096, MaxFrame: 0x10000}, false},
 		{Config{RxSize: 64, MaxFrame: -1}, false},
 		{Config{RxSize: 64, MaxFrame: 9018, ManualFill: true}, false},
@@ -175,9 +175,9 @@ func TestMultiBufferConfig(t *testing.T) {
 
 // TestMultiBufferGarbage: descriptors with random addresses (in and out of
 // the RX chunks), lengths, and continuation flags never make Recv panic,
-// return a frame longer than MaxFrame, or hold more chunks than it owns;
-// and every descriptor is eventually consumed once its frame's end is on
-// the ring.
+// return a frame longer than MaxFrame, or hold a chunk twice or one that
+// is not the socket's; and every descriptor is eventually consumed once
+// its frame's end is on the ring.
 func TestMultiBufferGarbage(t *testing.T) {
 	const maxFrame = 5000
 	s, k := newFakeSocket(t, 0, Config{RxSize: 64, MaxFrame: maxFrame}, 0)
@@ -194,7 +194,15 @@ func TestMultiBufferGarbage(t *testing.T) {
 		free := k.rx.free(k.rx.size)
 		n := uint32(rnd(uint64(free) + 1))
 		for i := uint32(0); i < n; i++ {
-			d := Desc{Addr: rnd(umem + 8192), Len: uint32(rnd(2300)), Options: uint32(rnd(4))} // Options bit 0 is CONTD; bit 1 garbage
+			// Options bit 0 is CONTD, bit 1 garbage. Most descriptors name
+			// a chunk the socket posted (as the kernel does, each once);
+			// the rest an address outside the RX chunks (TX chunks, past
+			// the UMEM), so that a chunk held twice is the socket's doing.
+			d := Desc{Addr: s.rxEnd + rnd(umem-s.rxEnd+8192), Len: uint32(rnd(2300)), Options: uint32(rnd(4))}
+			if rnd(4) != 0 && k.fill.ready(1) == 1 {
+				d.Addr = k.fill.addrs[k.fill.local&k.fill.mask] + rnd(300)
+				k.fill.release(1)
+			}
 			if i == n-1 {
 				d.Options &^= optContd // the kernel ends what it publishes
 			}
@@ -211,17 +219,54 @@ func TestMultiBufferGarbage(t *testing.T) {
 					t.Fatalf("round %d: a frame of %d bytes, above MaxFrame %d", round, len(f), maxFrame)
 				}
 			}
-			if len(s.held) > cap(s.held) {
-				t.Fatalf("round %d: %d chunks held, more than the %d the socket owns", round, len(s.held), cap(s.held))
+			seen := map[uint64]bool{}
+			for _, a := range s.held {
+				if seen[a] || a < s.rxBase || a >= s.rxEnd || a%uint64(s.umem.chunkSize) != 0 {
+					t.Fatalf("round %d: chunk %#x held twice or not one of the socket's RX chunks", round, a)
+				}
+				seen[a] = true
 			}
 		}
 		if p := k.rx.pending(); p != 0 {
 			t.Fatalf("round %d: %d descriptors left on the ring after four Recv calls", round, p)
 		}
-		k.fill.release(k.fill.ready(k.fill.size)) // the kernel takes back whatever was posted
 	}
 	st := s.localStats()
 	if st.RxFrames == 0 || st.BadDescs == 0 || st.RxTooLong == 0 {
 		t.Fatalf("stats %+v: want frames, bad descriptors and frames too long all seen", st)
+	}
+}
+
+// TestMultiBufferLongChain: a frame spread over more descriptors than
+// MaxFrags (generic XDP can pass a 64 KiB GRO packet) is dropped and
+// counted once in RxTooLong, even with a budget of one frame and a chain
+// longer than what one Recv looks at, and the frames behind it come
+// through: it never blocks the ring.
+func TestMultiBufferLongChain(t *testing.T) {
+	for _, descs := range []int{MaxFrags + 1, 20, 40, 60} {
+		s, k := newFakeSocket(t, 0, Config{RxSize: 64, MaxFrame: 9018}, 0)
+		if _, ok := k.deliverSG(mbFrame(descs*100, 1), 100, false); !ok {
+			t.Fatalf("%d descriptors: fake kernel rings full", descs)
+		}
+		k.deliverSG(mbFrame(60, 2), 100, false)
+		dst := make([][]byte, 0, 1) // a budget of one frame
+		var got [][]byte
+		for calls := 0; calls < 8 && len(got) == 0; calls++ {
+			var err error
+			if dst, err = s.Recv(dst[:0]); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, dst...)
+			k.fill.release(k.fill.ready(k.fill.size))
+		}
+		if len(got) != 1 || !bytes.Equal(got[0], mbFrame(60, 2)) {
+			t.Fatalf("%d descriptors: the frame behind the long one did not come through (%d frames)", descs, len(got))
+		}
+		if st := s.localStats(); st.RxTooLong != 1 || st.BadDescs != 0 {
+			t.Fatalf("%d descriptors: RxTooLong %d, BadDescs %d; want 1 and 0", descs, st.RxTooLong, st.BadDescs)
+		}
+		if p := k.rx.pending(); p != 0 {
+			t.Fatalf("%d descriptors: %d left on the ring", descs, p)
+		}
 	}
 }

@@ -103,6 +103,7 @@ type Socket struct {
 	sg       bool
 	maxFrame int
 	gather   []byte
+	discard  bool // dropping the rest of a frame of more than MaxFrags chunks
 
 	rxFrames, txFrames, txDone, txKicks, badDescs, rxTooLong atomic.Uint64
 }
@@ -230,17 +231,44 @@ func (s *Socket) take(dst [][]byte, budget int) [][]byte {
 // aliases its chunk, a frame spread over several is copied into the
 // gather area (at most DefaultBatch of them per call). Only whole frames
 // are taken: descriptors of a frame whose last one is not on the ring yet
-// stay there.
+// stay there. A frame of more than MaxFrags descriptors (the kernel caps
+// only TX; generic XDP can pass a 64 KiB GRO packet) is dropped
+// descriptor by descriptor, across calls if need be (s.discard), so that
+// it can never block the ring; it counts once in RxTooLong.
 func (s *Socket) takeSG(dst [][]byte, budget int) [][]byte {
-	n := s.rx.ready(uint32(budget + MaxFrags))
+	n := s.rx.ready(s.rx.size)
 	idx, mask := s.rx.local, s.rx.mask
 	var bad, tooLong, got uint64
 	gathered := 0
 	i := uint32(0)
-	for i < n && int(got+tooLong+bad) < budget {
+	for i < n {
+		if s.discard { // the rest of a frame too long
+			if len(s.held) == cap(s.held) {
+				break // the next Recv gives the chunks back first
+			}
+			d := s.rx.descs[(idx+i)&mask]
+			i++
+			if _, base, ok := s.umem.frame(d.Addr, d.Len); ok && base >= s.rxBase && base < s.rxEnd {
+				s.held = append(s.held, base)
+			} else {
+				bad++
+			}
+			if d.Options&optContd == 0 {
+				s.discard = false
+				tooLong++
+			}
+			continue
+		}
+		if int(got+tooLong+bad) >= budget {
+			break
+		}
 		end := i // the frame's last descriptor
-		for end < n && s.rx.descs[(idx+end)&mask].Options&optContd != 0 {
+		for end < n && s.rx.descs[(idx+end)&mask].Options&optContd != 0 && int(end-i)+1 < MaxFrags {
 			end++
+		}
+		if end < n && s.rx.descs[(idx+end)&mask].Options&optContd != 0 {
+			s.discard = true // MaxFrags descriptors and the frame goes on
+			continue
 		}
 		parts := int(end-i) + 1
 		if end == n || len(s.held)+parts > cap(s.held) || parts > 1 && gathered == DefaultBatch {
@@ -250,7 +278,7 @@ func (s *Socket) takeSG(dst [][]byte, budget int) [][]byte {
 		if parts > 1 {
 			out = s.gather[gathered*s.maxFrame : (gathered+1)*s.maxFrame]
 		}
-		length, ok, foreign := 0, parts <= MaxFrags, false
+		length, fits, foreign := 0, true, false
 		var one []byte
 		for k := i; k <= end; k++ {
 			d := s.rx.descs[(idx+k)&mask]
@@ -263,17 +291,17 @@ func (s *Socket) takeSG(dst [][]byte, budget int) [][]byte {
 			switch {
 			case parts == 1:
 				one = f
-			case ok && length+len(f) <= len(out):
+			case fits && length+len(f) <= len(out):
 				length += copy(out[length:], f)
 			default:
-				ok = false
+				fits = false
 			}
 		}
 		i = end + 1
 		switch {
 		case foreign:
 			bad++
-		case !ok:
+		case !fits:
 			tooLong++
 		case parts == 1:
 			dst = append(dst, one)

@@ -122,7 +122,11 @@ func wireBufSize(c *cli.Context, mtu int, log zerolog.Logger) int {
 	bs := c.Int("buf-size")
 	if need := bufSizeFor(mtu); !c.IsSet("buf-size") && need > bs {
 		log.Info().Int("mtu", mtu).Int("buf_size", need).Msg("packet buffers raised from the default to hold a frame of the interface's MTU")
-		return need
+		bs = need
+		if room := frameRoom(mtu); bs < room {
+			log.Warn().Int("mtu", mtu).Int("buf_size", bs).Msgf("frames longer than %d bytes, the largest packet buffer, are delivered truncated (counter truncated); set the MTU to %d or less", bs, bs-18)
+		}
+		return bs
 	}
 	if room := frameRoom(mtu); bs < room {
 		log.Warn().Int("mtu", mtu).Int("buf_size", bs).Msgf("frames longer than --buf-size %d are delivered truncated (counter truncated); give --buf-size %d or more for MTU %d", bs, bufSizeFor(mtu), mtu)

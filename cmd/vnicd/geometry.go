@@ -8,6 +8,7 @@ import (
 	"github.com/vnic/vnic/bpf"
 	"github.com/vnic/vnic/ring"
 	"github.com/vnic/vnic/shm"
+	"github.com/vnic/vnic/xsk"
 )
 
 // checkGeometry checks the ring and buffer flags at startup, before any
@@ -74,13 +75,23 @@ func checkGeometry(c *cli.Context, local bool) (warnings []string, err error) {
 }
 
 // Frame room for an interface's MTU. AF_XDP in copy mode writes a frame
-// xskHeadroom bytes into its UMEM chunk (XDP_PACKET_HEADROOM), and vnicd's
-// sockets do not use multi-buffer (XDP_USE_SG), so a frame must fit in one
-// chunk; chunks above a page need huge pages, so 4 KiB is the largest.
+// xskHeadroom bytes into its UMEM chunk (XDP_PACKET_HEADROOM). Chunks
+// above a page need huge pages, so 4 KiB is the largest vnicd uses; a
+// frame that does not fit one chunk is spread over several (multi-buffer,
+// XDP_USE_SG), up to xsk.MaxFrags of them and 65,535 bytes.
 const (
-	xskHeadroom = 256
+	xskHeadroom = xsk.Headroom
 	xskMaxChunk = 4096
 )
+
+// maxFrameFor is the longest frame vnicd's AF_XDP sockets take for an
+// interface with this MTU (xsk.Config.MaxFrame): the interface's longest
+// frame, at most xsk.MaxFrags chunks' worth and 65,535 bytes. Longer ones
+// (an MTU above 65,517, such as loopback's) are dropped and counted in
+// xsk_rx_too_long.
+func maxFrameFor(mtu int) int {
+	return min(frameRoom(mtu), xsk.MaxFrags*(xskMaxChunk-xskHeadroom), 0xffff)
+}
 
 // frameRoom is the longest frame an interface with this MTU delivers: the
 // MTU and an Ethernet header with one VLAN tag.
@@ -121,13 +132,18 @@ func handoffMTUWarning(mtu, bufSize int) string {
 }
 
 // bufSizeFor is the smallest buffer size, a multiple of 64 and at least
-// shm.DefaultBufSize, that holds a frame of an interface with this MTU.
-// Its number of cache lines is odd, for the reason shm.DefaultBufSize is
-// not a power of two: the buffers' first lines spread over every cache set.
+// shm.DefaultBufSize, that holds a frame of an interface with this MTU, at
+// most shm.MaxBufSize (Bx entries carry 16-bit lengths; longer frames are
+// then delivered truncated). Its number of cache lines is odd, for the
+// reason shm.DefaultBufSize is not a power of two: the buffers' first
+// lines spread over every cache set.
 func bufSizeFor(mtu int) int {
 	lines := (frameRoom(mtu) + 63) / 64
 	if lines%2 == 0 {
 		lines++
+	}
+	if most := shm.MaxBufSize / 64; lines > most {
+		lines = most - most%2 - 1 // the largest odd count that fits
 	}
 	return max(lines*64, shm.DefaultBufSize)
 }

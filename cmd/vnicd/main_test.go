@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"github.com/vnic/vnic/shm"
+	"github.com/vnic/vnic/xsk"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -186,6 +187,8 @@ func TestFrameRoomForMTU(t *testing.T) {
 		{3822, 4096, true, 3904},
 		{3823, 4096, false, 3904},
 		{9000, 4096, false, 9024},
+		{32750, 4096, false, 32768 - 64}, // 32,768 would be 512 lines, an even count
+		{65535, 4096, false, 32768 - 64}, // loopback: capped at shm.MaxBufSize, longer frames truncated
 	} {
 		chunk, fits := xskChunkFor(c.mtu)
 		if chunk != c.chunk || fits != c.fits {
@@ -194,8 +197,25 @@ func TestFrameRoomForMTU(t *testing.T) {
 		if fits && chunk-xskHeadroom < frameRoom(c.mtu) {
 			t.Errorf("MTU %d: a %d-byte chunk does not hold a %d-byte frame after the headroom", c.mtu, chunk, frameRoom(c.mtu))
 		}
+		// The socket config vnicd builds must pass xsk's checks at every MTU.
+		if !fits {
+			cfg := xsk.Config{RxSize: 64, ChunkSize: chunk, MaxFrame: maxFrameFor(c.mtu)}
+			if err := cfg.Validate(); err != nil {
+				t.Errorf("MTU %d: MaxFrame %d: %v", c.mtu, maxFrameFor(c.mtu), err)
+			}
+			if want := min(frameRoom(c.mtu), 0xffff); maxFrameFor(c.mtu) != want {
+				t.Errorf("MTU %d: MaxFrame %d, want %d", c.mtu, maxFrameFor(c.mtu), want)
+			}
+		}
 		buf := bufSizeFor(c.mtu)
-		if buf != c.buf || buf < frameRoom(c.mtu) || buf%64 != 0 || (buf/64)%2 == 0 {
+		if buf > shm.MaxBufSize {
+			t.Errorf("MTU %d: buffer %d above shm.MaxBufSize %d", c.mtu, buf, shm.MaxBufSize)
+		}
+		if frameRoom(c.mtu) > shm.MaxBufSize-64 { // capped: no buffer holds the frame
+			if buf != c.buf || (buf/64)%2 == 0 {
+				t.Errorf("MTU %d: buffer %d, want %d (the largest odd number of lines)", c.mtu, buf, c.buf)
+			}
+		} else if buf != c.buf || buf < frameRoom(c.mtu) || buf%64 != 0 || (buf/64)%2 == 0 {
 			t.Errorf("MTU %d: buffer %d, want %d (≥ %d, an odd number of 64-byte lines)", c.mtu, buf, c.buf, frameRoom(c.mtu))
 		}
 	}

@@ -48,7 +48,7 @@ func (w *wire) stats() map[string]uint64 {
 		out["xsk_tx_invalid_descs"] = s.TxInvalidDescs
 		out["xsk_rx_frames"] = s.RxFrames
 		out["xsk_tx_frames"] = s.TxFrames
-		out["xsk_tx_completed"] = s.TxCompleted
+		out["xsk_tx_completed"] = s.TxCompleted // chunks, not frames: a multi-buffer frame completes as several
 		out["xsk_tx_kicks"] = s.TxKicks
 		out["xsk_rx_too_long"] = s.RxTooLong // multi-buffer frames longer than the MTU allows, dropped
 	}
@@ -93,7 +93,10 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 	if !fits {
 		// Multi-buffer: the kernel spreads a longer frame over chunks
 		// (the program was loaded with frags), xsk gathers it.
-		sc.MaxFrame = frameRoom(info.MTU)
+		sc.MaxFrame = maxFrameFor(info.MTU)
+		if sc.MaxFrame < frameRoom(info.MTU) {
+			log.Warn().Str("iface", name).Int("mtu", info.MTU).Msgf("frames longer than %d bytes are dropped (xsk_rx_too_long): AF_XDP takes a frame in at most %d chunks and 65,535 bytes; set the MTU to %d or less (ip link set %s mtu %d)", sc.MaxFrame, xsk.MaxFrags, sc.MaxFrame-18, name, sc.MaxFrame-18)
+		}
 	}
 	w.src, err = xsk.NewSource(xsk.SourceConfig{Ifindex: x.index, Queues: queues, Socket: sc, Map: w.objs})
 	if err != nil {
