@@ -449,3 +449,37 @@ func TestIntegrationNoLeftovers(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestIntegrationInspectActiveQueues: Inspect reports the RX queues an
+// interface uses now, not the ones it was created with: a veth made with
+// 4 queues and set to 1 with `ethtool -L` has one, and an AF_XDP socket
+// could not bind to queues 1 to 3 (a veth made without a queue count has
+// one per CPU but uses one, the same case).
+func TestIntegrationInspectActiveQueues(t *testing.T) {
+	requirePrivileges(t)
+	if _, err := exec.LookPath("ethtool"); err != nil {
+		t.Skip("skipping: ethtool is not installed")
+	}
+	x, _, v := pair(t, 4)
+	inspect := func() bpf.Interface {
+		t.Helper()
+		var info bpf.Interface
+		if err := x.Do(func() error {
+			var err error
+			info, err = bpf.Inspect(v.A.Index)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	if got := inspect().RXQueues; got != 4 {
+		t.Fatalf("a veth with 4 RX queues: Inspect says %d", got)
+	}
+	if out, err := exec.Command("ip", "netns", "exec", x.Name, "ethtool", "-L", v.A.Name, "rx", "1", "tx", "1").CombinedOutput(); err != nil {
+		t.Fatalf("ethtool -L %s rx 1 tx 1: %v\n%s", v.A.Name, err, out)
+	}
+	if got := inspect().RXQueues; got != 1 {
+		t.Fatalf("after ethtool -L rx 1: Inspect says %d RX queues, want 1", got)
+	}
+}

@@ -156,6 +156,9 @@ func Inspect(ifindex int) (Interface, error) {
 	if a.Xdp != nil && a.Xdp.Attached {
 		in.XDPProgID = a.Xdp.ProgId
 	}
+	if n, ok := activeRXQueues(a.Name); ok && n < in.RXQueues {
+		in.RXQueues = n // the queues in use, not the ones allocated
+	}
 	return in, nil
 }
 

@@ -58,7 +58,7 @@ type Interface struct {
 	Index    int
 	Kind     string // "veth", "device", ...
 	MTU      int
-	RXQueues int
+	RXQueues int // in use now (ethtool's current RX and combined channels), else as created
 	TXQueues int
 	// XDPProgID is the id of an XDP program attached already (0: none).
 	XDPProgID uint32
