@@ -50,6 +50,8 @@ echo "== shuffle with 8900-byte messages (69 tuples; the testbed's MTU is 9000)"
 bench/shuffle -testbed "$prefix" -hosts 3 -workers 2 -rows "$rows" -runs "$runs" -msg 8900 -csv "$out/shuffle-sweep-jumbo.csv" -plot "$out/shuffle-sweep-jumbo.png"
 echo "== shuffle, bi-channel on the vNIC fast path (each host's vnicd), against kernel TCP"
 bench/shuffle -testbed "$prefix" -hosts 3 -workers 2 -rows "$rows" -runs "$runs" -fast vnic -csv "$out/shuffle-sweep-vnic.csv"
+echo "== shuffle, vNIC fast path with 8900-byte messages (vnicd takes each 9 KiB frame as three AF_XDP chunks: multi-buffer)"
+bench/shuffle -testbed "$prefix" -hosts 3 -workers 2 -rows "$rows" -runs "$runs" -fast vnic -msg 8900 -csv "$out/shuffle-sweep-vnic-jumbo.csv"
 fi
 uptime
 echo "== kv (primary + 2 secondaries, 2 shards, client on its own host; offered rates $rates, $dur each)"
