@@ -274,6 +274,16 @@ type VNICConfig struct {
 	AttachTimeout time.Duration
 	// Buffers, if not zero, asks vnicd for that many packet buffers.
 	Buffers int
+	// AxSize is the entries of each queue's allocation (Ax) ring: the
+	// buffers posted for a worker's arriving datagrams. 0 asks for enough
+	// to hold what two peers may have in flight to a worker (2 × Flows ×
+	// BuffersPerFlow, 1,024 by default, a power of two, and a Bx ring as
+	// large): with vnicd's default (256), peers that send in bursts while
+	// the worker waits for a CPU exhaust it, vnicd drops the rest
+	// (drops_ax_starved) and every one of them comes again over TCP after
+	// the retransmission timeout. Credits bound messages per flow, not
+	// the vNIC's buffers, so size this for the peers that send at once.
+	AxSize int
 	// Spin is how long a worker waiting for messages polls its queue
 	// before it sleeps on the queue's eventfd (default DefaultVNICSpin,
 	// 50µs; negative: sleep at once). Polling costs a core while it lasts;

@@ -339,8 +339,21 @@ func (e *Endpoint) checkInfo() error {
 	return nil
 }
 
+// vnicAxSize is VNICConfig.AxSize's default: room for two peers' credits
+// to one worker, a power of two from 256 to 8,192.
+func vnicAxSize(flows, buffersPerFlow int) int {
+	n := 256
+	for n < 2*flows*buffersPerFlow && n < 8192 {
+		n *= 2
+	}
+	return n
+}
+
 func (e *Endpoint) buildFastPath() (FastPath, error) {
 	c := e.cfg
+	if c.VNIC.AxSize == 0 {
+		c.VNIC.AxSize = vnicAxSize(c.Flows, c.BuffersPerFlow)
+	}
 	switch c.Fast {
 	case FastUDP:
 		return e.newUDPFast(nil)

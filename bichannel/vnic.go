@@ -99,6 +99,16 @@ type vnicRoute struct {
 	frames [][][]byte // per worker: the frames being built (a batch of one for Send)
 }
 
+// vnicBxSize is the Bx ring size asked for with an Ax ring of ax entries:
+// vnicd's default (0) up to 1,024 entries, else as many as the Ax ring, so
+// that a Bx ring holds all the Ax ring posted while its worker is away.
+func vnicBxSize(ax int) int {
+	if ax <= 1024 {
+		return 0
+	}
+	return ax
+}
+
 // NewVNICFast attaches to vnicd with one queue per worker and claims UDP
 // ports cfg.BasePort to cfg.BasePort+workers-1.
 func NewVNICFast(ctx context.Context, workers int, cfg VNICConfig) (*VNICFast, error) {
@@ -125,7 +135,8 @@ func NewVNICFast(ctx context.Context, workers int, cfg VNICConfig) (*VNICFast, e
 	// goroutine's Send never share a client.Queue (a single-owner object).
 	// A vnicd that allows fewer queues gets one per worker, shared.
 	opts := client.AttachOptions{
-		Name: cfg.Name, Queues: 2 * workers, Buffers: cfg.Buffers,
+		Name: cfg.Name, Queues: 2 * workers, Buffers: cfg.Buffers, AxSize: cfg.AxSize,
+		BxSize: vnicBxSize(cfg.AxSize),
 		Spin:  time.Nanosecond, // VNICFast.Wait spins itself (cfg.Spin), then Queue.Wait may sleep at once
 		Match: client.Match{Proto: "udp", DstPortLo: cfg.BasePort, DstPortHi: cfg.BasePort + uint16(workers-1)},
 	}

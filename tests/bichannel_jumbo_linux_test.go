@@ -113,6 +113,23 @@ func biJumboRun(t *testing.T, mtu int) {
 		var st proto.Stats
 		if _, err := c.Call(proto.TStats, nil, &st); err == nil {
 			t.Logf("vnicd's AF_XDP counters: rx %d frames, tx %d frames in %d chunks", st.Source["xsk_rx_frames"], st.Source["xsk_tx_frames"], st.Source["xsk_tx_completed"])
+			// The bi-channel sized its receive rings for two peers'
+			// credits (2 × 8 flows × 64): no drops_ax_starved.
+			rings := 0
+			for _, ten := range st.Tenants {
+				for _, r := range ten.Rings {
+					if ten.Name != "bichannel-jumbo" {
+						continue
+					}
+					rings++
+					if r.AxSize != 1024 || r.BxSize < 1024 {
+						t.Errorf("tenant %q queue %d: Ax %d, Bx %d entries; want 1,024 and at least 1,024", ten.Name, r.Queue, r.AxSize, r.BxSize)
+					}
+				}
+			}
+			if rings == 0 {
+				t.Error("vnicd lists no ring of the tenant bichannel-jumbo")
+			}
 		}
 		c.Close()
 	}

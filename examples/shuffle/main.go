@@ -156,6 +156,12 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		var st bichannel.Stats
 		for _, tr := range c.trs {
 			s := tr.(BiTransport).E.Stats()
+			if os.Getenv("SHUFFLE_DEBUG") != "" {
+				fmt.Fprintf(out, "DEBUG %+v\n", s)
+				if v, ok := tr.(BiTransport).E.FastPath().(*bichannel.VNICFast); ok {
+					fmt.Fprintf(out, "DEBUGV %+v\n", v.FastStats())
+				}
+			}
 			st.Sent += s.Sent
 			st.Retransmitted += s.Retransmitted
 			st.DeliveredTCP += s.DeliveredTCP
