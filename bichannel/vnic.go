@@ -137,8 +137,8 @@ func NewVNICFast(ctx context.Context, workers int, cfg VNICConfig) (*VNICFast, e
 	opts := client.AttachOptions{
 		Name: cfg.Name, Queues: 2 * workers, Buffers: cfg.Buffers, AxSize: cfg.AxSize,
 		BxSize: vnicBxSize(cfg.AxSize),
-		Spin:  time.Nanosecond, // VNICFast.Wait spins itself (cfg.Spin), then Queue.Wait may sleep at once
-		Match: client.Match{Proto: "udp", DstPortLo: cfg.BasePort, DstPortHi: cfg.BasePort + uint16(workers-1)},
+		Spin:   time.Nanosecond, // VNICFast.Wait spins itself (cfg.Spin), then Queue.Wait may sleep at once
+		Match:  client.Match{Proto: "udp", DstPortLo: cfg.BasePort, DstPortHi: cfg.BasePort + uint16(workers-1)},
 	}
 	t, err := client.Attach(actx, cfg.Socket, opts)
 	if err != nil && strings.Contains(err.Error(), "queues") {
