@@ -275,14 +275,22 @@ type VNICConfig struct {
 	// Buffers, if not zero, asks vnicd for that many packet buffers.
 	Buffers int
 	// AxSize is the entries of each queue's allocation (Ax) ring: the
-	// buffers posted for a worker's arriving datagrams. 0 asks for enough
-	// to hold what two peers may have in flight to a worker (2 × Flows ×
-	// BuffersPerFlow, 1,024 by default, a power of two, and a Bx ring as
-	// large): with vnicd's default (256), peers that send in bursts while
-	// the worker waits for a CPU exhaust it, vnicd drops the rest
-	// (drops_ax_starved) and every one of them comes again over TCP after
-	// the retransmission timeout. Credits bound messages per flow, not
-	// the vNIC's buffers, so size this for the peers that send at once.
+	// buffers posted for a worker's arriving datagrams. New (Endpoint)
+	// fills 0 with enough for what two peers may have in flight to a
+	// worker: 2 × Flows × BuffersPerFlow as a power of two from 256 to
+	// 8,192 (1,024 with the defaults). vnicd's own default is smaller
+	// (its --ax-size, spread over the tenant's queues: 128 to 256), and
+	// peers that send in bursts while the worker waits for a CPU exhaust
+	// it: vnicd drops the rest (drops_ax_starved) and every one of them
+	// comes again over TCP after the retransmission timeout. Credits bound
+	// messages per flow, not the vNIC's buffers, so size this for the
+	// peers that send at once. Above 1,024 the Bx rings are asked as large.
+	// The rings cost buffers (queues × AxSize of vnicd's --buf-size each):
+	// if vnicd refuses them (--max-region), the fast path takes vnicd's
+	// defaults and Endpoint logs a warning (VNICFast.Reduced). An explicit
+	// value also overrides a larger --ax-size of vnicd's; NewVNICFast,
+	// called directly, passes 0 on to vnicd's default, and
+	// NewVNICFastTenant ignores it (the caller attached).
 	AxSize int
 	// Spin is how long a worker waiting for messages polls its queue
 	// before it sleeps on the queue's eventfd (default DefaultVNICSpin,

@@ -358,10 +358,17 @@ func (e *Endpoint) buildFastPath() (FastPath, error) {
 	case FastUDP:
 		return e.newUDPFast(nil)
 	case FastVNIC:
-		return NewVNICFast(context.Background(), c.Workers, c.VNIC)
+		fp, err := NewVNICFast(context.Background(), c.Workers, c.VNIC)
+		if err == nil && fp.Reduced() != "" {
+			e.log.Warn().Msg("bichannel: " + fp.Reduced())
+		}
+		return fp, err
 	case FastAuto:
 		fp, err := NewVNICFast(context.Background(), c.Workers, c.VNIC)
 		if err == nil {
+			if fp.Reduced() != "" {
+				e.log.Warn().Msg("bichannel: " + fp.Reduced())
+			}
 			e.log.Info().Str("socket", c.VNIC.Socket).Msg("bichannel: fast path through vnicd")
 			return fp, nil
 		}

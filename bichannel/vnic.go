@@ -75,6 +75,7 @@ type VNICFast struct {
 	sent, received, sendErrors, drops atomic.Uint64
 	waitErrors                        atomic.Uint64 // Queue.Wait errors other than vnicd gone (e.g. a starved queue)
 	sleeps, spinsCut                  atomic.Uint64
+	reduced                           string // see Reduced
 }
 
 type vnicQ struct {
@@ -141,11 +142,22 @@ func NewVNICFast(ctx context.Context, workers int, cfg VNICConfig) (*VNICFast, e
 		Match:  client.Match{Proto: "udp", DstPortLo: cfg.BasePort, DstPortHi: cfg.BasePort + uint16(workers-1)},
 	}
 	t, err := client.Attach(actx, cfg.Socket, opts)
-	if err != nil && strings.Contains(err.Error(), "queues") {
+	if err != nil && strings.Contains(err.Error(), "vnicd allows") { // its --max-queues
 		opts.Queues = workers
 		t, err = client.Attach(actx, cfg.Socket, opts)
 	}
+	reduced := ""
+	if err != nil && opts.AxSize > 0 && strings.Contains(err.Error(), "--max-region") {
+		// The rings asked for need more memory than vnicd grants one
+		// tenant: take its default rings, and say so (Reduced).
+		reduced = fmt.Sprintf("vnicd refused Ax rings of %d entries (%v); the fast path runs with vnicd's default rings, so bursts while a worker waits for a CPU may be dropped and resent over TCP: raise vnicd's --max-region or lower VNICConfig.AxSize", opts.AxSize, err)
+		opts.AxSize, opts.BxSize = 0, 0
+		t, err = client.Attach(actx, cfg.Socket, opts)
+	}
 	if err != nil {
+		if cfg.AxSize > 0 && strings.Contains(err.Error(), "--max-region") {
+			return nil, fmt.Errorf("bichannel: vnic: %w (even with vnicd's default rings; VNICConfig.AxSize was %d)", err, cfg.AxSize)
+		}
 		return nil, fmt.Errorf("bichannel: vnic: %w", err)
 	}
 	v, err := newVNICFast(tenantAdapter{t}, workers, cfg)
@@ -153,8 +165,14 @@ func NewVNICFast(ctx context.Context, workers int, cfg VNICConfig) (*VNICFast, e
 		t.Close()
 		return nil, err
 	}
+	v.reduced = reduced
 	return v, nil
 }
+
+// Reduced says, when not empty, that vnicd refused the Ax rings asked for
+// (VNICConfig.AxSize) and the fast path runs with its default ones, and
+// what to change. Endpoint logs it.
+func (v *VNICFast) Reduced() string { return v.reduced }
 
 // NewVNICFastTenant builds the fast path over a tenant the caller attached
 // (one queue per worker, claiming UDP ports cfg.BasePort to

@@ -1,0 +1,83 @@
+package bichannel
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/vnic/vnic/internal/daemon"
+	"github.com/vnic/vnic/nic"
+)
+
+// startDaemon runs an in-process vnicd with no wire and the given
+// per-tenant region limit, and returns its socket.
+func startDaemon(t *testing.T, maxRegion int64) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "vnicd.sock")
+	idle := nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return dst, nil })
+	d, err := daemon.New(daemon.Config{Socket: sock, SocketGroup: -1, Source: idle, SourceName: "test", SourceMode: "no wire",
+		Engine: nic.Config{EmulatorCPU: -1}, Log: zerolog.New(io.Discard), AxSize: 128, BxSize: 256, TxSize: 64,
+		NoHugePages: true, Limits: daemon.Limits{MaxRegionBytes: maxRegion}, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+	})
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if c, err := net.Dial("unixpacket", sock); err == nil {
+			c.Close()
+			return sock
+		}
+		if time.Now().After(end) {
+			t.Fatal("the daemon did not listen within 5 s")
+		}
+	}
+}
+
+// TestVNICFastRegionFallback: Ax rings too large for vnicd's per-tenant
+// region limit (--max-region) fall back to vnicd's default rings, and
+// Reduced says so and what to change; a limit too small even for those
+// fails with an error that names VNICConfig.AxSize.
+func TestVNICFastRegionFallback(t *testing.T) {
+	cfg := VNICConfig{IP: netip.MustParseAddr("198.18.0.1"), BasePort: 9100, AxSize: 4096, Spin: -1}
+	// 2 queues × (4,096 + 64) + 2 × 4,096 buffers of 2,112 bytes: 35 MB,
+	// against vnicd's defaults (Ax 128): under 2 MB.
+	cfg.Socket = startDaemon(t, 16<<20)
+	v, err := NewVNICFast(context.Background(), 1, cfg)
+	if err != nil {
+		t.Fatalf("attach with rings above the limit: %v (want vnicd's default rings)", err)
+	}
+	if r := v.Reduced(); !strings.Contains(r, "--max-region") || !strings.Contains(r, "VNICConfig.AxSize") {
+		t.Errorf("Reduced() = %q: want it to name --max-region and VNICConfig.AxSize", r)
+	}
+	v.Close()
+
+	cfg.Socket = startDaemon(t, 1<<20)
+	if _, err := NewVNICFast(context.Background(), 1, cfg); err == nil || !strings.Contains(err.Error(), "VNICConfig.AxSize was 4096") {
+		t.Fatalf("attach under a 1 MiB limit: %v; want an error naming VNICConfig.AxSize", err)
+	}
+
+	cfg.Socket, cfg.AxSize = startDaemon(t, 1<<30), 1024
+	v, err = NewVNICFast(context.Background(), 1, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := v.Reduced(); r != "" {
+		t.Errorf("Reduced() = %q with room for the rings", r)
+	}
+	v.Close()
+}
