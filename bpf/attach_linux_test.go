@@ -189,14 +189,7 @@ func TestIntegrationAttachModes(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Options.Queues >= 2") {
 		t.Errorf("attach with a 1-entry XSKMAP to 2 queues: %v", err)
 	}
-	var info bpf.Interface
-	if err := x.Do(func() error {
-		var err error
-		info, err = bpf.Inspect(v.A.Index)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	info := inspect(t, x, v.A.Index)
 	if info.Kind != "veth" || info.RXQueues != 2 || info.TXQueues != 2 || info.MTU != 1500 || info.Name != v.A.Name {
 		t.Errorf("Inspect: %+v", info)
 	}
@@ -450,6 +443,20 @@ func TestIntegrationNoLeftovers(t *testing.T) {
 	}
 }
 
+// inspect runs bpf.Inspect on interface index inside namespace ns.
+func inspect(t *testing.T, ns *testutil.Netns, index int) bpf.Interface {
+	t.Helper()
+	var info bpf.Interface
+	if err := ns.Do(func() error {
+		var err error
+		info, err = bpf.Inspect(index)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
 // TestIntegrationInspectActiveQueues: Inspect reports the RX queues an
 // interface uses now, not the ones it was created with: a veth made with
 // 4 queues and set to 1 with `ethtool -L` has one, and an AF_XDP socket
@@ -461,19 +468,7 @@ func TestIntegrationInspectActiveQueues(t *testing.T) {
 		t.Skip("skipping: ethtool is not installed")
 	}
 	x, _, v := pair(t, 4)
-	inspect := func() bpf.Interface {
-		t.Helper()
-		var info bpf.Interface
-		if err := x.Do(func() error {
-			var err error
-			info, err = bpf.Inspect(v.A.Index)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return info
-	}
-	if got := inspect().RXQueues; got != 4 {
+	if got := inspect(t, x, v.A.Index).RXQueues; got != 4 {
 		t.Fatalf("a veth with 4 RX queues: Inspect says %d", got)
 	}
 	if out, err := exec.Command("ip", "netns", "exec", x.Name, "ethtool", "-L", v.A.Name, "rx", "1", "tx", "1").CombinedOutput(); err != nil {
@@ -482,7 +477,7 @@ func TestIntegrationInspectActiveQueues(t *testing.T) {
 		}
 		t.Fatalf("ethtool -L %s rx 1 tx 1: %v\n%s", v.A.Name, err, out)
 	}
-	if got := inspect().RXQueues; got != 1 {
+	if got := inspect(t, x, v.A.Index).RXQueues; got != 1 {
 		t.Fatalf("after ethtool -L rx 1: Inspect says %d RX queues, want 1", got)
 	}
 }
