@@ -103,7 +103,14 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 		w.Close()
 		return nil, fmt.Errorf("open AF_XDP sockets on %s: %w", name, err)
 	}
-	w.mode = fmt.Sprintf("xdp %s, af_xdp %s, %d queues", got, w.src.Mode(), len(queues))
+	plural := "s"
+	if len(queues) == 1 {
+		plural = ""
+	}
+	w.mode = fmt.Sprintf("xdp %s, af_xdp %s, %d queue%s, MTU %d", got, w.src.Mode(), len(queues), plural, info.MTU)
+	if sc.MaxFrame > 0 {
+		w.mode += fmt.Sprintf(", multi-buffer: frames up to %d bytes in %d-byte chunks", sc.MaxFrame, sc.ChunkSize)
+	}
 	claim := x.claims.describe()
 	log.Info().Str("iface", name).Str("xdp_mode", got.String()).Str("af_xdp_mode", fmt.Sprint(w.src.Mode())).
 		Int("rx_queues", len(queues)).Int("mtu", info.MTU).Int("umem_chunk", chunk).Bool("multi_buffer", !fits).Str("claims", claim).
