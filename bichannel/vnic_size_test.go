@@ -18,3 +18,17 @@ func TestVNICRingSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultReadBufferHoldsCredits: a UDP worker socket's default receive
+// buffer holds what one peer may have in flight to it (DefaultFlows ×
+// DefaultBuffersPerFlow datagrams), each in a kernel buffer of up to twice
+// its size, for every datagram size: a smaller buffer overflows under a
+// stream (RcvbufErrors) and each lost datagram comes again over TCP.
+func TestDefaultReadBufferHoldsCredits(t *testing.T) {
+	for _, md := range []int{HeaderLen + DefaultMaxPayload, HeaderLen + PayloadForMTU(9000, false), 0xffff} {
+		need := DefaultFlows * DefaultBuffersPerFlow * 2 * md
+		if got := defaultReadBuffer(md); got < need {
+			t.Errorf("datagrams of %d bytes: default receive buffer %d, want at least %d", md, got, need)
+		}
+	}
+}

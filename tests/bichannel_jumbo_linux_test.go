@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -94,11 +95,23 @@ func biJumboRun(t *testing.T, mtu int) {
 			t.Fatal(err)
 		}
 	}
+	// Every message is one frame through vnicd, whole. A message the
+	// retransmission timer sent again over TCP before its datagram was
+	// read (a worker without a CPU for 20 ms on a loaded machine) is
+	// delivered over TCP although nothing was lost, so the fast path must
+	// carry most, not all; what would lose datagrams is checked exactly:
+	// the peer's UDP socket never overflows (its buffer holds the
+	// credits), and vnicd drops nothing (the ledger, below).
 	for i, e := range nodes {
 		s := e.Stats()
-		if s.DeliveredFast != n || s.DeliveredTCP != 0 || s.Malformed != 0 {
-			t.Errorf("node %d: %d messages over the fast path, %d over TCP, %d malformed datagrams; want %d, 0, 0", i, s.DeliveredFast, s.DeliveredTCP, s.Malformed, n)
+		if s.DeliveredFast < n*9/10 || s.DeliveredFast+s.DeliveredTCP != n || s.Malformed != 0 {
+			t.Errorf("node %d: %d messages over the fast path, %d over TCP, %d malformed datagrams; want at least %d of %d fast, none malformed", i, s.DeliveredFast, s.DeliveredTCP, s.Malformed, n*9/10, n)
 		}
+	}
+	if out, err := b.inPeer("cat", "/proc/net/snmp"); err != nil {
+		t.Errorf("the peer's /proc/net/snmp: %v", err)
+	} else if n := udpRcvbufErrors(out); n != 0 {
+		t.Errorf("the peer's UDP socket overflowed %d times (RcvbufErrors): its receive buffer does not hold the credits", n)
 	}
 	logText, err := os.ReadFile(b.log)
 	if err != nil {
@@ -142,4 +155,30 @@ func biJumboRun(t *testing.T, mtu int) {
 			t.Logf("the peer's UDP counters (RcvbufErrors: its socket was full):\n%s", out)
 		}
 	}
+}
+
+// udpRcvbufErrors reads RcvbufErrors from /proc/net/snmp's Udp lines
+// (a header line of names, then one of values); -1 if absent.
+func udpRcvbufErrors(snmp string) int {
+	var names []string
+	for _, l := range strings.Split(snmp, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != "Udp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, name := range names {
+			if name == "RcvbufErrors" && i < len(f) {
+				v, err := strconv.Atoi(f[i])
+				if err != nil {
+					return -1
+				}
+				return v
+			}
+		}
+	}
+	return -1
 }
