@@ -349,6 +349,16 @@ func vnicAxSize(flows, buffersPerFlow int) int {
 	return n
 }
 
+// newVNICFast attaches the vNIC fast path and logs it if vnicd refused
+// the rings asked for (VNICFast.Reduced).
+func (e *Endpoint) newVNICFast(c Config) (*VNICFast, error) {
+	fp, err := NewVNICFast(context.Background(), c.Workers, c.VNIC)
+	if err == nil && fp.Reduced() != "" {
+		e.log.Warn().Msg("bichannel: " + fp.Reduced())
+	}
+	return fp, err
+}
+
 func (e *Endpoint) buildFastPath() (FastPath, error) {
 	c := e.cfg
 	if c.VNIC.AxSize == 0 {
@@ -358,17 +368,14 @@ func (e *Endpoint) buildFastPath() (FastPath, error) {
 	case FastUDP:
 		return e.newUDPFast(nil)
 	case FastVNIC:
-		fp, err := NewVNICFast(context.Background(), c.Workers, c.VNIC)
-		if err == nil && fp.Reduced() != "" {
-			e.log.Warn().Msg("bichannel: " + fp.Reduced())
+		fp, err := e.newVNICFast(c)
+		if err != nil {
+			return nil, err // not a nil *VNICFast in a FastPath
 		}
-		return fp, err
+		return fp, nil
 	case FastAuto:
-		fp, err := NewVNICFast(context.Background(), c.Workers, c.VNIC)
+		fp, err := e.newVNICFast(c)
 		if err == nil {
-			if fp.Reduced() != "" {
-				e.log.Warn().Msg("bichannel: " + fp.Reduced())
-			}
 			e.log.Info().Str("socket", c.VNIC.Socket).Msg("bichannel: fast path through vnicd")
 			return fp, nil
 		}

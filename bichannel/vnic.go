@@ -325,12 +325,10 @@ func (v *VNICFast) SendBatch(peer, worker, flow int, dgs [][]byte) (int, error) 
 	for i, b := range dgs {
 		fr := frames[i][:0]
 		if v.info.Addr.Is4() {
-			fr = rss.BuildUDP4(fr, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, len(b))
+			fr = rss.BuildUDP4Payload(fr, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, b)
 		} else {
-			fr = rss.BuildUDP6(fr, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, len(b))
+			fr = rss.BuildUDP6Payload(fr, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, b)
 		}
-		copy(fr[len(fr)-len(b):], b)
-		rss.SetUDPChecksum(fr)
 		frames[i] = fr
 	}
 	r.frames[worker] = frames[:cap(frames)]

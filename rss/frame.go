@@ -24,6 +24,19 @@ const (
 // traffic generators and panics if src or dst is not IPv4 or payloadLen is
 // outside [0, MaxUDP4Payload]: those are programming errors.
 func BuildUDP4(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payloadLen int) []byte {
+	return buildUDP4(buf, srcMAC, dstMAC, src, dst, sport, dport, payloadLen, nil)
+}
+
+// BuildUDP4Payload is BuildUDP4 with payload as the frame's payload: it is
+// copied in once, and the UDP checksum covers it (one pass, no zero payload
+// first). It panics as BuildUDP4 does.
+func BuildUDP4Payload(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payload []byte) []byte {
+	return buildUDP4(buf, srcMAC, dstMAC, src, dst, sport, dport, len(payload), payload)
+}
+
+// buildUDP4 builds the frame with payload, or payloadLen zero bytes when
+// payload is nil.
+func buildUDP4(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payloadLen int, payload []byte) []byte {
 	if !src.Is4() || !dst.Is4() {
 		panic(fmt.Sprintf("rss: BuildUDP4: %v and %v must both be IPv4 addresses", src, dst))
 	}
@@ -51,8 +64,7 @@ func BuildUDP4(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, d
 
 	// Pseudo-header: addresses, zero, protocol, UDP length.
 	ph := sum(sum(0, s[:]), d[:]) + uint32(ProtoUDP) + uint32(udpLen)
-	buf = appendUDP(buf, ph, sport, dport, payloadLen)
-	return buf
+	return appendUDP(buf, ph, sport, dport, payloadLen, payload)
 }
 
 // BuildUDP6 is BuildUDP4 for IPv6: an Ethernet II / IPv6 / UDP frame with
@@ -60,6 +72,15 @@ func BuildUDP4(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, d
 // src or dst is not an IPv6 address (IPv4-mapped ones are accepted) or
 // payloadLen is outside [0, MaxUDP6Payload].
 func BuildUDP6(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payloadLen int) []byte {
+	return buildUDP6(buf, srcMAC, dstMAC, src, dst, sport, dport, payloadLen, nil)
+}
+
+// BuildUDP6Payload is BuildUDP4Payload for IPv6.
+func BuildUDP6Payload(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payload []byte) []byte {
+	return buildUDP6(buf, srcMAC, dstMAC, src, dst, sport, dport, len(payload), payload)
+}
+
+func buildUDP6(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payloadLen int, payload []byte) []byte {
 	if !src.Is6() || !dst.Is6() {
 		panic(fmt.Sprintf("rss: BuildUDP6: %v and %v must both be IPv6 addresses", src, dst))
 	}
@@ -81,7 +102,7 @@ func BuildUDP6(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, d
 
 	// Pseudo-header: addresses, upper-layer length, zeros, next header.
 	ph := sum(sum(0, s[:]), d[:]) + uint32(udpLen) + uint32(ProtoUDP)
-	return appendUDP(buf, ph, sport, dport, payloadLen)
+	return appendUDP(buf, ph, sport, dport, payloadLen, payload)
 }
 
 func appendEther(buf []byte, srcMAC, dstMAC [6]byte, etherType uint16) []byte {
@@ -90,20 +111,25 @@ func appendEther(buf []byte, srcMAC, dstMAC [6]byte, etherType uint16) []byte {
 	return binary.BigEndian.AppendUint16(buf, etherType)
 }
 
-// appendUDP appends a UDP header and payloadLen zero bytes; pseudo is the
-// unfolded one's-complement sum of the pseudo-header.
-func appendUDP(buf []byte, pseudo uint32, sport, dport uint16, payloadLen int) []byte {
+// appendUDP appends a UDP header and payload, or payloadLen zero bytes if
+// payload is nil; pseudo is the one's-complement sum of the pseudo-header.
+func appendUDP(buf []byte, pseudo uint32, sport, dport uint16, payloadLen int, payload []byte) []byte {
 	udpLen := udpHdrLen + payloadLen
 	u := len(buf)
 	buf = binary.BigEndian.AppendUint16(buf, sport)
 	buf = binary.BigEndian.AppendUint16(buf, dport)
 	buf = binary.BigEndian.AppendUint16(buf, uint16(udpLen))
 	buf = append(buf, 0, 0) // checksum, below
-	buf = slices.Grow(buf, payloadLen)
-	n := len(buf)
-	buf = buf[:n+payloadLen]
-	clear(buf[n:])
-	c := ^fold(sum(pseudo, buf[u:n])) // the zero payload adds nothing
+	summed := len(buf)      // the zero payload adds nothing to the sum
+	if payload != nil {
+		buf = append(buf, payload...)
+		summed = len(buf)
+	} else {
+		n := len(buf)
+		buf = slices.Grow(buf, payloadLen)[:n+payloadLen]
+		clear(buf[n:])
+	}
+	c := ^fold(sum(pseudo, buf[u:summed]))
 	if c == 0 {
 		c = 0xffff // 0 means "no checksum" in UDP
 	}
@@ -113,7 +139,8 @@ func appendUDP(buf []byte, pseudo uint32, sport, dport uint16, payloadLen int) [
 
 // SetUDPChecksum recomputes the UDP checksum of an Ethernet frame built by
 // BuildUDP4 or BuildUDP6 after its payload was written (the builders
-// checksum a zero payload). The frame must hold the whole UDP datagram.
+// checksum a zero payload; BuildUDP4Payload and BuildUDP6Payload need no
+// second pass). The frame must hold the whole UDP datagram.
 func SetUDPChecksum(frame []byte) {
 	const l3 = etherHdrLen
 	var acc uint32
@@ -155,27 +182,9 @@ func sum(acc uint32, b []byte) uint32 {
 		s, c = bits.Add64(s, binary.BigEndian.Uint64(b), c)
 		b = b[8:]
 	}
-	var t uint64 // the tail, up to 7 bytes, left-aligned in 56 bits: word boundaries stay even
-	switch len(b) {
-	case 7:
-		t = uint64(b[6]) << 8
-		fallthrough
-	case 6:
-		t |= uint64(binary.BigEndian.Uint16(b[4:])) << 16
-		t |= uint64(binary.BigEndian.Uint32(b)) << 32
-	case 5:
-		t = uint64(b[4]) << 24
-		fallthrough
-	case 4:
-		t |= uint64(binary.BigEndian.Uint32(b)) << 32
-	case 3:
-		t = uint64(b[2]) << 40
-		fallthrough
-	case 2:
-		t |= uint64(binary.BigEndian.Uint16(b)) << 48
-	case 1:
-		t = uint64(b[0]) << 56
-	}
+	var tail [8]byte // up to 7 bytes, left-aligned: word boundaries stay even
+	copy(tail[:], b)
+	t := binary.BigEndian.Uint64(tail[:])
 	s, c = bits.Add64(s, t, c)
 	s, c = bits.Add64(s, 0, c)
 	s += c // cannot carry again: the add above wrapped to 0 if it carried

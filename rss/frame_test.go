@@ -238,3 +238,47 @@ func BenchmarkSum(b *testing.B) {
 }
 
 var sink32 uint32
+
+// TestBuildUDPPayloadAgrees: BuildUDP4Payload and BuildUDP6Payload build
+// the frame BuildUDP4/6, a copy of the payload and SetUDPChecksum build, for
+// every payload length from 0 to 300 and a jumbo one, in one pass and
+// without allocating into a buffer with room.
+func TestBuildUDPPayloadAgrees(t *testing.T) {
+	var a, b [6]byte
+	a[5], b[5] = 1, 2
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, ips := range [][2]netip.Addr{
+		{netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")},
+		{netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2")},
+	} {
+		build, withPayload := BuildUDP4, BuildUDP4Payload
+		if ips[0].Is6() {
+			build, withPayload = BuildUDP6, BuildUDP6Payload
+		}
+		for _, n := range append(rangeInts(301), 8932) {
+			p := make([]byte, n)
+			for i := range p {
+				p[i] = byte(rng.Uint32())
+			}
+			want := build(nil, a, b, ips[0], ips[1], 1000, 2000, n)
+			copy(want[len(want)-n:], p)
+			SetUDPChecksum(want)
+			if got := withPayload(nil, a, b, ips[0], ips[1], 1000, 2000, p); !bytes.Equal(got, want) {
+				t.Fatalf("%v, %d-byte payload: the frames differ", ips[0], n)
+			}
+		}
+		buf := make([]byte, 0, 9100)
+		p := make([]byte, 8932)
+		if allocs := testing.AllocsPerRun(100, func() { buf = withPayload(buf[:0], a, b, ips[0], ips[1], 1, 2, p) }); allocs != 0 {
+			t.Errorf("%v: %v allocations per frame into a buffer with room", ips[0], allocs)
+		}
+	}
+}
+
+func rangeInts(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}

@@ -708,13 +708,12 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 	// Where the fast path's losses went outside vnicd: the peer's UDP
 	// sockets (RcvbufErrors) and its per-CPU backlogs (softnet_stat's
 	// second column: drops at netdev_max_backlog).
-	for _, f := range []string{"/proc/net/snmp", "/proc/net/softnet_stat"} {
-		if out, err := bed.inPeer("cat", f); err == nil {
-			if f == "/proc/net/snmp" {
-				out = strings.Join(slices.DeleteFunc(strings.Split(out, "\n"), func(l string) bool { return !strings.HasPrefix(l, "Udp:") }), "\n")
-			}
-			b.Logf("peer namespace, %s:\n%s", f, out)
-		}
+	var snmp map[string]uint64
+	if err := testbed.InNetns(bed.peer, func() (err error) { snmp, err = nsSNMP(); return err }); err == nil {
+		b.Logf("peer namespace, UDP: InDatagrams %d, InErrors %d, RcvbufErrors %d", snmp["Udp.InDatagrams"], snmp["Udp.InErrors"], snmp["Udp.RcvbufErrors"])
+	}
+	if out, err := bed.inPeer("cat", "/proc/net/softnet_stat"); err == nil {
+		b.Logf("peer namespace, /proc/net/softnet_stat:\n%s", out)
 	}
 	cancel()
 }

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testbed"
 )
 
 // TestIntegrationBichannelJumbo runs the bi-channel through vnicd on a veth
@@ -108,10 +108,11 @@ func biJumboRun(t *testing.T, mtu int) {
 			t.Errorf("node %d: %d messages over the fast path, %d over TCP, %d malformed datagrams; want at least %d of %d fast, none malformed", i, s.DeliveredFast, s.DeliveredTCP, s.Malformed, n*9/10, n)
 		}
 	}
-	if out, err := b.inPeer("cat", "/proc/net/snmp"); err != nil {
+	var snmp map[string]uint64
+	if err := testbed.InNetns(b.peer, func() (err error) { snmp, err = nsSNMP(); return err }); err != nil {
 		t.Errorf("the peer's /proc/net/snmp: %v", err)
-	} else if n := udpRcvbufErrors(out); n != 0 {
-		t.Errorf("the peer's UDP socket overflowed %d times (RcvbufErrors): its receive buffer does not hold the credits", n)
+	} else if n, ok := snmp["Udp.RcvbufErrors"]; !ok || n != 0 {
+		t.Errorf("the peer's UDP socket overflowed %d times (RcvbufErrors, listed: %v): its receive buffer does not hold the credits", n, ok)
 	}
 	logText, err := os.ReadFile(b.log)
 	if err != nil {
@@ -150,35 +151,4 @@ func biJumboRun(t *testing.T, mtu int) {
 	if l.XDP-before.XDP < n || !l.balanced() {
 		t.Errorf("vnicd's ledger: %+v (before: %+v): want at least %d frames through XDP, and every one accounted for", l, before, n)
 	}
-	if t.Failed() {
-		if out, err := b.inPeer("grep", "^Udp:", "/proc/net/snmp"); err == nil {
-			t.Logf("the peer's UDP counters (RcvbufErrors: its socket was full):\n%s", out)
-		}
-	}
-}
-
-// udpRcvbufErrors reads RcvbufErrors from /proc/net/snmp's Udp lines
-// (a header line of names, then one of values); -1 if absent.
-func udpRcvbufErrors(snmp string) int {
-	var names []string
-	for _, l := range strings.Split(snmp, "\n") {
-		f := strings.Fields(l)
-		if len(f) == 0 || f[0] != "Udp:" {
-			continue
-		}
-		if names == nil {
-			names = f
-			continue
-		}
-		for i, name := range names {
-			if name == "RcvbufErrors" && i < len(f) {
-				v, err := strconv.Atoi(f[i])
-				if err != nil {
-					return -1
-				}
-				return v
-			}
-		}
-	}
-	return -1
 }

@@ -124,7 +124,7 @@ func wireBufSize(c *cli.Context, mtu int, log zerolog.Logger) int {
 		log.Info().Int("mtu", mtu).Int("buf_size", need).Msg("packet buffers raised from the default to hold a frame of the interface's MTU")
 		bs = need
 		if room := frameRoom(mtu); bs < room {
-			log.Warn().Int("mtu", mtu).Int("buf_size", bs).Msgf("frames longer than %d bytes, the largest packet buffer, are delivered truncated (counter truncated); set the MTU to %d or less", bs, bs-18)
+			log.Warn().Int("mtu", mtu).Int("buf_size", bs).Msgf("frames longer than %d bytes, the largest packet buffer, are delivered truncated (counter truncated); set the MTU to %d or less", bs, bs-l2Room)
 		}
 		return bs
 	}

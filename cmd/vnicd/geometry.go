@@ -93,9 +93,12 @@ func maxFrameFor(mtu int) int {
 	return min(frameRoom(mtu), xsk.MaxFrags*(xskMaxChunk-xskHeadroom), 0xffff)
 }
 
-// frameRoom is the longest frame an interface with this MTU delivers: the
-// MTU and an Ethernet header with one VLAN tag.
-func frameRoom(mtu int) int { return mtu + 18 }
+// l2Room is an Ethernet header with one VLAN tag: what a frame adds to
+// the MTU.
+const l2Room = 18
+
+// frameRoom is the longest frame an interface with this MTU delivers.
+func frameRoom(mtu int) int { return mtu + l2Room }
 
 // xskChunkFor is the UMEM chunk size for an interface with this MTU: 2 KiB
 // up to MTU 1774, then 4 KiB up to MTU 3822. fits is false above that: a

@@ -95,7 +95,7 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 		// (the program was loaded with frags), xsk gathers it.
 		sc.MaxFrame = maxFrameFor(info.MTU)
 		if sc.MaxFrame < frameRoom(info.MTU) {
-			log.Warn().Str("iface", name).Int("mtu", info.MTU).Msgf("frames longer than %d bytes are dropped (xsk_rx_too_long): AF_XDP takes a frame in at most %d chunks and 65,535 bytes; set the MTU to %d or less (ip link set %s mtu %d)", sc.MaxFrame, xsk.MaxFrags, sc.MaxFrame-18, name, sc.MaxFrame-18)
+			log.Warn().Str("iface", name).Int("mtu", info.MTU).Msgf("frames longer than %d bytes are dropped (xsk_rx_too_long): AF_XDP takes a frame in at most %d chunks and 65,535 bytes; set the MTU to %d or less (ip link set %s mtu %d)", sc.MaxFrame, xsk.MaxFrags, sc.MaxFrame-l2Room, name, sc.MaxFrame-l2Room)
 		}
 	}
 	w.src, err = xsk.NewSource(xsk.SourceConfig{Ifindex: x.index, Queues: queues, Socket: sc, Map: w.objs})
