@@ -4,12 +4,14 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/vnic/vnic/ax"
 	"github.com/vnic/vnic/bx"
 	"github.com/vnic/vnic/counters"
+	"github.com/vnic/vnic/internal/testutil"
 	"github.com/vnic/vnic/shm"
 )
 
@@ -70,5 +72,46 @@ func TestMapRefusesUnsealed(t *testing.T) {
 	f.Truncate(int64(geo.Layout().Total))
 	if _, err := shm.Map(f); !errors.Is(err, shm.ErrSize) {
 		t.Fatalf("unsealed memfd: %v", err)
+	}
+}
+
+// TestRegionHugePages: a region advises transparent huge pages for its
+// whole 2 MiB pages, in vnicd's mapping and in a client's, and reports the
+// host's policy. Whether the kernel follows depends on
+// /sys/kernel/mm/transparent_hugepage/shmem_enabled, a host setting the
+// test does not change.
+func TestRegionHugePages(t *testing.T) {
+	g := geo
+	g.BufCount = 4096 // about 8.6 MiB of buffers
+	r, err := shm.Create(g, shm.Options{NoHuge: true, Quiet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	f := os.NewFile(uintptr(r.FD()), "memfd")
+	c, err := shm.Map(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	policy, ok := shm.ShmemTHP()
+	if want := testutil.THPPolicy("shmem_enabled"); policy != want {
+		t.Fatalf("ShmemTHP says %q, the kernel %q", policy, want)
+	}
+	if !ok {
+		t.Skipf("shmem THP is %q here: regions stay in 4 KiB pages (echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled lets them use 2 MiB pages); the region was created and mapped", policy)
+	}
+	for _, m := range []struct {
+		who string
+		mem []byte
+	}{{"vnicd", r.Mem}, {"client", c.Mem}} {
+		huge, err := testutil.SmapsField(uintptr(unsafe.Pointer(&m.mem[0])), "ShmemPmdMapped")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s's mapping of %d MiB: %d MiB mapped in huge pages", m.who, len(m.mem)>>20, huge>>20)
+		if huge == 0 {
+			t.Errorf("%s's mapping has no huge pages although shmem THP is %q", m.who, policy)
+		}
 	}
 }

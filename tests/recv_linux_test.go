@@ -122,21 +122,42 @@ func rbPinProcess(pid, cpu int) error {
 // userHZ is the unit of /proc's tick counters (USER_HZ, 100 on Linux).
 const userHZ = 100
 
-// procCPU is utime + stime of process pid, all its threads, from
-// /proc/<pid>/stat (10 ms resolution).
+// procCPU is the CPU time of process pid, all its threads. It sums the
+// threads' /proc/<pid>/task/<tid>/schedstat run times (nanoseconds, the
+// scheduler's own clock) where the kernel has them (CONFIG_SCHED_INFO):
+// /proc/<pid>/stat's utime + stime are in 10 ms ticks, too coarse for a
+// process that runs 100 ms in a 3 s run. A thread that has exited is in
+// stat but no longer in task/, so when stat is ahead by more than its
+// resolution, stat's figure is returned.
 func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	ticks, err := statCPU(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	for _, c := range threadCPUs(pid) {
+		sum += c
+	}
+	if ticks > sum+time.Second/userHZ {
+		return ticks, nil
+	}
+	return sum, nil
+}
+
+// statCPU is utime + stime from a /proc stat file (10 ms resolution).
+func statCPU(path string) (time.Duration, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command field", pid)
+		return 0, fmt.Errorf("%s: no command field", path)
 	}
 	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state); utime is 14, stime 15
 	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+		return 0, fmt.Errorf("%s: %d fields", path, len(f))
 	}
 	ut, err1 := strconv.ParseUint(f[11], 10, 64)
 	st, err2 := strconv.ParseUint(f[12], 10, 64)
@@ -146,8 +167,9 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / userHZ, nil
 }
 
-// threadCPUs is utime + stime of each thread of process pid, by thread id
-// (/proc/<pid>/task/<tid>/stat, 10 ms resolution).
+// threadCPUs is the CPU time of each thread of process pid, by thread id:
+// /proc/<pid>/task/<tid>/schedstat's run time (ns) where the kernel has
+// it, else utime + stime from the thread's stat (10 ms resolution).
 func threadCPUs(pid int) map[int]time.Duration {
 	out := map[int]time.Duration{}
 	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
@@ -159,22 +181,18 @@ func threadCPUs(pid int) map[int]time.Duration {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
-		if err != nil {
-			continue
+		dir := fmt.Sprintf("/proc/%d/task/%d/", pid, tid)
+		if b, err := os.ReadFile(dir + "schedstat"); err == nil {
+			if f := strings.Fields(string(b)); len(f) == 3 {
+				if ns, err := strconv.ParseUint(f[0], 10, 64); err == nil {
+					out[tid] = time.Duration(ns)
+					continue
+				}
+			}
 		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
+		if c, err := statCPU(dir + "stat"); err == nil {
+			out[tid] = c
 		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 13 {
-			continue
-		}
-		ut, _ := strconv.ParseUint(f[11], 10, 64)
-		st, _ := strconv.ParseUint(f[12], 10, 64)
-		out[tid] = time.Duration(ut+st) * time.Second / userHZ
 	}
 	return out
 }
