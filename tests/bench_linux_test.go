@@ -97,12 +97,18 @@ import (
 // summary (medians, ranges, ratios to afxdp-raw) go to standard output.
 // Compare with benchstat -col /recv -ignore /rep.
 //
+// VNIC_BENCH_SHMEM_THP (e.g. advise or never) sets the host's shmem THP
+// policy (/sys/kernel/mm/transparent_hugepage/shmem_enabled) for the
+// benchmark and restores it afterwards; without it the host's policy
+// stands. The summary names the policy in effect.
+//
 // Run it as root: go test -run '^$' -bench Receivers ./tests/
 func BenchmarkReceivers(b *testing.B) {
 	frames := rbEnvInt(b, "VNIC_BENCH_FRAMES", rbDefaultFrames, 1000)
 	reps := rbEnvInt(b, "VNIC_BENCH_REPS", rbDefaultReps, 1)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	rbShmemTHP(b)
 	e := newRBBed(b)
 	// A parent benchmark's log shows only with -v, so the header (as benchfmt
 	// configuration lines, which benchstat keeps) and the summary go to
@@ -434,6 +440,8 @@ func rbSummary(results []rbResult, frames int) string {
 	fmt.Fprintf(&sb, "vnicd-coal: --rx-coalesce-usecs %d and the client's Coalesce %v (VNIC_BENCH_COALESCE_US)\n", rbCoalesce()/time.Microsecond, rbCoalesce())
 	fmt.Fprintf(&sb, "vnicd's tenant: %d queues, one receive thread each (VNIC_BENCH_QUEUES)\n", rbClientQueues())
 	fmt.Fprintf(&sb, "AF_XDP RX and fill rings of vnicd and afxdp-raw: %d entries (VNIC_BENCH_XSK_RING)\n", rbXskRing())
+	fmt.Fprintf(&sb, "huge pages: vnicd's UMEM asks for THP (the host's policy for anonymous memory: %s); tenant regions advise shmem THP (the host's policy: %s; VNIC_BENCH_SHMEM_THP)\n",
+		testutil.THPPolicy("enabled"), testutil.THPPolicy("shmem_enabled"))
 	fmt.Fprintf(&sb, "latency budget %v (VNIC_BENCH_BUDGET_MS): afpacket-v3's block timeout and vnicd-adapt's --rx-coalesce-max-usecs (from --rx-coalesce-usecs %d; the client sleeps on its socket); vnicd-adapt-nap: half of it each for vnicd's adaptive nap and the client's Coalesce\n",
 		rbBudget(), rbAdaptMin()/time.Microsecond)
 	sb.WriteString("The sender (one trafgen worker on CPU 0, which also runs the kernel's softirq receive path) limits every rate;\n" +
@@ -1034,4 +1042,26 @@ func rbPerf(name string, pid int) (stop func()) {
 		cmd.Process.Signal(os.Interrupt)
 		cmd.Wait()
 	}
+}
+
+// rbShmemTHP applies VNIC_BENCH_SHMEM_THP for the benchmark, restoring the
+// host's policy in b.Cleanup.
+func rbShmemTHP(b *testing.B) {
+	want := os.Getenv("VNIC_BENCH_SHMEM_THP")
+	if want == "" {
+		return
+	}
+	const file = "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+	old := testutil.THPPolicy("shmem_enabled")
+	if old == "" {
+		b.Fatalf("VNIC_BENCH_SHMEM_THP=%s: this kernel has no %s", want, file)
+	}
+	if err := os.WriteFile(file, []byte(want), 0); err != nil {
+		b.Fatalf("VNIC_BENCH_SHMEM_THP=%s: %v", want, err)
+	}
+	b.Cleanup(func() {
+		if err := os.WriteFile(file, []byte(old), 0); err != nil {
+			b.Errorf("restore %s to %q: %v", file, old, err)
+		}
+	})
 }
