@@ -61,7 +61,7 @@ func newRig(t testing.TB, c rigConfig) *rig {
 	if err := g.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	region, err := shm.Format(alignedBytes(int(g.Layout().Total)), g, c.start)
+	region, err := shm.Format(benchBytes(int(g.Layout().Total)), g, c.start)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,12 @@
 # targets (<= 2x the floor, >= 15 Mpps). BenchmarkCrossCoreLine rides along:
 # on a VM the cost of moving a cache line between the two vCPUs changes with
 # where the host runs them (110-580 ns round trips seen on the same VM), and
-# the floor's figure moves with it. As root the runs are SCHED_FIFO
+# the floor's figure moves with it.
+# VNIC_BENCH_PAGES=huge puts the engine's buffers, rings and frames (as a
+# UMEM, at a 2 KiB stride) and the floor's in transparent huge pages, as
+# vnicd's UMEM is and its tenant regions are where the host allows shmem
+# THP; the default is the kernel's small pages (the figures of record
+# before huge pages). As root the runs are SCHED_FIFO
 # (chrt -f 10) so that other processes on the machine do not preempt the
 # two pinned threads; RT=0 turns that off.
 #   N=6 scripts/enginefloor.sh
@@ -23,7 +28,7 @@ run=()
 if [ "${RT:-1}" = 1 ] && [ "$(id -u)" -eq 0 ] && command -v chrt >/dev/null; then
 	run=(chrt -f 10)
 fi
-echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), nproc $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), kernel $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)${run:+, under ${run[*]}}"
+echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), nproc $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), kernel $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg), pages ${VNIC_BENCH_PAGES:-small} (VNIC_BENCH_PAGES)${run:+, under ${run[*]}}"
 rows=()
 for i in $(seq "$N"); do
 	out=$(cd nic && "${run[@]}" "$bin/nic.test" -test.run '^$' -test.bench '^BenchmarkEngine$/rxbisect/64B|^BenchmarkFloor$/64B|CrossCoreLine' -test.benchtime "$BENCHTIME" 2>&1) || { echo "$out"; exit 1; }

@@ -1,0 +1,27 @@
+package nic_test
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// benchBytes is memory for the benchmarks' buffers, rings and frames:
+// with VNIC_BENCH_PAGES=huge, anonymous memory advised for transparent
+// huge pages, as vnicd's UMEM is (and its tenant regions where the host
+// allows shmem THP); otherwise Go heap memory in the kernel's small pages.
+// The mapping is never unmapped: a benchmark binary maps a few of them.
+func benchBytes(n int) []byte {
+	if os.Getenv("VNIC_BENCH_PAGES") != "huge" {
+		return alignedBytes(n)
+	}
+	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		panic(err)
+	}
+	unix.Madvise(mem, unix.MADV_HUGEPAGE)
+	for i := 0; i < n; i += 4096 {
+		mem[i] = 0
+	}
+	return mem
+}

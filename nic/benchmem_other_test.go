@@ -1,0 +1,5 @@
+//go:build !linux
+
+package nic_test
+
+func benchBytes(n int) []byte { return alignedBytes(n) }
