@@ -13,9 +13,9 @@
 # UMEM, at a 2 KiB stride) and the floor's in transparent huge pages, as
 # vnicd's UMEM is and its tenant regions are where the host allows shmem
 # THP; the default is the kernel's small pages (the figures of record
-# before huge pages). As root the runs are SCHED_FIFO
-# (chrt -f 10) so that other processes on the machine do not preempt the
-# two pinned threads; RT=0 turns that off.
+# before huge pages).
+# As root the runs are SCHED_FIFO (chrt -f 10) so that other processes on
+# the machine do not preempt the two pinned threads; RT=0 turns that off.
 #   N=6 scripts/enginefloor.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
