@@ -3,6 +3,7 @@ package nic
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -33,6 +34,10 @@ type Engine struct {
 	one    [1]int // ShRing candidate list
 	batch  uint64
 	pf     ring.Prefetch // the next batch's shared lines (finish)
+	// holdKicks: Run is taking the burst that arrived during a nap; post
+	// signals sleeping cores once, when the burst ends, not once per
+	// batch (Tenant.kickDue).
+	holdKicks bool
 	// slowOnly sends every frame through frame, not Step's inline common
 	// path (tests compare the two).
 	slowOnly bool
@@ -597,13 +602,28 @@ func (e *Engine) post(all bool) {
 		}
 		ten.posted, ten.bxList = posted, kept
 		e.prefetchNext(ten)
-		if ten.wake != nil && len(posted) > 0 {
+		if ten.wake != nil && (len(posted) > 0 || len(ten.kickDue) > 0) {
 			// Need-wakeup handshake: the core stores its need-wakeup word
 			// and then looks at its ring; we post and then look at the
 			// word. Flush's store is a release only (GenProducer.Post),
 			// so a full fence must order it before our loads, or both
 			// sides could miss the other.
 			ring.Fence()
+			if e.holdKicks {
+				// A burst after a nap (Run): only a napping core whose
+				// Ax ring runs low is signalled now; a sleeping core
+				// once, when the burst ends.
+				for _, q := range posted {
+					if !ten.kickUrgent(q) && !slices.Contains(ten.kickDue, q) {
+						ten.kickDue = append(ten.kickDue, q)
+					}
+				}
+				continue
+			}
+			for _, q := range ten.kickDue {
+				ten.kick(q)
+			}
+			ten.kickDue = ten.kickDue[:0]
 			for _, q := range posted {
 				ten.kick(q)
 			}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/vnic/vnic/ring"
 )
 
 // ErrNotSupported is returned for features this platform lacks.
@@ -136,6 +138,37 @@ const NapBit = 1 << 31
 // UrgentFraction: a napping queue is signalled when fewer than
 // AxSize/UrgentFraction of its Ax entries remain for the engine to take.
 const UrgentFraction = 2
+
+// releaseKicks ends Engine.holdKicks: it signals every queue posted to
+// while the kicks were held (every tenant, not only the ones dirty since
+// the last fold, so that a fold in the middle of the burst loses none).
+func (e *Engine) releaseKicks() {
+	e.holdKicks = false
+	fenced := false
+	for _, t := range e.tenants {
+		if len(t.kickDue) == 0 {
+			continue
+		}
+		if !fenced {
+			ring.Fence() // the posts before the loads of the words (see post)
+			fenced = true
+		}
+		for _, q := range t.kickDue {
+			t.kick(q)
+		}
+		t.kickDue = t.kickDue[:0]
+	}
+}
+
+// kickUrgent is kick for a core that naps (NapBit): it reports false,
+// doing nothing, for a sleeping core, which the caller signals later.
+func (t *Tenant) kickUrgent(q int) bool {
+	if atomic.LoadUint32(t.needWake[q])&NapBit == 0 {
+		return false
+	}
+	t.kick(q)
+	return true
+}
 
 // kick signals queue q of t if its core sleeps and has not been signalled
 // in this sleep: at most one wake-up per sleep, however many batches the

@@ -90,3 +90,99 @@ func TestKickNapBit(t *testing.T) {
 		t.Errorf("idle stats %+v: want 2 signals, 1 urgent", st)
 	}
 }
+
+// TestHeldKicks: while Run takes the burst that arrived during a nap
+// (HoldKicks), a sleeping queue is not signalled per batch but once when the
+// burst ends (ReleaseKicks), even if a fold in the middle of the burst
+// (FoldEvery) dropped the tenant from the engine's dirty list; a napping
+// queue whose Ax ring runs low is still signalled at once; and outside a
+// burst every post signals as before.
+func TestHeldKicks(t *testing.T) {
+	const axSize = 64
+	g := shm.Queues(1, axSize, 256, 8, 2048, 512)
+	region, err := shm.Format(alignedBytes(int(g.Layout().Total)), g, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pair[0])
+	defer unix.Close(pair[1])
+	eng, err := nic.New(nic.Config{Model: nic.RxBisect, EmulatorCPU: -1, Batch: 4, FoldEvery: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.AddTenant(nic.TenantConfig{ID: 1, Name: "sleeper", Match: nic.Match{Default: true}, Wake: []int{pair[0]}}, region); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.Local(region, client.Options{}) // fills the Ax ring
+	if err != nil {
+		t.Fatal(err)
+	}
+	word := region.NeedWakeup(0)
+	frame := rss.BuildUDP4(nil, [6]byte{2}, [6]byte{2, 1}, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.19.0.1"), 1000, 2000, 18)
+	batch := func(n int) {
+		fs := make([][]byte, n)
+		for i := range fs {
+			fs[i] = frame
+		}
+		if got := eng.Step(fs); got != n {
+			t.Fatalf("Step took %d of %d frames", got, n)
+		}
+	}
+	signals := func() int {
+		var b [64]byte
+		k, _, _ := unix.Recvfrom(pair[1], b[:], unix.MSG_DONTWAIT)
+		return max(k, 0)
+	}
+	drain := func() int {
+		pk := cl.Queue(0).Recv(nil)
+		cl.Queue(0).Release(pk)
+		return len(pk)
+	}
+
+	atomic.StoreUint32(word, 3) // asleep on its socket
+	nic.HoldKicks(eng)
+	for i := 0; i < 5; i++ { // full batches, folds among them
+		batch(4)
+	}
+	eng.Step(nil) // an empty look folds too
+	if n := signals(); n != 0 {
+		t.Fatalf("%d signals during a held burst, want 0", n)
+	}
+	nic.ReleaseKicks(eng)
+	if n := signals(); n != 1 {
+		t.Fatalf("%d signals when the burst ended, want 1", n)
+	}
+	if got := drain(); got != 20 {
+		t.Fatalf("the queue holds %d frames after the burst, want 20", got)
+	}
+	nic.ReleaseKicks(eng)
+	if n := signals(); n != 0 {
+		t.Fatalf("a second release signalled %d times", n)
+	}
+
+	// A napping queue that runs low is signalled during a held burst.
+	atomic.StoreUint32(word, 4|nic.NapBit)
+	nic.HoldKicks(eng)
+	for i := 0; i < axSize/4-2; i++ {
+		batch(4) // leaves 8 of 64 Ax entries: below AxSize/UrgentFraction
+	}
+	if n := signals(); n != 1 {
+		t.Fatalf("a napping queue with its Ax ring low: %d signals during a held burst, want 1", n)
+	}
+	nic.ReleaseKicks(eng)
+	if n := signals(); n != 0 {
+		t.Fatalf("the urgent signal was sent again at release (%d)", n)
+	}
+	drain()
+
+	// Outside a burst, the first post of a sleep signals at once.
+	atomic.StoreUint32(word, 5)
+	batch(1)
+	if n := signals(); n != 1 {
+		t.Fatalf("%d signals for a post outside a burst, want 1", n)
+	}
+}

@@ -109,6 +109,7 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 	}
 	defer func() {
 		stopKick()
+		e.releaseKicks()
 		e.mu.Lock()
 		e.running = false
 		if e.idle != nil {
@@ -145,8 +146,8 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 	// Coalescing state: nap before the next look; frames taken since the
 	// last nap (collecting: until a look returns less than a full batch);
 	// frames the previous look found.
-	napNext, collecting, napped := false, false, false
-	got, last, before := 0, 0, 0
+	napNext, collecting, napped, release := false, false, false, false
+	got, last, before, held := 0, 0, 0, 0
 	var idleSince time.Time
 	done := ctx.Done()
 	for {
@@ -167,9 +168,14 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 			if napNext {
 				// Interrupt moderation: one nap, then looks until one
 				// returns less than a full batch: what arrived meanwhile.
-				napNext, collecting, got = false, true, 0
+				napNext, collecting, got, held = false, true, 0, 0
 				e.idleCnt.naps.Add(1)
 				idler.nap(mod.nap())
+				// One signal per sleeping core for the whole burst, at its
+				// end: a signal per batch woke a core on the engine's CPU
+				// in the middle of the burst (it preempted the engine, took
+				// a batch and slept again), or sent it an IPI per batch.
+				e.holdKicks = true
 			}
 			var err error
 			buf, err = src.Recv(buf[:0])
@@ -182,6 +188,11 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 			}
 			if collecting {
 				got += len(buf)
+				if held++; e.holdKicks && (len(buf) < cap(buf) || held > coalesceTargetBatches) {
+					// The burst ends, or has lasted long enough: the
+					// cores are signalled after this batch.
+					e.holdKicks, release = false, true
+				}
 				if len(buf) < cap(buf) {
 					collecting = false
 					mod.observe(got)
@@ -191,6 +202,10 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 			before, last = last, len(buf)
 		}
 		if len(pending) == 0 {
+			if release {
+				e.releaseKicks()
+				release = false
+			}
 			idle++
 			if idle == 1 {
 				e.Fold()
@@ -244,6 +259,10 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 		idle = 0
 		n := e.Step(pending)
 		pending = pending[n:]
+		if release {
+			e.releaseKicks()
+			release = false
+		}
 		if len(pending) > 0 {
 			// Paused on starvation: let the cores refill.
 			runtime.Gosched()

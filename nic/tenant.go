@@ -97,6 +97,7 @@ type Tenant struct {
 	wake      []int
 	needWake  []*uint32
 	signalled []uint32
+	kickDue   []int // queues posted while the engine held its kicks (Engine.holdKicks)
 	sleeping  *uint32
 	idle      *idleCounters
 	tx        []*ring.Consumer[shm.TxDesc]

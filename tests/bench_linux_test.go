@@ -114,7 +114,7 @@ func BenchmarkReceivers(b *testing.B) {
 	// configuration lines, which benchstat keeps) and the summary go to
 	// standard output.
 	fmt.Printf("machine: %s\nreceivers-setup: %d frames per run, %d repetitions, interleaved %s; trafgen on CPU %d, receive threads on CPU %d, vnicd on CPU %d\n",
-		rbMachine(), frames, reps, strings.Join(rbReceivers, " "), rbSendCPU, rbRecvCPU, rbVnicdCPU)
+		rbMachine(), frames, reps, strings.Join(rbReceivers, " "), rbSendCPU, rbRecvCPU, rbVnicdCPU())
 	// Warm-up, not measured: the kernel drops these (no socket, no XDP).
 	if _, err := e.send(ctx, min(frames/10, 100000)); err != nil {
 		b.Fatal(err)
@@ -158,7 +158,6 @@ const (
 	rbQueues        = 2
 	rbSendCPU       = 0 // trafgen pins its only worker here
 	rbRecvCPU       = 1 // receive threads: the loops, vnicd's client
-	rbVnicdCPU      = 0 // vnicd, emulator included: see BenchmarkReceivers
 	rbDefaultFrames = 1_000_000
 	rbDefaultReps   = 6
 	rbIdleSample    = 500 * time.Millisecond // vnicd's idle CPU is sampled this long
@@ -787,7 +786,7 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 	}
 	defer logf.Close()
 	args := []string{"netns", "exec", e.bed.DUT, bin, "run", "--source", "xsk", "--iface", e.link.DUTIf, "--xdp-mode", "native",
-		"--socket", sock, "--metrics-addr", "", "--log-format", "json", "--emulator-cpu", strconv.Itoa(rbVnicdCPU),
+		"--socket", sock, "--metrics-addr", "", "--log-format", "json", "--emulator-cpu", strconv.Itoa(rbVnicdCPU()),
 		"--ax-size", "512", "--bx-size", "2048", "--claim-all", // the bench's own testbed
 		"--rx-coalesce-usecs", strconv.Itoa(int(coalesce / time.Microsecond)),
 		"--xsk-ring-size", strconv.Itoa(rbXskRing())}
@@ -841,7 +840,7 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 	}
 	// Every thread of vnicd goes where its emulator is pinned (threads
 	// created later inherit that).
-	if err := rbPinProcess(pid, rbVnicdCPU); err != nil {
+	if err := rbPinProcess(pid, rbVnicdCPU()); err != nil {
 		return res, err
 	}
 	ten, err := client.Attach(ctx, sock, client.AttachOptions{Name: "bench", Queues: rbClientQueues(), Batch: 64, Match: client.Match{Default: true}, Coalesce: clientCoalesce})
@@ -1064,4 +1063,16 @@ func rbShmemTHP(b *testing.B) {
 			b.Errorf("restore %s to %q: %v", file, old, err)
 		}
 	})
+}
+
+// rbVnicdCPU is the CPU vnicd (every thread, its emulator included) is
+// pinned to: 0 by default, beside the sender (see BenchmarkReceivers);
+// VNIC_BENCH_VNICD_CPU=1 puts it beside its client instead, which only
+// the napping modes (vnicd-adapt, vnicd-adapt-nap, vnicd-coal) allow: a
+// polling emulator starves a client on its CPU.
+func rbVnicdCPU() int {
+	if os.Getenv("VNIC_BENCH_VNICD_CPU") == "1" {
+		return 1
+	}
+	return 0
 }
