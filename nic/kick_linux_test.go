@@ -21,43 +21,8 @@ import (
 // generation; a polling one (0) never.
 func TestKickNapBit(t *testing.T) {
 	const axSize = 16
-	g := shm.Queues(1, axSize, 64, 8, 2048, 128)
-	region, err := shm.Format(alignedBytes(int(g.Layout().Total)), g, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(pair[0])
-	defer unix.Close(pair[1])
-	eng, err := nic.New(nic.Config{Model: nic.RxBisect, EmulatorCPU: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := eng.AddTenant(nic.TenantConfig{ID: 1, Name: "napper", Match: nic.Match{Default: true}, Wake: []int{pair[0]}}, region); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Local(region, client.Options{}); err != nil { // fills the Ax ring
-		t.Fatal(err)
-	}
-	word := region.NeedWakeup(0)
-	frame := rss.BuildUDP4(nil, [6]byte{2}, [6]byte{2, 1}, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.19.0.1"), 1000, 2000, 18)
-	post := func(n int) {
-		fs := make([][]byte, n)
-		for i := range fs {
-			fs[i] = frame
-		}
-		if got := eng.Step(fs); got != n {
-			t.Fatalf("Step took %d of %d frames", got, n)
-		}
-	}
-	signals := func() int {
-		var b [64]byte
-		k, _, _ := unix.Recvfrom(pair[1], b[:], unix.MSG_DONTWAIT)
-		return max(k, 0)
-	}
+	k := newKickRig(t, axSize, 64, 128, nic.Config{Model: nic.RxBisect, EmulatorCPU: -1})
+	eng, word, post, signals := k.eng, k.word, k.post, k.signals
 	low := axSize / nic.UrgentFraction
 
 	atomic.StoreUint32(word, 7|nic.NapBit)
@@ -99,44 +64,8 @@ func TestKickNapBit(t *testing.T) {
 // burst every post signals as before.
 func TestHeldKicks(t *testing.T) {
 	const axSize = 64
-	g := shm.Queues(1, axSize, 256, 8, 2048, 512)
-	region, err := shm.Format(alignedBytes(int(g.Layout().Total)), g, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(pair[0])
-	defer unix.Close(pair[1])
-	eng, err := nic.New(nic.Config{Model: nic.RxBisect, EmulatorCPU: -1, Batch: 4, FoldEvery: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := eng.AddTenant(nic.TenantConfig{ID: 1, Name: "sleeper", Match: nic.Match{Default: true}, Wake: []int{pair[0]}}, region); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.Local(region, client.Options{}) // fills the Ax ring
-	if err != nil {
-		t.Fatal(err)
-	}
-	word := region.NeedWakeup(0)
-	frame := rss.BuildUDP4(nil, [6]byte{2}, [6]byte{2, 1}, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.19.0.1"), 1000, 2000, 18)
-	batch := func(n int) {
-		fs := make([][]byte, n)
-		for i := range fs {
-			fs[i] = frame
-		}
-		if got := eng.Step(fs); got != n {
-			t.Fatalf("Step took %d of %d frames", got, n)
-		}
-	}
-	signals := func() int {
-		var b [64]byte
-		k, _, _ := unix.Recvfrom(pair[1], b[:], unix.MSG_DONTWAIT)
-		return max(k, 0)
-	}
+	k := newKickRig(t, axSize, 256, 512, nic.Config{Model: nic.RxBisect, EmulatorCPU: -1, Batch: 4, FoldEvery: 2})
+	eng, word, batch, signals, cl := k.eng, k.word, k.post, k.signals, k.cl
 	drain := func() int {
 		pk := cl.Queue(0).Recv(nil)
 		cl.Queue(0).Release(pk)
@@ -185,4 +114,57 @@ func TestHeldKicks(t *testing.T) {
 	if n := signals(); n != 1 {
 		t.Fatalf("%d signals for a post outside a burst, want 1", n)
 	}
+}
+
+// kickRig is an engine with one single-queue tenant whose queue has a
+// wake-up socket, its client (the Ax ring filled), the queue's need-wakeup
+// word, post (Step over n copies of one frame) and signals (how many
+// signals the tenant's end has received since the last call).
+type kickRig struct {
+	eng     *nic.Engine
+	cl      *client.Tenant
+	word    *uint32
+	post    func(n int)
+	signals func() int
+}
+
+func newKickRig(t *testing.T, axSize, bxSize, bufs int, cfg nic.Config) kickRig {
+	t.Helper()
+	g := shm.Queues(1, axSize, bxSize, 8, 2048, bufs)
+	region, err := shm.Format(alignedBytes(int(g.Layout().Total)), g, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(pair[0]); unix.Close(pair[1]) })
+	eng, err := nic.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.AddTenant(nic.TenantConfig{ID: 1, Name: "sleeper", Match: nic.Match{Default: true}, Wake: []int{pair[0]}}, region); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.Local(region, client.Options{}) // fills the Ax ring
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := rss.BuildUDP4(nil, [6]byte{2}, [6]byte{2, 1}, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.19.0.1"), 1000, 2000, 18)
+	return kickRig{eng: eng, cl: cl, word: region.NeedWakeup(0),
+		post: func(n int) {
+			fs := make([][]byte, n)
+			for i := range fs {
+				fs[i] = frame
+			}
+			if got := eng.Step(fs); got != n {
+				t.Fatalf("Step took %d of %d frames", got, n)
+			}
+		},
+		signals: func() int {
+			var b [64]byte
+			k, _, _ := unix.Recvfrom(pair[1], b[:], unix.MSG_DONTWAIT)
+			return max(k, 0)
+		}}
 }
