@@ -4,6 +4,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vnic/vnic/internal/pages"
 )
 
 // benchBytes is memory for the benchmarks' buffers, rings and frames:
@@ -19,9 +21,7 @@ func benchBytes(n int) []byte {
 	if err != nil {
 		panic(err)
 	}
-	unix.Madvise(mem, unix.MADV_HUGEPAGE)
-	for i := 0; i < n; i += 4096 {
-		mem[i] = 0
-	}
+	pages.AdviseHuge(mem)
+	pages.Populate(mem)
 	return mem
 }

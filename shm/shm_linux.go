@@ -5,9 +5,10 @@ package shm
 import (
 	"fmt"
 	"os"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vnic/vnic/internal/pages"
 )
 
 // HugePageSize is the huge page size tried first.
@@ -75,15 +76,12 @@ func create(name string, g Geometry, start, total uint64, huge bool) (*Region, e
 		return fail("mmap", err)
 	}
 	if !huge {
-		adviseHuge(mem)
+		// Transparent huge pages where the host's shmem policy allows
+		// them (pages.ShmemTHP). Unlike hugetlb, a hole a tenant punches
+		// in them is refilled on the next access, never with SIGBUS.
+		pages.AdviseHuge(mem)
 	}
-	// Fault the region in now (MAP_POPULATE would have done it before the
-	// advice, in small pages).
-	if unix.Madvise(mem, unix.MADV_POPULATE_WRITE) != nil {
-		for i := 0; i < len(mem); i += os.Getpagesize() {
-			mem[i] = 0
-		}
-	}
+	pages.Populate(mem)
 	r, err := Format(mem, g, start)
 	if err != nil {
 		unix.Munmap(mem)
@@ -134,7 +132,7 @@ func Map(f *os.File) (*Region, error) {
 	if err != nil {
 		return nil, os.NewSyscallError("mmap", err)
 	}
-	adviseHuge(mem)
+	pages.AdviseHuge(mem) // the client's TLB misses too
 	r, err := Open(mem)
 	if err != nil {
 		unix.Munmap(mem)
@@ -147,47 +145,4 @@ func Map(f *os.File) (*Region, error) {
 	}
 	r.own(mem, fd)
 	return r, nil
-}
-
-// adviseHuge asks for transparent huge pages for the whole 2 MiB pages of a
-// memfd mapping (never for a tail that would make a huge page reach past
-// the end of the file). The engine writes into a different buffer, and
-// often a different 4 KiB page, for nearly every frame; on a VM a TLB miss
-// walks two levels of page tables, and at a low rate those misses were
-// most of vnicd's cost per frame (BENCHMARKS.md, "Huge pages"). Whether
-// the kernel follows the advice is the host's choice:
-// /sys/kernel/mm/transparent_hugepage/shmem_enabled must be "advise",
-// "within_size" or "always" (the default is often "never"; ShmemTHP
-// reads it). The advice is best effort and changes nothing else: a
-// region stays usable in small pages, and unlike hugetlb (Options.NoHuge
-// false) a hole a tenant punches is refilled on the next access, never
-// with SIGBUS.
-func adviseHuge(mem []byte) {
-	if n := len(mem) &^ (HugePageSize - 1); n > 0 {
-		unix.Madvise(mem[:n], unix.MADV_HUGEPAGE)
-	}
-}
-
-// ShmemTHP returns the host's policy for transparent huge pages in shared
-// memory (the bracketed word of
-// /sys/kernel/mm/transparent_hugepage/shmem_enabled), and whether
-// tenants' regions can get them: "advise", "within_size", "always" and
-// "force" allow it. It returns "" and false when the file is absent (no
-// THP in the kernel).
-func ShmemTHP() (string, bool) {
-	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/shmem_enabled")
-	if err != nil {
-		return "", false
-	}
-	s := string(b)
-	i, j := strings.IndexByte(s, '['), strings.IndexByte(s, ']')
-	if i < 0 || j < i {
-		return "", false
-	}
-	p := s[i+1 : j]
-	switch p {
-	case "advise", "within_size", "always", "force":
-		return p, true
-	}
-	return p, false
 }

@@ -25,6 +25,3 @@ func Create(g Geometry, o Options) (*Region, error) {
 func Map(f *os.File) (*Region, error) {
 	return nil, fmt.Errorf("shm: map: %w (memfd is Linux-only)", ErrNotSupported)
 }
-
-// ShmemTHP reports no transparent huge pages off Linux.
-func ShmemTHP() (string, bool) { return "", false }

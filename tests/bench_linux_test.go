@@ -25,6 +25,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/vnic/vnic/client"
+	"github.com/vnic/vnic/internal/pages"
 	"github.com/vnic/vnic/internal/proto"
 	"github.com/vnic/vnic/internal/testbed"
 	"github.com/vnic/vnic/internal/testutil"
@@ -440,7 +441,7 @@ func rbSummary(results []rbResult, frames int) string {
 	fmt.Fprintf(&sb, "vnicd's tenant: %d queues, one receive thread each (VNIC_BENCH_QUEUES)\n", rbClientQueues())
 	fmt.Fprintf(&sb, "AF_XDP RX and fill rings of vnicd and afxdp-raw: %d entries (VNIC_BENCH_XSK_RING)\n", rbXskRing())
 	fmt.Fprintf(&sb, "huge pages: vnicd's UMEM asks for THP (the host's policy for anonymous memory: %s); tenant regions advise shmem THP (the host's policy: %s; VNIC_BENCH_SHMEM_THP)\n",
-		testutil.THPPolicy("enabled"), testutil.THPPolicy("shmem_enabled"))
+		pages.THPPolicy("enabled"), pages.THPPolicy("shmem_enabled"))
 	fmt.Fprintf(&sb, "latency budget %v (VNIC_BENCH_BUDGET_MS): afpacket-v3's block timeout and vnicd-adapt's --rx-coalesce-max-usecs (from --rx-coalesce-usecs %d; the client sleeps on its socket); vnicd-adapt-nap: half of it each for vnicd's adaptive nap and the client's Coalesce\n",
 		rbBudget(), rbAdaptMin()/time.Microsecond)
 	sb.WriteString("The sender (one trafgen worker on CPU 0, which also runs the kernel's softirq receive path) limits every rate;\n" +
@@ -1051,7 +1052,7 @@ func rbShmemTHP(b *testing.B) {
 		return
 	}
 	const file = "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
-	old := testutil.THPPolicy("shmem_enabled")
+	old := pages.THPPolicy("shmem_enabled")
 	if old == "" {
 		b.Fatalf("VNIC_BENCH_SHMEM_THP=%s: this kernel has no %s", want, file)
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/vnic/vnic/internal/pages"
 	"github.com/vnic/vnic/internal/testutil"
 	"github.com/vnic/vnic/xsk"
 )
@@ -28,7 +29,7 @@ func TestUMEMHugePages(t *testing.T) {
 			t.Fatalf("byte %d of a new UMEM is %d, want 0", i, mem[i])
 		}
 	}
-	switch p := testutil.THPPolicy("enabled"); p {
+	switch p := pages.THPPolicy("enabled"); p {
 	case "always", "madvise":
 	default:
 		t.Skipf("the kernel's anonymous THP policy is %q (need always or madvise): the UMEM cannot get huge pages here; the rest of the test passed", p)

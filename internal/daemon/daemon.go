@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/vnic/vnic/internal/pages"
 	"github.com/vnic/vnic/internal/proto"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/ring"
@@ -187,7 +188,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Str("policy", d.eng.Config().Policy.String()).Str("source", d.cfg.SourceName).
 		Str("mode", d.cfg.SourceMode).Int("emulator_cpu", d.eng.Config().EmulatorCPU).
 		Str("idle", d.eng.Config().Idle.String()).Dur("spin_budget", spinBudget(d.eng.Config())).Dur("rx_coalesce", d.eng.Config().RxCoalesce).Dur("rx_coalesce_max", d.eng.Config().RxCoalesceMax).Int("bx_post_batch", d.eng.Config().PostBatch).Msg("vnicd listening")
-	if thp, ok := shm.ShmemTHP(); !ok && thp != "" {
+	if thp, ok := pages.ShmemTHP(); !ok && thp != "" {
 		d.log.Info().Str("shmem_thp", thp).Msg("tenant regions use 4 KiB pages: the host's shmem THP policy is \"" + thp + "\"; `echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled` lets them use 2 MiB pages, which saves a TLB miss per frame (docs/operations.md, Huge pages)")
 	}
 	ctx, cancel := context.WithCancel(ctx)

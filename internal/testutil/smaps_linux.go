@@ -42,19 +42,3 @@ func SmapsField(addr uintptr, field string) (int64, error) {
 	}
 	return 0, fmt.Errorf("smaps: no mapping holds %#x with a %s field", addr, field)
 }
-
-// THPPolicy returns the bracketed word of a transparent-huge-page policy
-// file under /sys/kernel/mm/transparent_hugepage ("enabled" or
-// "shmem_enabled"), or "" when the kernel has none.
-func THPPolicy(file string) string {
-	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/" + file)
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	i, j := strings.IndexByte(s, '['), strings.IndexByte(s, ']')
-	if i < 0 || j < i {
-		return ""
-	}
-	return s[i+1 : j]
-}
