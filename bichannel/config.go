@@ -298,6 +298,15 @@ type VNICConfig struct {
 	// sleeping costs a wake-up (an eventfd write by vnicd and a scheduler
 	// hop) on the next message.
 	Spin time.Duration
+	// OwnCPU says each worker thread has a CPU of its own: Wait then
+	// spins for the whole of Spin. Without it, Wait cuts its spin short
+	// and sleeps when the signs say it shares its CPU with whoever must
+	// produce the reply (its thread was descheduled, or what it sent is
+	// still on the TX ring 20µs later: vnicd's engine has not run). Those
+	// signs also fire when vnicd yields its own CPU to the peer
+	// (--emulator-priority idle), where the sleep costs a wake-up on every
+	// round trip (docs/bichannel.md, "The split placement").
+	OwnCPU bool
 }
 
 // withDefaults fills zero fields and checks the rest.

@@ -470,7 +470,7 @@ func (v *VNICFast) Wait(ctx context.Context, worker int) error {
 			if now.After(spinEnd) {
 				break
 			}
-			if now.Sub(spinStart) > txProbe && v.txStuck(vq) {
+			if !v.cfg.OwnCPU && now.Sub(spinStart) > txProbe && v.txStuck(vq) {
 				// What this worker sent is still on the TX ring: vnicd's
 				// engine has not run since, so it shares this CPU (or
 				// sleeps, and its wake-up waits for this CPU). The reply
@@ -479,7 +479,7 @@ func (v *VNICFast) Wait(ctx context.Context, worker int) error {
 				v.spinsCut.Add(1)
 				break
 			}
-			if now.Sub(last) > spinGap {
+			if !v.cfg.OwnCPU && now.Sub(last) > spinGap {
 				// 64 polls take a few µs: this thread was off its CPU.
 				// The CPU is shared with whoever must produce the frame
 				// (vnicd's engine, the peer), and spinning on would hold

@@ -554,3 +554,31 @@ func TestVNICDerivedMAC(t *testing.T) {
 		t.Fatalf("fast path advertises MAC %x, want %x", got, a)
 	}
 }
+
+// TestVNICWaitOwnCPUSpinsFull: with VNICConfig.OwnCPU neither sign of a
+// shared CPU (a stall in the spin, a frame left on the TX ring) cuts the
+// spin: Wait polls for the whole of Spin, then sleeps once. This is the
+// split placement's client (docs/bichannel.md): vnicd yields its CPU to
+// the peer there, so a frame may sit on the TX ring for longer than
+// txProbe while the waiter's own CPU is free.
+func TestVNICWaitOwnCPUSpinsFull(t *testing.T) {
+	q := &stallQueue{stallAt: 10, stall: 5 * spinGap, pending: 1}
+	const spin = 30 * time.Millisecond
+	v, err := newVNICFast(stallTenant{q}, 1, VNICConfig{BasePort: 9000, IP: netip.MustParseAddr("198.18.0.1"), Spin: spin, OwnCPU: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	t0 := time.Now()
+	if err := v.Wait(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(t0)
+	st := v.FastStats()
+	if st.SpinsCut != 0 || st.Sleeps != 1 || q.waits != 1 {
+		t.Fatalf("SpinsCut %d, Sleeps %d, Queue.Wait calls %d; want 0, 1, 1", st.SpinsCut, st.Sleeps, q.waits)
+	}
+	if took < spin || q.polls <= 64+q.stallAt {
+		t.Fatalf("Wait returned after %v and %d polls: the spin was cut before Spin (%v)", took, q.polls, spin)
+	}
+}

@@ -104,6 +104,17 @@ type Config struct {
 	PostBatch int
 	// EmulatorCPU is the CPU Run pins its thread to; -1 leaves it unpinned.
 	EmulatorCPU int
+	// EmulatorIdlePriority runs Run's thread under SCHED_IDLE (vnicd
+	// --emulator-priority idle): it takes only the cycles nothing else on
+	// its CPU wants, and any task that wakes there (the peer's server, the
+	// softirq's wake-ups) preempts it at once. With IdleBusy this gives the
+	// emulated NIC a polling core without taking the core from the
+	// applications on it: the NIC gets a core "of its own" on a machine
+	// too small for one. The cost: a CPU-bound neighbour starves the
+	// engine, and frames then wait in (or overflow) the AF_XDP ring,
+	// counted as xsk_rx_dropped. Run restores the thread's policy before it
+	// unlocks it.
+	EmulatorIdlePriority bool
 	// Idle is what Run does without work: IdleAdaptive (default) sleeps in
 	// epoll after SpinBudget, IdleBusy polls forever.
 	Idle IdleMode

@@ -552,7 +552,9 @@ func pinProcess(cpu int) (restore func(), err error) {
 // BICH_FIG16 (1: run the Figure 16 sweep), BICH_FIG16_MS (400 per point),
 // BICH_FIG16_CSV (where to write the sweep; go run ./tests/fig16 plots it),
 // BICH_PLACEMENT (niccore: the emulated NIC gets a core of its own, as the
-// paper's emulator did; see biPlacement).
+// paper's emulator did; split: the client gets a core of its own and the
+// engine yields its core to the server; see biPlacement), BICH_VNIC_OWNCPU
+// (1: VNICConfig.OwnCPU for the client).
 func BenchmarkBichannelTestbed(b *testing.B) {
 	biPlacement(b)
 	reps := biEnv("BICH_REPS", 3)
@@ -937,7 +939,7 @@ func (b *biBed) remotePairs(name string) *biRemote {
 	if err := testbed.InNetns(b.dut, func() (err error) {
 		r.n1, err = bichannel.New(bichannel.Config{NodeID: 1, Workers: 1, Listen: netip.AddrPortFrom(l.DUTIP, 0).String(), Fast: bichannel.FastVNIC, MaxPayload: b.maxPayload,
 			VNIC: bichannel.VNICConfig{Socket: b.socket, Name: name, IP: l.DUTIP, MAC: dutMAC, PeerMAC: peerMAC, BasePort: biDUTPort,
-				Spin: time.Duration(biEnvInt("BICH_VNIC_SPIN_US", 0)) * time.Microsecond}})
+				Spin: time.Duration(biEnvInt("BICH_VNIC_SPIN_US", 0)) * time.Microsecond, OwnCPU: os.Getenv("BICH_VNIC_OWNCPU") == "1"}})
 		if err != nil {
 			return err
 		}
@@ -1006,33 +1008,50 @@ func (b *biBed) remotePairs(name string) *biRemote {
 	return r
 }
 
-// biPlacement applies BICH_PLACEMENT. "niccore" gives vnicd's engine CPU 0
-// to itself, busy-polling (--idle busy), as a NIC has its own silicon and
-// as the RxBisect paper's emulator had its own core; the client and the
-// server process share the last CPU and sleep when they wait (client spin
-// off: a spinning client would hold the CPU its server needs). Every
-// variant, kernel TCP included, then runs its applications on that CPU;
-// kernel TCP's best figures come from the default (unpinned) placement,
-// measured in its own invocation. Knobs set explicitly win.
+// biPlacement applies BICH_PLACEMENT. Knobs set explicitly win.
+//
+// "niccore" gives vnicd's engine CPU 0 to itself, busy-polling (--idle
+// busy), as a NIC has its own silicon and as the RxBisect paper's emulator
+// had its own core; the client and the server process share the last CPU
+// and sleep when they wait (client spin off: a spinning client would hold
+// the CPU its server needs). Every variant, kernel TCP included, then runs
+// its applications on that CPU; kernel TCP's best figures come from the
+// default (unpinned) placement or from niccore itself (both applications
+// on one CPU: its wake-ups never cross CPUs), measured in their own
+// invocations.
+//
+// "split" gives the client (this process) the last CPU to itself, spinning
+// for its replies without ever cutting the spin (VNICConfig.OwnCPU), and
+// puts the server beside vnicd's engine on CPU 0, the engine busy-polling
+// under SCHED_IDLE (--emulator-priority idle): the server preempts it the
+// moment it wakes, and the engine has every cycle the server does not
+// use. That is one core per busy poller on a machine that has two. Kernel
+// TCP's client and server then sit on different CPUs; compare with its
+// niccore figures too.
 func biPlacement(b *testing.B) {
 	p := os.Getenv("BICH_PLACEMENT")
+	var set map[string]string
+	n := runtime.NumCPU()
+	app := strconv.Itoa(n - 1)
 	switch p {
 	case "":
 		return
 	case "niccore":
+		set = map[string]string{"BICH_VNICD_ARGS": "--idle busy", "BICH_APP_CPU": app, "BICH_SRV_CPUS": app, "BICH_VNIC_SPIN_US": "-1"}
+	case "split":
+		set = map[string]string{"BICH_VNICD_ARGS": "--idle busy --emulator-priority idle", "BICH_APP_CPU": app, "BICH_SRV_CPUS": "0",
+			"BICH_SRV_GOMAXPROCS": "1", "BICH_VNIC_SPIN_US": "1000", "BICH_VNIC_OWNCPU": "1"}
 	default:
-		b.Fatalf("BICH_PLACEMENT=%q: give niccore or leave it unset", p)
+		b.Fatalf("BICH_PLACEMENT=%q: give niccore, split or leave it unset", p)
 	}
-	n := runtime.NumCPU()
 	if n < 2 {
-		b.Skipf("BICH_PLACEMENT=niccore needs 2 CPUs, this process may use %d", n)
+		b.Skipf("BICH_PLACEMENT=%s needs 2 CPUs, this process may use %d", p, n)
 	}
-	app := strconv.Itoa(n - 1)
-	for k, v := range map[string]string{"BICH_VNICD_ARGS": "--idle busy", "BICH_APP_CPU": app, "BICH_SRV_CPUS": app, "BICH_VNIC_SPIN_US": "-1"} {
+	for k, v := range set {
 		if _, set := os.LookupEnv(k); !set {
 			b.Setenv(k, v)
 		}
 	}
-	b.Logf("placement niccore: vnicd's engine busy-polls CPU 0 (BICH_VNICD_ARGS=%q); client and server on CPU %s (client spin %sµs)",
-		os.Getenv("BICH_VNICD_ARGS"), os.Getenv("BICH_APP_CPU"), os.Getenv("BICH_VNIC_SPIN_US"))
+	b.Logf("placement %s: vnicd's engine busy-polls CPU 0 (BICH_VNICD_ARGS=%q); client on CPU %s (spin %sµs, own CPU %q), server on CPU %s",
+		p, os.Getenv("BICH_VNICD_ARGS"), os.Getenv("BICH_APP_CPU"), os.Getenv("BICH_VNIC_SPIN_US"), os.Getenv("BICH_VNIC_OWNCPU"), os.Getenv("BICH_SRV_CPUS"))
 }

@@ -45,6 +45,9 @@ func writeStatus(w io.Writer, st proto.Status, ns string) error {
 	if st.Emulator >= 0 {
 		cpu = fmt.Sprintf("CPU %d", st.Emulator)
 	}
+	if st.EmulatorPriority == "idle" {
+		cpu += ", SCHED_IDLE (yields at once to any other task on its CPU)"
+	}
 	metrics := "off (enable with vnicd run --metrics-addr 127.0.0.1:9464)"
 	if st.Metrics != "" {
 		metrics = "http://" + st.Metrics + "/metrics"

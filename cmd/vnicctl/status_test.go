@@ -43,7 +43,7 @@ func TestStatus(t *testing.T) {
 			t.Fatalf("%v: output is not a Status: %v", args, err)
 		}
 		if st.Version != "test-1" || st.PID != os.Getpid() || st.Tenants != 1 || st.Socket != r.socket ||
-			st.Source != "test" || st.Mode != "paced fake" || st.Model != "rxbisect" || st.Emulator != -1 {
+			st.Source != "test" || st.Mode != "paced fake" || st.Model != "rxbisect" || st.Emulator != -1 || st.EmulatorPriority != "normal" {
 			t.Errorf("%v: status %+v", args, st)
 		}
 	}
@@ -71,5 +71,17 @@ func TestIdleNote(t *testing.T) {
 		if got := idleNote(tc.st); !strings.Contains(got, tc.want) {
 			t.Errorf("idleNote(%+v) = %q, want %q", tc.st, got, tc.want)
 		}
+	}
+}
+
+// TestStatusEmulatorPriority: an engine under SCHED_IDLE (vnicd
+// --emulator-priority idle) says so on the emulator line.
+func TestStatusEmulatorPriority(t *testing.T) {
+	var b strings.Builder
+	if err := writeStatus(&b, proto.Status{Emulator: 0, EmulatorPriority: "idle", Idle: "busy"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if want := "emulator:  CPU 0, SCHED_IDLE (yields at once to any other task on its CPU)\n"; !strings.Contains(b.String(), want) {
+		t.Fatalf("status:\n%s\nlacks %q", b.String(), want)
 	}
 }

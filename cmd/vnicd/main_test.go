@@ -44,6 +44,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"run", "--dump-buffer", "lots"}, "--dump-buffer"},
 		{[]string{"run", "--max-dumps", "0"}, "--max-dumps 0: give a positive number"},
 		{[]string{"run", "--bx-post-batch", "0"}, "--bx-post-batch 0: give 1 (post after every batch) to 1024 entries"},
+		{[]string{"run", "--emulator-priority", "low"}, "--emulator-priority \"low\": give normal or idle"},
+		{[]string{"run", "--local-consumers", "--emulator-priority", "realtime"}, "--emulator-priority \"realtime\""},
 		{[]string{"run", "--handoff", "--source", "xsk", "--iface", "lo", "--buf-size", "2112", "--metrics-addr", ""}, "must be a power of two; use 2048"},
 		{[]string{"run", "--local-consumers", "--bx-post-batch", "2000"}, "--bx-post-batch 2000"},
 	} {

@@ -49,6 +49,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "buf-size", Value: shm.DefaultBufSize, Usage: "bytes per packet buffer, a multiple of 64 (the default, 2 KiB and one cache line, keeps buffers' first lines from all falling into the same cache sets)"},
 			&cli.StringFlag{Name: "key", Value: "microsoft", Usage: "RSS key: microsoft, symmetric, random or hex"},
 			&cli.IntFlag{Name: "emulator-cpu", Value: 0, Usage: "CPU the emulated NIC is pinned to (-1: unpinned)"},
+			&cli.StringFlag{Name: "emulator-priority", Value: "normal", Usage: "scheduling of the emulated NIC's thread: normal, or idle (SCHED_IDLE: it runs only when nothing else on its CPU wants to, so with --idle busy it polls a CPU it shares with applications without delaying them; a CPU-bound neighbour starves it)"},
 			&cli.StringFlag{Name: "idle", Value: "adaptive", Usage: "what the engine does without work: adaptive (busy-poll, then after --spin-budget sleep in epoll on the AF_XDP sockets, the tenants' doorbells and the control plane) or busy (poll forever, one core at 100%)"},
 			&cli.DurationFlag{Name: "spin-budget", Value: nic.DefaultSpinBudget, Usage: "with --idle adaptive, how long the engine polls without work before it sleeps"},
 			&cli.IntFlag{Name: "xsk-ring-size", Value: 2048, Usage: "with --source xsk, entries of each AF_XDP socket's RX and fill rings (a power of two, 64..65536): the frames the kernel can hold for vnicd while it waits for a CPU"},
@@ -354,7 +355,8 @@ func withConfig(flags []cli.Flag) []cli.Flag {
 const defaultRxCoalesceUsecs = 0
 
 // timingFlags reads --idle, --spin-budget, --rx-coalesce-usecs,
-// --rx-coalesce-max-usecs and --bx-post-batch into an engine Config.
+// --rx-coalesce-max-usecs, --bx-post-batch and --emulator-priority into an
+// engine Config.
 func timingFlags(c *cli.Context) (nic.Config, error) {
 	var ec nic.Config
 	idle, err := nic.ParseIdle(c.String("idle"))
@@ -382,6 +384,13 @@ func timingFlags(c *cli.Context) (nic.Config, error) {
 	post := c.Int("bx-post-batch")
 	if post < 1 || post > 1024 {
 		return ec, fmt.Errorf("--bx-post-batch %d: give 1 (post after every batch) to 1024 entries, e.g. %d (the default)", post, nic.DefaultPostBatch)
+	}
+	switch pr := c.String("emulator-priority"); pr {
+	case "normal":
+	case "idle":
+		ec.EmulatorIdlePriority = true
+	default:
+		return ec, fmt.Errorf("--emulator-priority %q: give normal or idle (SCHED_IDLE: the engine yields its CPU to every other task on it)", pr)
 	}
 	ec.Idle, ec.SpinBudget, ec.PostBatch = idle, spin, post
 	ec.RxCoalesce, ec.RxCoalesceMax = time.Duration(us)*time.Microsecond, time.Duration(maxUs)*time.Microsecond

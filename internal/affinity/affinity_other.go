@@ -15,3 +15,11 @@ func RestoreTimerSlack(int) {}
 
 // Threads returns ErrNotSupported.
 func Threads() ([]Thread, error) { return nil, ErrNotSupported }
+
+// IdlePolicy returns ErrNotSupported: this platform has no SCHED_IDLE.
+func IdlePolicy() (restore func() error, err error) {
+	return func() error { return nil }, ErrNotSupported
+}
+
+// Policy returns ErrNotSupported.
+func Policy(tid int) (int, error) { return 0, ErrNotSupported }

@@ -922,6 +922,10 @@ func (d *Daemon) status() proto.Status {
 		Model: ec.Model.String(), Policy: ec.Policy.String(), Source: d.cfg.SourceName, Mode: d.cfg.SourceMode,
 		Tenants: n, Emulator: ec.EmulatorCPU, Socket: d.cfg.Socket, Metrics: d.cfg.MetricsAddr,
 		Idle: ec.Idle.String(), SpinBudget: spinBudget(ec).String(), Sleeps: d.eng.IdleStats().Sleeps}
+	st.EmulatorPriority = "normal"
+	if ec.EmulatorIdlePriority {
+		st.EmulatorPriority = "idle"
+	}
 	st.Dumps, st.DumpDrops = d.dumpLive()
 	if ec.Idle == nic.IdleAdaptive && ec.RxCoalesce > 0 {
 		is := d.eng.IdleStats()

@@ -247,6 +247,9 @@ type Status struct {
 	Mode     string `json:"mode,omitempty"` // e.g. "xdp native, af_xdp copy"
 	Tenants  int    `json:"tenants"`
 	Emulator int    `json:"emulator_cpu"`
+	// EmulatorPriority is the engine thread's scheduling: "normal" or
+	// "idle" (SCHED_IDLE, vnicd --emulator-priority idle).
+	EmulatorPriority string `json:"emulator_priority,omitempty"`
 	// Idle is the engine's idle mode ("adaptive" or "busy"), SpinBudget
 	// how long it polls without work before it sleeps (adaptive), Sleeps
 	// how often it slept. RxCoalesce is its interrupt moderation delay
