@@ -62,6 +62,13 @@ if [ "${BICHANNEL:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
 	go run ./tests/fig16 -csv "$csv"
 	echo "== bi-channel testbed, NIC-core placement (vnicd busy on CPU 0, applications on the last CPU)"
 	BICH_PLACEMENT=niccore BICH_FIG16=0 go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel-niccore.txt"
+	echo "== bi-channel testbed, split placement (the client alone on the last CPU, spinning; the server beside vnicd's SCHED_IDLE engine on CPU 0) and its Figure 16"
+	if [ "${SMOKE:-0}" = 1 ]; then
+		BICH_PLACEMENT=split BICH_FIG16=0 go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel-split.txt"
+	else
+		BICH_PLACEMENT=split BICH_FIG16_CSV="$PWD/docs/bichannel-fig16-split.csv" go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel-split.txt"
+		go run ./tests/fig16 -csv docs/bichannel-fig16-split.csv -title "p95 latency vs offered load, 64 B messages (testbed, 2 vCPUs, split placement)"
+	fi
 	echo "== bi-channel testbed, NIC-core placement, jumbo frames (MTU 9000: multi-buffer AF_XDP, one datagram per 8 KiB message)"
 	BICH_MTU=9000 BICH_PLACEMENT=niccore BICH_FIG16=0 go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel-niccore-mtu9000.txt"
 fi
