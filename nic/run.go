@@ -66,20 +66,13 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 		defer unpin()
 	}
 	if e.cfg.EmulatorIdlePriority {
-		// Locked for the policy's sake too (it belongs to the thread);
-		// the previous policy comes back before the unlock, and if it
-		// cannot, the thread stays locked and dies with this goroutine.
-		runtime.LockOSThread()
+		// The policy belongs to the thread: it comes back before the
+		// thread unlocks, or the thread dies with this goroutine.
 		restore, err := affinity.IdlePolicy()
 		if err != nil {
-			runtime.UnlockOSThread()
 			return fmt.Errorf("nic: run the emulator under SCHED_IDLE: %w; or use --emulator-priority normal", err)
 		}
-		defer func() {
-			if restore() == nil {
-				runtime.UnlockOSThread()
-			}
-		}()
+		defer restore()
 	}
 	if e.cfg.FoldEvery == 1 {
 		e.cfg.FoldEvery = 16

@@ -1030,16 +1030,16 @@ func (b *biBed) remotePairs(name string) *biRemote {
 // niccore figures too.
 func biPlacement(b *testing.B) {
 	p := os.Getenv("BICH_PLACEMENT")
-	var set map[string]string
+	var knobs map[string]string
 	n := runtime.NumCPU()
 	app := strconv.Itoa(n - 1)
 	switch p {
 	case "":
 		return
 	case "niccore":
-		set = map[string]string{"BICH_VNICD_ARGS": "--idle busy", "BICH_APP_CPU": app, "BICH_SRV_CPUS": app, "BICH_VNIC_SPIN_US": "-1"}
+		knobs = map[string]string{"BICH_VNICD_ARGS": "--idle busy", "BICH_APP_CPU": app, "BICH_SRV_CPUS": app, "BICH_VNIC_SPIN_US": "-1"}
 	case "split":
-		set = map[string]string{"BICH_VNICD_ARGS": "--idle busy --emulator-priority idle", "BICH_APP_CPU": app, "BICH_SRV_CPUS": "0",
+		knobs = map[string]string{"BICH_VNICD_ARGS": "--idle busy --emulator-priority idle", "BICH_APP_CPU": app, "BICH_SRV_CPUS": "0",
 			"BICH_SRV_GOMAXPROCS": "1", "BICH_VNIC_SPIN_US": "1000", "BICH_VNIC_OWNCPU": "1"}
 	default:
 		b.Fatalf("BICH_PLACEMENT=%q: give niccore, split or leave it unset", p)
@@ -1047,7 +1047,7 @@ func biPlacement(b *testing.B) {
 	if n < 2 {
 		b.Skipf("BICH_PLACEMENT=%s needs 2 CPUs, this process may use %d", p, n)
 	}
-	for k, v := range set {
+	for k, v := range knobs {
 		if _, set := os.LookupEnv(k); !set {
 			b.Setenv(k, v)
 		}

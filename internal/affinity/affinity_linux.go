@@ -94,29 +94,32 @@ func Threads() ([]Thread, error) {
 	return out, nil
 }
 
-// IdlePolicy puts the calling thread under SCHED_IDLE: it runs only when
-// nothing else on its CPU wants to, and any other task that wakes there
-// preempts it at once. The goroutine must be locked to its thread. restore
-// puts the previous policy back; if it fails (leaving SCHED_IDLE needs
-// CAP_SYS_NICE or a large enough RLIMIT_NICE) the caller must keep the
-// thread locked, so that it dies with its goroutine instead of returning
-// to Go's pool with the policy changed (DESIGN.md §10).
-func IdlePolicy() (restore func() error, err error) {
+// IdlePolicy locks the calling goroutine to its thread and puts the thread
+// under SCHED_IDLE: it runs only when nothing else on its CPU wants to, and
+// any other task that wakes there preempts it at once. restore puts the
+// previous policy back and unlocks the thread, as Pin's unpin does with
+// the mask; if the policy cannot come back (leaving SCHED_IDLE needs
+// CAP_SYS_NICE or a large enough RLIMIT_NICE) the thread stays locked and
+// dies with its goroutine instead of returning to Go's pool changed
+// (DESIGN.md §10).
+func IdlePolicy() (restore func(), err error) {
+	runtime.LockOSThread()
 	prev, err := unix.SchedGetAttr(0, 0)
 	if err != nil {
-		return func() error { return nil }, fmt.Errorf("affinity: read the thread's scheduling policy: %w", os.NewSyscallError("sched_getattr", err))
+		runtime.UnlockOSThread()
+		return func() {}, fmt.Errorf("affinity: read the thread's scheduling policy: %w", os.NewSyscallError("sched_getattr", err))
 	}
 	idle := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
 	if err := unix.SchedSetAttr(0, &idle, 0); err != nil {
-		return func() error { return nil }, fmt.Errorf("affinity: set SCHED_IDLE: %w", os.NewSyscallError("sched_setattr", err))
+		runtime.UnlockOSThread()
+		return func() {}, fmt.Errorf("affinity: set SCHED_IDLE: %w", os.NewSyscallError("sched_setattr", err))
 	}
-	return func() error {
-		back := *prev
-		back.Size = unix.SizeofSchedAttr
-		if err := unix.SchedSetAttr(0, &back, 0); err != nil {
-			return os.NewSyscallError("sched_setattr", err)
+	return func() {
+		prev.Size = unix.SizeofSchedAttr
+		if unix.SchedSetAttr(0, prev, 0) != nil {
+			return // stay locked: the thread dies with its goroutine
 		}
-		return nil
+		runtime.UnlockOSThread()
 	}, nil
 }
 

@@ -17,9 +17,7 @@ func RestoreTimerSlack(int) {}
 func Threads() ([]Thread, error) { return nil, ErrNotSupported }
 
 // IdlePolicy returns ErrNotSupported: this platform has no SCHED_IDLE.
-func IdlePolicy() (restore func() error, err error) {
-	return func() error { return nil }, ErrNotSupported
-}
+func IdlePolicy() (restore func(), err error) { return func() {}, ErrNotSupported }
 
 // Policy returns ErrNotSupported.
 func Policy(tid int) (int, error) { return 0, ErrNotSupported }
