@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vnic/vnic/alloc"
+	"github.com/vnic/vnic/internal/futex"
 	"github.com/vnic/vnic/internal/proto"
 	"github.com/vnic/vnic/shm"
 )
@@ -111,7 +113,7 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	if len(files) != 1+o.Queues || rep.FDs != len(files) {
 		closeFiles()
 		conn.Close()
-		return nil, fmt.Errorf("client: attach: vnicd sent %d descriptors, want %d (a memfd and one socket per queue)", len(files), 1+o.Queues)
+		return nil, fmt.Errorf("client: attach: vnicd sent %d descriptors, want %d (a memfd and one doorbell per queue)", len(files), 1+o.Queues)
 	}
 	region, err := shm.Map(files[0])
 	files[0].Close()
@@ -148,19 +150,11 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	for i, q := range t.queues {
 		q.wake = files[1+i]
 		q.wfd = rawFD(q.wake)
-		if q.cfd, err = newCancelFD(); err != nil {
-			for _, q := range t.queues[:i] {
-				unix.Close(q.cfd)
-			}
-			region.Close()
-			closeFiles()
-			conn.Close()
-			return nil, fmt.Errorf("client: %w", err)
-		}
 		q.gone = t.gone
 		q.spin = t.spin
 		q.coalesce = o.Coalesce
 		q.needWake = region.NeedWakeup(i)
+		q.signal = region.Signal(i)
 		q.engSleep = region.EngineSleeping()
 	}
 	t.readerDone = make(chan struct{})
@@ -189,12 +183,9 @@ func (t *Tenant) watch() {
 		}
 	}
 	t.gone.Store(true)
-	// Wake every sleeping queue: shutting down this tenant's end of each
-	// socket pair makes it readable (end of file) for good.
+	// Wake every sleeping queue: each finds gone set.
 	for _, q := range t.queues {
-		if q.wake != nil {
-			unix.Shutdown(q.wfd, unix.SHUT_RDWR)
-		}
+		q.interrupt()
 	}
 }
 
@@ -237,7 +228,6 @@ func (t *Tenant) Close() error {
 		for _, q := range t.queues {
 			if q.wake != nil {
 				q.wake.Close()
-				unix.Close(q.cfd)
 			}
 		}
 		if t.conn != nil {
@@ -256,13 +246,13 @@ var ErrStarved = errors.New("client: queue starved: its Ax ring owes refills and
 // WaitStats counts how a queue's Wait calls ended, for tests and tuning.
 type WaitStats struct {
 	Spun      uint64 // returned while spinning, without sleeping
-	Sleeps    uint64 // went to sleep on the queue's socket
+	Sleeps    uint64 // went to sleep on the queue's futex
 	Signalled uint64 // woke on vnicd's signal and found a packet
-	TimedOut  uint64 // found a packet after a poll that timed out (a lost wake-up; should stay 0)
+	TimedOut  uint64 // found a packet after a sleep that timed out (a lost wake-up; should stay 0)
 	Spurious  uint64 // woke and found nothing (a late signal from an earlier sleep)
 	Doorbells uint64 // TX doorbells Send rang because vnicd slept
 	Naps      uint64 // coalescing naps (AttachOptions.Coalesce) instead of spinning
-	Napped    uint64 // returned after napping, without sleeping on the socket
+	Napped    uint64 // returned after napping, without sleeping on the futex
 	Urgent    uint64 // naps cut short by vnicd because the queue's Ax ring ran low
 }
 
@@ -270,8 +260,8 @@ type WaitStats struct {
 // goroutine.
 func (q *Queue) WaitStats() WaitStats { return q.wst }
 
-// waitPoll bounds one poll: a safety net that no correct run needs (the
-// signal, a cancelled context and vnicd going away all wake the poll). A
+// waitPoll bounds one sleep: a safety net that no correct run needs (the
+// signal, a cancelled context and vnicd going away all wake the sleep). A
 // packet found after such a timeout is counted as TimedOut.
 const waitPoll = time.Second
 
@@ -305,11 +295,12 @@ func (q *Queue) starved() bool {
 // allocator is found corrupt.
 // It polls for the Spin time, then publishes a new sleep generation in the
 // queue's need-wakeup word, looks at the ring once more and sleeps on the
-// queue's socket: vnicd, which posts before it reads the word, sends one
-// byte per sleep, so an idle application uses no CPU and no wake-up is
-// lost. Before it sleeps, and on every turn, it pays owed Ax refills and
-// reaps TX completions; if the refills cannot be paid and the ring is
-// empty it returns ErrStarved instead of sleeping.
+// queue's signal word (a futex in the region): vnicd, which posts before it
+// reads the need-wakeup word, signals once per sleep, so an idle
+// application uses no CPU and no wake-up is lost. Before it sleeps, and on
+// every turn, it pays owed Ax refills and reaps TX completions; if the
+// refills cannot be paid and the ring is empty it returns ErrStarved
+// instead of sleeping.
 func (q *Queue) Wait(ctx context.Context) error {
 	if q.dead() {
 		return ErrClosed
@@ -358,21 +349,24 @@ func (q *Queue) Wait(ctx context.Context) error {
 		}
 		return nil
 	}
-	atomic.StoreUint32(q.needWake, q.nextGen()) // 0 means "polling"
-	defer atomic.StoreUint32(q.needWake, 0)
+	defer atomic.StoreUint32(q.needWake, 0) // 0 means "polling"
 	q.wst.Sleeps++
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() {
-			one := [8]byte{1}
-			unix.Write(q.cfd, one[:])
-		})
+		stop := context.AfterFunc(ctx, q.interrupt)
 		defer stop()
 	}
-	fd := q.wfd
-	fds := [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(q.cfd), Events: unix.POLLIN}}
 	timedOut, woke := false, false
 	for {
-		// Look after publishing the generation: vnicd posts, then loads it.
+		// A new generation for every look: vnicd signals each generation
+		// once, and the signal that woke the last sleep may have been
+		// spent on an entry already received (vnicd loads the word after
+		// it posts, and may load it late, after this Wait published its
+		// generation). Then load the signal word, then look at the ring:
+		// vnicd posts before it loads the need-wakeup word and stores the
+		// signal word after, so either this look finds the entry or the
+		// futex wait finds the word changed (or is woken).
+		atomic.StoreUint32(q.needWake, q.nextGen())
+		seen := atomic.LoadUint32(q.signal)
 		if q.bx.Ready() {
 			switch {
 			case timedOut:
@@ -397,51 +391,29 @@ func (q *Queue) Wait(ctx context.Context) error {
 		}
 		timeout := waitPoll
 		if dl, ok := ctx.Deadline(); ok {
-			timeout = min(timeout, time.Until(dl)+time.Millisecond)
+			timeout = max(min(timeout, time.Until(dl)+time.Millisecond), time.Microsecond)
 		}
-		n, err := unix.Poll(fds[:], int(timeout.Milliseconds()))
-		if err != nil && !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("client: wait on queue %d's socket: %w", q.id, os.NewSyscallError("poll", err))
+		var err error
+		woke, err = futex.Wait(q.signal, seen, timeout)
+		if err != nil {
+			return fmt.Errorf("client: wait on queue %d: %w", q.id, os.NewSyscallError("futex", err))
 		}
-		if fds[1].Revents != 0 { // the context ended (or a stale cancel of an earlier Wait)
-			var b [8]byte
-			unix.Read(q.cfd, b[:])
-			n--
-		}
-		// Only the safety net's timeout is a lost wake-up: a poll cut
+		// Only the safety net's timeout is a lost wake-up: a sleep cut
 		// short by the context's deadline is not.
-		timedOut = n == 0 && err == nil && fds[1].Revents == 0 && timeout == waitPoll
-		woke = n > 0
-		if woke || timedOut {
-			// vnicd signals each generation once. The byte that woke this
-			// poll may have spent the current generation on an entry
-			// already received (vnicd loads the word after it posts, and
-			// may load it late, after this Wait published its generation),
-			// so a new one goes out before the next look: without it, the
-			// next entry finds the generation signalled and sends nothing,
-			// and the queue sleeps until waitPoll.
-			atomic.StoreUint32(q.needWake, q.nextGen())
-		}
-		if n > 0 && q.drainWake(fd) {
-			// vnicd closed its end: this tenant was detached.
-			if !q.bx.Ready() {
-				q.gone.Store(true)
-				return ErrDaemonGone
-			}
-		}
+		timedOut = !woke && timeout == waitPoll
 	}
 }
 
-// drainWake empties the queue's socket; it reports end of file (vnicd
-// closed its end, or watch shut this end down).
-func (q *Queue) drainWake(fd int) (eof bool) {
-	var buf [64]byte
-	for i := 0; i < 16; i++ {
-		n, _, err := unix.Recvfrom(fd, buf[:], unix.MSG_DONTWAIT)
-		if n > 0 {
-			continue
-		}
-		return n == 0 && err == nil
+// interrupt wakes the queue's sleeping Wait from this process (a cancelled
+// context, vnicd gone, Close): it changes the signal word, so that a Wait
+// about to sleep finds it changed, and wakes every waiter. vnicd only
+// stores into the word, never reads it: the change costs it nothing, and
+// a store of vnicd's after it still leaves a value the waiter did not see
+// (see Wait).
+func (q *Queue) interrupt() {
+	if q.signal == nil {
+		return
 	}
-	return false
+	atomic.AddUint32(q.signal, 1<<30)
+	futex.Wake(q.signal, math.MaxInt32)
 }

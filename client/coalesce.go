@@ -17,12 +17,12 @@ const napBit = 1 << 31
 // napWait is Wait's polling phase with AttachOptions.Coalesce: it naps
 // Coalesce at a time on a timer and looks at the ring after each nap, for
 // up to max(Spin, 4·Coalesce). It reports ready when a packet is there;
-// false with a nil error means "go on to sleep on the socket". It services
+// false with a nil error means "go on to sleep until signalled". It services
 // the queue (refills, TX completions) before each nap, as the spin loop
 // does.
 //
 // Each nap publishes a generation with napBit and waits on the queue's
-// socket with the nap as its timeout: vnicd, which would otherwise post
+// signal word with the nap as its timeout: vnicd, which would otherwise post
 // into the ring unseen until the timer ends, signals it when the queue's
 // Ax ring falls below half its size. Without that, a burst (vnicd
 // catching up after its CPU was taken) could consume every posted buffer
@@ -65,18 +65,15 @@ func (q *Queue) napWait(ctx context.Context) (ready bool, err error) {
 			slack, locked = affinity.SetTimerSlack(affinity.SlackFor(q.coalesce)), true
 		}
 		atomic.StoreUint32(q.needWake, q.nextGen()|napBit)
+		seen := atomic.LoadUint32(q.signal)
 		// Look after publishing: vnicd posts, then loads the word.
 		if q.bx.Ready() {
 			q.wst.Napped++
 			return true, nil
 		}
 		q.wst.Naps++
-		if napOn(q.wfd, q.cfd, q.coalesce) {
+		if napOn(q.signal, seen, q.coalesce) {
 			q.wst.Urgent++
-			if q.drainWake(q.wfd) && !q.bx.Ready() {
-				q.gone.Store(true)
-				return false, ErrDaemonGone
-			}
 		}
 		if q.bx.Ready() {
 			q.wst.Napped++

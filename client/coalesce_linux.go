@@ -3,16 +3,15 @@ package client
 import (
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/vnic/vnic/internal/futex"
 )
 
-// napOn sleeps d on a high-resolution timer (ppoll, not Go's timers, which
-// round to about a millisecond), cut short when the queue's socket fd or
-// the cancel eventfd cfd becomes readable. It reports whether fd woke it
-// (vnicd's urgent signal); cfd is left for Wait's poll to drain.
-func napOn(fd, cfd int, d time.Duration) (woke bool) {
-	ts := unix.NsecToTimespec(int64(d))
-	fds := [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(cfd), Events: unix.POLLIN}}
-	n, _ := unix.Ppoll(fds[:], &ts, nil)
-	return n > 0 && fds[0].Revents != 0
+// napOn sleeps d on a high-resolution timer (a futex wait's timeout, an
+// hrtimer, not Go's timers, which round to about a millisecond), cut short
+// when the queue's signal word no longer holds seen: vnicd's urgent signal,
+// or this process interrupting the queue (a cancelled context, vnicd gone).
+// It reports whether it was cut short.
+func napOn(signal *uint32, seen uint32, d time.Duration) (woke bool) {
+	woke, _ = futex.Wait(signal, seen, d)
+	return woke
 }

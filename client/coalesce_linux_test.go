@@ -11,25 +11,26 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vnic/vnic/internal/futex"
 	"github.com/vnic/vnic/shm"
 )
 
-// napQueue is a local tenant's queue with a socket pair standing in for
-// vnicd's end, napping coalesce at a time; it returns the queue and vnicd's
-// end.
-func napQueue(t *testing.T, coalesce time.Duration) (*Queue, int) {
+// napQueue is a local tenant's queue wired as an attached one is (see
+// sigQueue), napping coalesce at a time; it returns the queue and vnicd's
+// signal.
+func napQueue(t *testing.T, coalesce time.Duration) (*Queue, func(gen uint32)) {
 	t.Helper()
-	q, _, vnicd := sockQueue(t, time.Microsecond)
+	q, _, vnicd := sigQueue(t, time.Microsecond)
 	q.coalesce = coalesce
 	return q, vnicd
 }
 
-// sockQueue is a local tenant's queue (one queue, Ax 8, Bx 16) wired as
-// an attached one is: a socket pair standing in for vnicd's end, an
-// eventfd for cancellation, its need-wakeup and engine-sleeping words,
-// spinning spin before it sleeps. It returns the queue, its region and
-// vnicd's end of the pair.
-func sockQueue(t *testing.T, spin time.Duration) (*Queue, *shm.Region, int) {
+// sigQueue is a local tenant's queue (one queue, Ax 8, Bx 16) wired as an
+// attached one is: a doorbell eventfd, its need-wakeup, signal and
+// engine-sleeping words, spinning spin before it sleeps. It returns the
+// queue, its region and vnicd's signal: store the generation into the
+// queue's signal word and wake one waiter, as the engine does.
+func sigQueue(t *testing.T, spin time.Duration) (*Queue, *shm.Region, func(gen uint32)) {
 	t.Helper()
 	g := shm.Queues(1, 8, 16, 8, 2048, 32)
 	words := make([]uint64, g.Layout().Total/8+1)
@@ -42,23 +43,23 @@ func sockQueue(t *testing.T, spin time.Duration) (*Queue, *shm.Region, int) {
 		t.Fatal(err)
 	}
 	q := ten.Queue(0)
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unix.Close(pair[0]) })
-	q.wake = os.NewFile(uintptr(pair[1]), "wake")
+	q.wake = os.NewFile(uintptr(efd), "doorbell")
 	t.Cleanup(func() { q.wake.Close() })
-	q.wfd = pair[1]
-	if q.cfd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(q.cfd) })
+	q.wfd = efd
 	q.gone = new(atomic.Bool)
 	q.needWake = r.NeedWakeup(0)
+	q.signal = r.Signal(0)
 	q.engSleep = r.EngineSleeping()
 	q.spin = spin
-	return q, r, pair[0]
+	signal := func(gen uint32) {
+		atomic.StoreUint32(r.Signal(0), gen)
+		futex.Wake(r.Signal(0), 1)
+	}
+	return q, r, signal
 }
 
 // TestNapWaitWord: while a queue naps it publishes its generation with
@@ -84,7 +85,7 @@ func TestNapWaitWord(t *testing.T) {
 				w = now
 				// vnicd's urgent signal: it ends this nap (counted as
 				// Urgent); with nothing posted the queue naps on.
-				unix.Write(vnicd, []byte{1})
+				vnicd(now)
 				continue
 			}
 			if w != 0 && now != 0 && now != w {

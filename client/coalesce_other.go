@@ -4,4 +4,4 @@ package client
 
 import "time"
 
-func napOn(fd, cfd int, d time.Duration) bool { time.Sleep(d); return false }
+func napOn(_ *uint32, _ uint32, d time.Duration) bool { time.Sleep(d); return false }

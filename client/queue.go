@@ -46,9 +46,8 @@ type Queue struct {
 	ids   []uint32 // scratch for bulk allocator calls
 	tx    *ring.Producer[shm.TxDesc]
 	comp  *ring.Consumer[shm.Completion]
-	wake  *os.File // this tenant's end of the queue's socket pair with vnicd (attached tenants)
+	wake  *os.File // the queue's TX doorbell, an eventfd vnicd watches (attached tenants)
 	wfd   int      // its descriptor (read once: os.File.Fd would make it blocking)
-	cfd   int      // eventfd of this process only: a cancelled context wakes Wait
 	gone  *atomic.Bool
 	// closed is the tenant's: once it is set the region may be unmapped
 	// and every method returns ErrClosed or does nothing.
@@ -58,6 +57,7 @@ type Queue struct {
 	coalesce time.Duration
 	// need-wakeup handshake (package shm, the wake section)
 	needWake *uint32 // this queue's word: sleep generation, 0 while polling
+	signal   *uint32 // the futex Wait sleeps on: vnicd stores the generation it signals
 	engSleep *uint32 // vnicd's word: 1 while it sleeps and wants doorbells
 	gen      uint32  // last sleep generation
 	wst      WaitStats
@@ -320,10 +320,11 @@ func (q *Queue) doorbell() {
 	if q.wake == nil || atomic.LoadUint32(q.engSleep) == 0 {
 		return
 	}
-	one := [1]byte{1}
-	// MSG_DONTWAIT: a full socket means vnicd has an unread doorbell
-	// already. MSG_NOSIGNAL: a gone vnicd is EPIPE, not SIGPIPE.
-	if unix.Sendto(q.wfd, one[:], unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil) == nil {
+	// One write of the eventfd is one edge in vnicd's epoll set, which
+	// never reads it. The eventfd is non-blocking; a write fails only at
+	// the counter's ceiling (2^64-2 rings), which this never reaches.
+	one := [8]byte{1}
+	if n, err := unix.Write(q.wfd, one[:]); n == 8 && err == nil {
 		q.wst.Doorbells++
 	}
 }

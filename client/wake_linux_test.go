@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/vnic/vnic/ax"
 	"github.com/vnic/vnic/bx"
 )
@@ -22,7 +20,7 @@ import (
 // queue sleeps until the poll's safety timeout (the lost wake-up behind
 // make demo's drops under load, issue 9).
 func TestWaitLateSignal(t *testing.T) {
-	q, r, vnicd := sockQueue(t, 10*time.Microsecond)
+	q, r, vnicd := sigQueue(t, 10*time.Microsecond)
 	g := r.Geo
 
 	// vnicd's side.
@@ -48,7 +46,7 @@ func TestWaitLateSignal(t *testing.T) {
 	kick := func() {
 		if gen := atomic.LoadUint32(q.needWake); gen != 0 && gen != signalled {
 			signalled = gen
-			unix.Write(vnicd, []byte{1})
+			vnicd(gen)
 		}
 	}
 	sleeping := func(not uint32) uint32 {

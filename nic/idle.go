@@ -76,7 +76,7 @@ type IdleStats struct {
 	Sleeps    uint64 // times Run went to sleep in epoll
 	Doorbells uint64 // wake-ups by a tenant's TX doorbell
 	Signals   uint64 // wake-ups sent to tenants' queues
-	Refused   uint64 // wake-ups a tenant's socket did not take (its buffer full: harmless)
+	Refused   uint64 // wake-ups the kernel refused (FUTEX_WAKE failed: should stay 0)
 	Naps      uint64 // coalescing naps (Config.RxCoalesce) instead of polls
 	// Urgent counts signals sent to a napping queue (AttachOptions.Coalesce)
 	// because its Ax ring ran low: without them the engine could post
@@ -190,5 +190,5 @@ func (t *Tenant) kick(q int) {
 		t.idle.urgent.Add(1)
 	}
 	t.signalled[q] = g
-	t.wakeQueue(q)
+	t.wakeQueue(q, g)
 }

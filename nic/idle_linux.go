@@ -3,13 +3,15 @@
 package nic
 
 import (
-	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vnic/vnic/internal/futex"
 )
 
 // Kinds of descriptors in the engine's epoll set (in EpollEvent.Pad).
@@ -21,8 +23,8 @@ const (
 
 // idler is the engine's sleeping place: one epoll set holding the
 // source's descriptors, an eventfd the control plane writes (AddTenant,
-// RemoveTenant, Run's context) and every tenant's TX doorbells (vnicd's
-// ends of the queues' socket pairs).
+// RemoveTenant, Run's context) and every tenant's TX doorbells (eventfds
+// the tenants hold copies of, watched edge-triggered and never read).
 type idler struct {
 	ep, ctl  int
 	waitable bool
@@ -58,7 +60,11 @@ func newIdler(src Source) (*idler, error) {
 }
 
 func (d *idler) add(fd int, kind int32) error {
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd), Pad: kind}
+	return d.addEvents(fd, kind, unix.EPOLLIN)
+}
+
+func (d *idler) addEvents(fd int, kind int32, events uint32) error {
+	ev := unix.EpollEvent{Events: events, Fd: int32(fd), Pad: kind}
 	if err := unix.EpollCtl(d.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		return fmt.Errorf("nic: idle: add fd %d: %w", fd, os.NewSyscallError("epoll_ctl", err))
 	}
@@ -70,10 +76,15 @@ func (d *idler) close() {
 	unix.Close(d.ep)
 }
 
-// addTenant puts t's doorbells into the set.
+// addTenant puts t's doorbells into the set, edge-triggered: every write
+// of the tenant's is one edge, so the engine never reads the eventfd to
+// re-arm it. Reading would be paid by the engine: the read wakes every
+// waiter the tenant hung on its copy (its writers' wait queue is the same),
+// and the tenant can hang thousands. The counter is the tenant's own
+// business: at its ceiling only the tenant's next ring fails.
 func (d *idler) addTenant(t *Tenant) {
 	for _, fd := range t.wake {
-		d.add(fd, fdDoorbell) // a bad fd only loses that tenant its doorbell
+		d.addEvents(fd, fdDoorbell, unix.EPOLLIN|unix.EPOLLET) // a bad fd only loses that tenant its doorbell
 	}
 }
 
@@ -93,9 +104,8 @@ func (d *idler) kick() {
 }
 
 // wait sleeps until a descriptor of the set is readable or timeout passes,
-// then drains what woke it: the control eventfd and the doorbells. A
-// doorbell at end of file (the tenant closed or shut down its end) leaves
-// the set, so that a tenant cannot keep the engine awake that way.
+// then drains the control eventfd if it woke it. Doorbells are counted,
+// not read (see addTenant).
 func (d *idler) wait(timeout time.Duration, c *idleCounters) {
 	var n int
 	var err error
@@ -119,7 +129,6 @@ func (d *idler) wait(timeout time.Duration, c *idleCounters) {
 			unix.Read(d.ctl, d.buf[:8])
 		case fdDoorbell:
 			c.doorbells.Add(1)
-			d.drain(int(ev.Fd))
 		}
 	}
 }
@@ -146,44 +155,23 @@ func (d *idler) nap(dur time.Duration) {
 	}
 }
 
-// drain empties a doorbell. MSG_DONTWAIT makes each call non-blocking
-// whatever the descriptor's flags (vnicd's end is its own, non-blocking
-// already; the tenant holds only the other end). At most a few reads: a
-// tenant that rings without pause costs the engine one read per wake-up.
-func (d *idler) drain(fd int) {
-	for i := 0; i < 4; i++ {
-		k, _, err := unix.Recvfrom(fd, d.buf[:], unix.MSG_DONTWAIT)
-		if k > 0 && k < len(d.buf) {
-			return
-		}
-		if k > 0 {
-			continue
-		}
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-			return
-		}
-		// End of file or an error: the tenant closed its end. Stop
-		// watching it; the control connection detaches the tenant.
-		unix.EpollCtl(d.ep, unix.EPOLL_CTL_DEL, fd, nil)
-		return
-	}
-}
-
-// wakeQueue sends one byte on queue q's socket: the tenant's end becomes
-// readable. MSG_DONTWAIT: this never blocks, whatever the tenant does to
-// its own end (its end is another socket with its own flags, unlike a
-// shared eventfd). A full buffer means an unread wake-up is pending: fine.
-// MSG_NOSIGNAL: a closed peer is EPIPE, not SIGPIPE.
+// wakeQueue signals queue q: it stores the generation g in the queue's
+// signal word, then wakes one futex waiter on it (FUTEX_WAKE, shared: the
+// word is in the tenant's region, mapped by two processes). The tenant's
+// core sleeps in FUTEX_WAIT on the word with the value it loaded before its
+// last look at the ring, so either the wait sees the new value and returns
+// at once, or it is woken. A wake with a count of one stops at the first
+// waiter: the tenant can park threads on the word, but not make one
+// signal cost more than that.
 //
-// The sendto is a raw system call: it never blocks (MSG_DONTWAIT), but
-// waking the tenant's thread on another CPU takes tens of µs on a small VM
-// (an IPI), long enough for Go's sysmon to take the engine's P away
-// mid-call and wake another thread for it, as it did for the naps.
-func (t *Tenant) wakeQueue(q int) {
-	one := [1]byte{1}
-	_, _, errno := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(t.wake[q]), uintptr(unsafe.Pointer(&one[0])), 1,
-		unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, 0, 0)
-	if errno != 0 {
+// futex.Wake is a raw system call: it never blocks, but waking the
+// tenant's thread on another CPU takes tens of µs on a small VM (an IPI),
+// long enough for Go's sysmon to take the engine's P away mid-call and
+// wake another thread for it, as it did for the naps.
+func (t *Tenant) wakeQueue(q int, g uint32) {
+	w := t.signal[q]
+	atomic.StoreUint32(w, g) // untrusted word: the tenant may overwrite it, and only its own wake-up suffers
+	if _, err := futex.Wake(w, 1); err != nil {
 		t.idle.refused.Add(1)
 		return
 	}

@@ -12,5 +12,5 @@ func (d *idler) addTenant(*Tenant)                 {}
 func (d *idler) removeTenant(*Tenant)              {}
 func (d *idler) kick()                             {}
 func (d *idler) wait(time.Duration, *idleCounters) {}
-func (t *Tenant) wakeQueue(int)                    {}
+func (t *Tenant) wakeQueue(int, uint32)            {}
 func (d *idler) nap(time.Duration)                 {}

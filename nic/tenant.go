@@ -32,13 +32,16 @@ type TenantConfig struct {
 	Assoc [][]int
 	// Checker, if set, verifies buffer conservation on every move (debug).
 	Checker *conserve.Checker
-	// Wake, if set, holds one descriptor per queue: vnicd's end of the
-	// queue's socket pair (AF_UNIX, SOCK_STREAM; the tenant holds the other
-	// end). The engine sends a byte on Wake[q] (MSG_DONTWAIT) when it posts
-	// to queue q while the tenant's core sleeps (its need-wakeup word in
-	// the region), at most once per sleep; and it sleeps on them in
-	// IdleAdaptive mode, so a tenant's TX doorbell wakes it. The engine
-	// never closes them: close them after RemoveTenant returns.
+	// Wake, if set, holds one descriptor per queue: the queue's TX
+	// doorbell, an eventfd whose other copy the tenant holds. The engine
+	// watches them, edge-triggered, while it sleeps in IdleAdaptive mode,
+	// so a tenant's ring wakes it; it never reads nor writes them, so
+	// nothing the tenant does to the eventfd costs the engine anything.
+	// Setting Wake also turns on the engine's signals: when it posts to
+	// queue q while the tenant's core sleeps (the queue's need-wakeup word
+	// in the region), it stores the generation in the queue's signal word
+	// and wakes one futex waiter, at most once per sleep. The engine never
+	// closes them: close them after RemoveTenant returns.
 	Wake []int
 }
 
@@ -91,11 +94,12 @@ type Tenant struct {
 	nodes    []int  // NUMA node of each queue
 	bufs     []byte // the region's packet buffers
 	bufSize  int
-	// Wake-ups (see idle.go): vnicd's socket ends, the tenant's
-	// need-wakeup words, the generation last signalled per queue, the
-	// region's engine-sleeping word, the engine's counters.
+	// Wake-ups (see idle.go): the doorbell eventfds, the tenant's
+	// need-wakeup and signal words, the generation last signalled per
+	// queue, the region's engine-sleeping word, the engine's counters.
 	wake      []int
 	needWake  []*uint32
+	signal    []*uint32
 	signalled []uint32
 	kickDue   []int // queues posted while the engine held its kicks (Engine.holdKicks)
 	sleeping  *uint32
@@ -202,6 +206,7 @@ func newTenant(cfg TenantConfig, r *shm.Region, m Model, shGroup int) (*Tenant, 
 		t.signalled = make([]uint32, n)
 		for q := 0; q < n; q++ {
 			t.needWake = append(t.needWake, r.NeedWakeup(q))
+			t.signal = append(t.signal, r.Signal(q))
 		}
 	}
 	for i := 0; i < int(g.NumTx); i++ {

@@ -6,11 +6,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/vnic/vnic/internal/affinity"
+	"github.com/vnic/vnic/internal/futex"
 )
 
 // cpuNow is the calling thread's CPU time (user + system, ns).
@@ -21,16 +21,15 @@ func cpuNow() int64 {
 }
 
 // BenchmarkWakeCost measures what moderation pays per wake-up on this
-// machine, the terms of the per-wake breakdown in BENCHMARKS.md (issue 9,
-// h23), as CPU time of the thread that pays it (cpu-ns/op), not wall time:
+// machine, the terms of the per-wake breakdown in BENCHMARKS.md, as CPU time of the thread that pays it (cpu-ns/op), not wall time:
 //
 //   - nap/<d>: the engine's nap (idler.nap, a raw ppoll on an hrtimer) on
 //     CPU 0: the two context switches of one wake-up by timer;
-//   - signal: the engine's signal to a queue whose thread sleeps in poll(2)
-//     on CPU 1, as the client's Wait does (wakeQueue's raw sendto on a
-//     socket pair): sender-cpu-ns/op is what vnicd pays per signal (the
+//   - signal: the engine's signal to a queue whose thread sleeps in
+//     FUTEX_WAIT on CPU 1, as the client's Wait does (wakeQueue's store and
+//     FUTEX_WAKE): sender-cpu-ns/op is what vnicd pays per signal (the
 //     wake-up of a thread on another, idle CPU), sleeper-cpu-ns/op what the
-//     woken thread pays (poll's return, the read, poll again).
+//     woken thread pays (the wait's return and the next wait).
 //
 // Run: go test -run '^$' -bench WakeCost -benchtime 2000x ./nic
 func BenchmarkWakeCost(b *testing.B) {
@@ -60,12 +59,7 @@ func BenchmarkWakeCost(b *testing.B) {
 		})
 	}
 	b.Run("signal", func(b *testing.B) {
-		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer unix.Close(pair[0])
-		defer unix.Close(pair[1])
+		word := new(uint32)
 		var acks atomic.Int64
 		var stop atomic.Bool
 		sleeperCPU := make(chan int64, 1)
@@ -80,12 +74,12 @@ func BenchmarkWakeCost(b *testing.B) {
 			defer unpin()
 			c0 := cpuNow()
 			close(ready)
-			fds := []unix.PollFd{{Fd: int32(pair[1]), Events: unix.POLLIN}}
-			var buf [64]byte
+			seen := atomic.LoadUint32(word)
 			for !stop.Load() {
-				unix.Poll(fds, 100)
-				if n, _, _ := unix.Recvfrom(pair[1], buf[:], unix.MSG_DONTWAIT); n > 0 {
-					acks.Add(int64(n))
+				futex.Wait(word, seen, 100*time.Millisecond)
+				if now := atomic.LoadUint32(word); now != seen {
+					seen = now
+					acks.Add(1)
 				}
 			}
 			sleeperCPU <- cpuNow() - c0
@@ -96,13 +90,13 @@ func BenchmarkWakeCost(b *testing.B) {
 			b.Skip(err)
 		}
 		defer unpin()
-		one := [1]byte{1}
 		var sendCPU int64
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			time.Sleep(200 * time.Microsecond) // the sleeper is asleep in poll
+			time.Sleep(200 * time.Microsecond) // the sleeper is asleep in the futex
 			c := cpuNow()
-			unix.RawSyscall6(unix.SYS_SENDTO, uintptr(pair[0]), uintptr(unsafe.Pointer(&one[0])), 1, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, 0, 0)
+			atomic.StoreUint32(word, uint32(i+1))
+			futex.Wake(word, 1)
 			sendCPU += cpuNow() - c
 			for acks.Load() < int64(i+1) {
 				runtime.Gosched()
@@ -110,7 +104,8 @@ func BenchmarkWakeCost(b *testing.B) {
 		}
 		b.StopTimer()
 		stop.Store(true)
-		unix.Write(pair[0], one[:])
+		atomic.StoreUint32(word, 0)
+		futex.Wake(word, 1)
 		sc := <-sleeperCPU
 		b.ReportMetric(float64(sendCPU)/float64(b.N), "sender-cpu-ns/op")
 		if sc >= 0 {

@@ -6,23 +6,38 @@
 //
 //	[ header (4 KiB) | counters | wake | Ax rings | Bx rings | TX rings | TX completion rings | buffers ]
 //
-// The wake section holds the need-wakeup flags, each on a 128-byte line of
-// its own (AF_XDP keeps its ring flags off the cursors' lines too), so that
-// checking a flag never pulls a line the other side writes per batch:
+// The wake section holds the wake-up words, each on a 128-byte line of its
+// own (AF_XDP keeps its ring flags off the cursors' lines too), so that
+// checking a word never pulls a line the other side writes per batch:
 //
 //   - line 0, [Region.EngineSleeping]: vnicd stores 1 while it sleeps in
 //     epoll, 0 while it polls. A tenant that published TX descriptors and
-//     then loads 1 rings the queue's doorbell (its end of the queue's
-//     socket pair); otherwise it does not make the system call.
+//     then loads 1 rings the queue's doorbell (an eventfd vnicd sent at
+//     attach); otherwise it makes no system call.
 //   - line 1+q, [Region.NeedWakeup](q): the tenant's core stores a non-zero
-//     sleep generation before it sleeps on queue q's socket, and 0 when it
-//     wakes. vnicd signals queue q once per generation: at most one
-//     wake-up per sleep, however many batches it posts.
+//     sleep generation before it sleeps on queue q, and 0 when it wakes.
+//     vnicd signals queue q once per generation: at most one wake-up per
+//     sleep, however many batches it posts.
+//   - line 1+n+q (n queues), [Region.Signal](q): the futex the sleeping
+//     core waits on. vnicd signals by storing the generation there and
+//     waking one waiter (FUTEX_WAKE, shared).
 //
-// Both are written with a sequentially consistent store and the other side
-// publishes its ring cursor before it loads the flag (the Dekker pattern of
-// AF_XDP's need_wakeup), so no wake-up is lost. Both are untrusted: a wrong
-// value costs only the tenant that wrote it a spurious or a missed wake-up.
+// The words are written with sequentially consistent stores and the other
+// side publishes its ring cursor before it loads the word (the Dekker
+// pattern of AF_XDP's need_wakeup), so no wake-up is lost. All of them are
+// untrusted: a wrong value costs only the tenant that wrote it a spurious
+// or a missed wake-up.
+//
+// Why a futex and an eventfd, and not a socket pair: whatever kernel object
+// vnicd signals, the tenant can hang waiters on it (dup its descriptor
+// thousands of times into an epoll set), and every signal then walks them
+// all on the engine's thread; over a socket, the tenant can also pass
+// descriptors whose final close then runs on the engine's thread. A futex
+// wake with a count of one stops at the first waiter, whatever else the
+// tenant does, and carries nothing. The other way, vnicd keeps the
+// doorbell eventfd in its epoll set edge-triggered and never reads nor
+// writes it: each ring is a new edge, and nothing the tenant does to the
+// eventfd (its flags, its waiters, its counter) is ever paid by vnicd.
 //
 // Every field of the header is a named offset constant (Off*). The daemon
 // writes the header once, with a CRC32C checksum over it; a client validates

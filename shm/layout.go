@@ -18,8 +18,9 @@ import (
 const Magic uint64 = 0x0152474e43494e56 // little-endian "VNICRGN\x01"
 
 // Version of the region layout. Bump it on any change of the layout below.
-// Version 2 added the wake section (need-wakeup flags on lines of their own).
-const Version uint32 = 2
+// Version 2 added the wake section (need-wakeup flags on lines of their own);
+// version 3 added the signal words and made the doorbells eventfds.
+const Version uint32 = 3
 
 // Header field offsets (all little-endian, naturally aligned).
 const (
@@ -227,7 +228,7 @@ func (g Geometry) Layout() Layout {
 	l.Counters = off
 	l.CountersSize = uint64(g.CounterBlocks()) * counters.BlockSize
 	off = alignUp(off+l.CountersSize, sectionAlign)
-	l.Wake, l.WakeBytes = off, uint64(1+g.NumBx)*WakeLine
+	l.Wake, l.WakeBytes = off, uint64(1+2*g.NumBx)*WakeLine
 	off = alignUp(off+l.WakeBytes, sectionAlign)
 	section := func(n, stride uint64) (uint64, uint64) {
 		start := off

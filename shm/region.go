@@ -173,3 +173,13 @@ func (r *Region) NeedWakeup(q int) *uint32 {
 	}
 	return r.flagAt(r.Lay.Wake + uint64(1+q)*WakeLine)
 }
+
+// Signal returns queue q's signal word, the futex a sleeping core waits on:
+// vnicd stores the generation it signals and wakes one waiter (written by
+// vnicd, waited on by the tenant; see the package documentation).
+func (r *Region) Signal(q int) *uint32 {
+	if q < 0 || uint32(q) >= r.Geo.NumBx {
+		panic(fmt.Sprintf("shm: queue %d out of range [0, %d)", q, r.Geo.NumBx))
+	}
+	return r.flagAt(r.Lay.Wake + uint64(1+int(r.Geo.NumBx)+q)*WakeLine)
+}

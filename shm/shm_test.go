@@ -92,6 +92,7 @@ func TestSectionsDisjoint(t *testing.T) {
 		flag("engine sleeping", reg.EngineSleeping())
 		for q := 0; q < n; q++ {
 			flag(fmt.Sprint("need-wakeup ", q), reg.NeedWakeup(q))
+			flag(fmt.Sprint("signal ", q), reg.Signal(q))
 		}
 		first, _ := reg.Buffer(0)
 		last, _ := reg.Buffer(g.BufCount - 1)

@@ -89,7 +89,7 @@ type tenant struct {
 	info   proto.TenantInfo
 	region *shm.Region
 	nt     *nic.Tenant
-	wake   []int // vnicd's ends of the queues' wake-up socket pairs
+	wake   []int // vnicd's copies of the queues' doorbell eventfds
 	conn   *proto.Conn
 	match  nic.Match
 	size   int64        // region bytes counted against the memory budget
@@ -643,12 +643,12 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 	if err != nil {
 		return fail(fmt.Errorf("create the region: %w", err))
 	}
-	wake, theirs, err := wakePairs(req.Queues)
+	wake, theirs, err := doorbells(req.Queues)
 	if err != nil {
 		region.Close()
 		return fail(err)
 	}
-	defer closeFDs(theirs) // sent to the tenant (or not): vnicd keeps only its ends
+	defer closeFDs(theirs) // sent to the tenant (or not): vnicd keeps only its copies
 	nt, err := d.eng.AddTenant(nic.TenantConfig{ID: id, Name: req.Name, Match: match, RETASize: d.cfg.RETASize,
 		Wake: wake}, region)
 	if err == nil && d.cfg.OnAttach != nil {
@@ -953,30 +953,29 @@ func (d *Daemon) config() proto.Config {
 	}
 }
 
-// wakePairs makes one AF_UNIX socket pair per queue: vnicd keeps ours, the
-// tenant gets theirs. vnicd wakes a sleeping queue by sending a byte on its
-// end, and the tenant rings its TX doorbell by sending on the other. Unlike
-// a shared eventfd (one open file description, whose O_NONBLOCK the tenant
-// could clear to make vnicd's next write block forever), each end of a
-// pair is its own socket: nothing the tenant does to its end changes
-// vnicd's, and vnicd sends and receives with MSG_DONTWAIT on a
-// non-blocking socket. A tenant that never reads fills its own receive
-// queue; vnicd's send then fails with EAGAIN, which means "a wake-up is
-// already pending".
-func wakePairs(n int) (ours, theirs []int, err error) {
+// doorbells makes one eventfd per queue, the queue's TX doorbell: vnicd
+// keeps one descriptor (the engine watches it, edge-triggered, and never
+// reads nor writes it) and sends the tenant a second one of the same
+// eventfd. Signals the other way go through the region's futex words (see
+// package shm, the wake section), so vnicd never signals a kernel object
+// the tenant can hang waiters on, and nothing it receives from the tenant
+// can carry a descriptor: an eventfd is not a socket.
+func doorbells(n int) (ours, theirs []int, err error) {
 	for i := 0; i < n; i++ {
-		p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			closeFDs(ours)
-			closeFDs(theirs)
-			return nil, nil, fmt.Errorf("wake-up socket pair: %w; raise the descriptor limit (ulimit -n)", os.NewSyscallError("socketpair", err))
+		fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+		if err == nil {
+			var dup int
+			if dup, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err != nil {
+				unix.Close(fd)
+			} else {
+				ours = append(ours, fd)
+				theirs = append(theirs, dup)
+				continue
+			}
 		}
-		// A small send buffer on vnicd's end: one unread byte is all a
-		// wake-up needs, and it bounds what a tenant that never reads
-		// can make vnicd hold.
-		unix.SetsockoptInt(p[0], unix.SOL_SOCKET, unix.SO_SNDBUF, 4096)
-		ours = append(ours, p[0])
-		theirs = append(theirs, p[1])
+		closeFDs(ours)
+		closeFDs(theirs)
+		return nil, nil, fmt.Errorf("doorbell eventfd: %w; raise the descriptor limit (ulimit -n)", os.NewSyscallError("eventfd", err))
 	}
 	return ours, theirs, nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"os"
 	"sort"
@@ -23,14 +24,15 @@ import (
 	"github.com/vnic/vnic/shm"
 )
 
-// TestHostileWakeSocket is issue 10's attack on the wake-up channel, made
-// against the socket pair that replaced the shared eventfd: the tenant
-// makes its end blocking, never reads it (so vnicd's wake-ups fill it),
-// floods its doorbell direction, and bumps its need-wakeup generation
-// without pause so that vnicd wants to signal it on every batch. vnicd
+// TestHostileWakeChannel attacks the wake-up channel from a tenant's side
+// with everything a tenant holds: it tries to pass a descriptor through
+// its doorbell (a lingering TCP socket, whose final close would block the
+// thread that drops it), makes the doorbell blocking, hangs 2,000 epoll
+// waiters on it, rings it without pause, and bumps its need-wakeup
+// generation on every batch so that vnicd signals it all the time. vnicd
 // must keep serving a good tenant (every frame accounted), answer the
-// control plane, and count the refused wake-ups instead of blocking.
-func TestHostileWakeSocket(t *testing.T) {
+// control plane, and never refuse or block on a signal.
+func TestHostileWakeChannel(t *testing.T) {
 	src := newPaced(40000, 200*time.Microsecond, 5000, 6000)
 	td := startDaemon(t, src)
 	ctx := context.Background()
@@ -52,7 +54,7 @@ func TestHostileWakeSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(files) != 2 {
-		t.Fatalf("attach sent %d descriptors, want a memfd and one socket", len(files))
+		t.Fatalf("attach sent %d descriptors, want a memfd and one doorbell", len(files))
 	}
 	region, err := shm.Map(files[0])
 	files[0].Close()
@@ -60,23 +62,51 @@ func TestHostileWakeSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer region.Close()
-	evilSock := files[1]
-	defer evilSock.Close()
+	bell := files[1]
+	defer bell.Close()
 	evil, err := client.Local(region, client.Options{}) // fills its Ax ring: vnicd posts to it
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd := int(evilSock.Fd())
-	if err := unix.SetNonblock(fd, false); err != nil { // the eventfd attack's first step
+	fd := int(bell.Fd())
+
+	// A descriptor cannot travel on the doorbell: it is not a socket.
+	lingering := lingeringSocket(t)
+	rights := unix.UnixRights(lingering)
+	if err := unix.Sendmsg(fd, []byte{1}, rights, nil, unix.MSG_DONTWAIT); err == nil {
+		t.Fatal("sendmsg with SCM_RIGHTS on the doorbell succeeded: a tenant could make vnicd's thread run its descriptor's final close")
+	} else {
+		t.Logf("SCM_RIGHTS on the doorbell: %v", err)
+	}
+	unix.Close(lingering)
+
+	if err := unix.SetNonblock(fd, false); err != nil { // vnicd shares this file description
 		t.Fatal(err)
 	}
 	if fl, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); fl&unix.O_NONBLOCK != 0 {
-		t.Fatal("could not clear O_NONBLOCK on the tenant's end")
+		t.Fatal("could not clear O_NONBLOCK on the doorbell")
 	}
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(ep)
+	for i := 0; i < 2000; i++ {
+		d, err := unix.Dup(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(d)
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT, Fd: int32(d)}
+		if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, d, &ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	actx, stopAttack := context.WithCancel(ctx)
 	var attack sync.WaitGroup
 	attack.Add(2)
-	go func() { // need-wakeup always set, a new generation all the time; never read the socket
+	go func() { // need-wakeup always set, a new generation all the time
 		defer attack.Done()
 		pk := make([]client.Packet, 0, 32)
 		word := region.NeedWakeup(0)
@@ -86,11 +116,11 @@ func TestHostileWakeSocket(t *testing.T) {
 			evil.Queue(0).Release(pk)
 		}
 	}()
-	go func() { // flood the doorbell direction (non-blocking, or this goroutine would stick)
+	go func() { // ring without pause (one at a time: the counter never reaches its ceiling)
 		defer attack.Done()
-		junk := make([]byte, 4096)
+		one := [8]byte{1}
 		for actx.Err() == nil {
-			unix.Sendto(fd, junk, unix.MSG_DONTWAIT, nil)
+			unix.Write(fd, one[:])
 			time.Sleep(50 * time.Microsecond)
 		}
 	}()
@@ -124,11 +154,60 @@ func TestHostileWakeSocket(t *testing.T) {
 	stopAttack()
 	attack.Wait()
 	is := td.d.Engine().IdleStats()
-	if is.Refused == 0 {
-		t.Errorf("vnicd never had a wake-up refused (%+v): the attack did not reach it", is)
+	if is.Signals == 0 {
+		t.Errorf("vnicd never signalled (%+v): the attack did not reach the signal path", is)
 	}
-	t.Logf("good tenant received %d frames; vnicd: %d wake-ups sent, %d refused by the full hostile socket, %d sleeps, %d doorbells",
-		got.Load(), is.Signals, is.Refused, is.Sleeps, is.Doorbells)
+	if is.Refused != 0 {
+		t.Errorf("%d signals refused (%+v): a futex wake on the tenant's word failed", is.Refused, is)
+	}
+	t.Logf("good tenant received %d frames; vnicd: %d wake-ups sent, %d sleeps, %d doorbells",
+		got.Load(), is.Signals, is.Sleeps, is.Doorbells)
+}
+
+// lingeringSocket returns a connected TCP socket on loopback with SO_LINGER
+// set (a minute) and unsent data queued behind a peer that never reads:
+// its final close blocks in the kernel until the data leaves or the
+// linger time passes.
+func lingeringSocket(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		c.(*net.TCPConn).SetReadBuffer(4096)
+		accepted <- c
+	}()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().(*net.TCPAddr)
+	if err := unix.Connect(fd, &unix.SockaddrInet4{Port: addr.Port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	peer := <-accepted
+	if peer != nil {
+		t.Cleanup(func() { peer.Close() })
+	}
+	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 60})
+	unix.SetNonblock(fd, true)
+	junk := make([]byte, 1<<16)
+	for i := 0; i < 64; i++ {
+		if _, err := unix.Write(fd, junk); err != nil {
+			break
+		}
+	}
+	unix.SetNonblock(fd, false)
+	return fd
 }
 
 // wireSource is a Waitable test source: frames the test injects, and an

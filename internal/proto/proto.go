@@ -157,8 +157,9 @@ type RSS struct {
 }
 
 // AttachReply answers Attach; the descriptors are the region memfd, then one
-// eventfd per queue (written by vnicd when the queue's need-wakeup flag is
-// set and entries were posted).
+// eventfd per queue: the queue's TX doorbell, which the tenant writes when
+// it sent while vnicd sleeps (vnicd wakes the tenant's cores through the
+// region's futex words instead).
 type AttachReply struct {
 	Tenant   int      `json:"tenant"`
 	Geometry Geometry `json:"geometry"`
