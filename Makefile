@@ -99,6 +99,7 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rss
 	@for f in $(BICHANNEL_FUZZ); do $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(BICHANNEL_FUZZTIME) ./bichannel || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./internal/proto
+	$(GO) test -run '^$$' -fuzz '^FuzzWakeChannel$$' -fuzztime 20000x ./nic
 
 test: deps build lint race fuzz-smoke
 	@echo "make test: all checks passed"
@@ -121,6 +122,7 @@ soak:
 	VNIC_HANDOFF_ORDER_FRAMES=10000000 $(GO) test -count=1 -timeout 30m -run '^TestIntegrationHandoffOrder$$' -v ./tests/
 	@for f in $(BICHANNEL_FUZZ); do $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(BICHANNEL_SOAK) ./bichannel || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 10m ./internal/proto
+	$(GO) test -run '^$$' -fuzz '^FuzzWakeChannel$$' -fuzztime 5m ./nic
 	VNIC_SOAK=1 $(GO) test -count=1 -timeout 20m -run 'TestIntegrationHostile' -v ./tests/hostile
 	VNIC_SOAK_DURATION=10m $(GO) test -count=1 -timeout 30m -run '^TestSoakMixedMigrating$$' -v ./nic/
 	VNIC_SOAK=1 $(GO) test -count=1 -run '^TestWakeupExchanges$$' -v -timeout 90m ./internal/daemon

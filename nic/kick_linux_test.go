@@ -117,12 +117,14 @@ func TestHeldKicks(t *testing.T) {
 }
 
 // kickRig is an engine with one single-queue tenant whose queue has a
-// wake-up socket, its client (the Ax ring filled), the queue's need-wakeup
-// word, post (Step over n copies of one frame) and signals (how many
-// signals the tenant's end has received since the last call).
+// doorbell and a signal word, its client (the Ax ring filled), the queue's
+// need-wakeup word, post (Step over n copies of one frame) and signals (how
+// many signals the engine sent since the last call).
 type kickRig struct {
 	eng     *nic.Engine
 	cl      *client.Tenant
+	bell    int     // the queue's doorbell eventfd (the tenant's copy is the same file)
+	signal  *uint32 // the queue's signal word
 	word    *uint32
 	post    func(n int)
 	signals func() int
@@ -153,7 +155,7 @@ func newKickRig(t *testing.T, axSize, bxSize, bufs int, cfg nic.Config) kickRig 
 	}
 	frame := rss.BuildUDP4(nil, [6]byte{2}, [6]byte{2, 1}, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.19.0.1"), 1000, 2000, 18)
 	var last uint64
-	return kickRig{eng: eng, cl: cl, word: region.NeedWakeup(0),
+	return kickRig{eng: eng, cl: cl, bell: bell, signal: region.Signal(0), word: region.NeedWakeup(0),
 		post: func(n int) {
 			fs := make([][]byte, n)
 			for i := range fs {
@@ -169,4 +171,9 @@ func newKickRig(t *testing.T, axSize, bxSize, bufs int, cfg nic.Config) kickRig 
 			last = n
 			return d
 		}}
+}
+
+// testFrame is the UDP frame the kick rigs post.
+func testFrame() []byte {
+	return rss.BuildUDP4(nil, [6]byte{2}, [6]byte{2, 1}, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.19.0.1"), 1000, 2000, 18)
 }
