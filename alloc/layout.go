@@ -97,9 +97,10 @@ var ErrGeometry = errors.New("alloc: bad geometry")
 
 // ErrCorrupt is wrapped by every error that reports allocator memory that
 // cannot be right: a bad header, a cache length above its capacity, a pool
-// length above count, an id >= count stored in a cache or the pool, a lock
-// word that is neither free nor held, or a lock held for too long. Such errors
-// are sticky on the [Cache] that found them.
+// length above count, an id >= count stored in a cache or the pool, or a
+// move journal that cannot be right. Such errors are sticky on the [Cache]
+// that found them. (A lock held too long by a live process is ErrLockBusy,
+// transient.)
 var ErrCorrupt = errors.New("alloc: corrupt allocator memory")
 
 // ErrBadID is wrapped by errors about an id outside [0, count) passed in by the
