@@ -210,9 +210,6 @@ func TestDeathMidMoveLeavesEachIDOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if a.Takeovers() != 1 || a.Recoveries() != 1 {
-				t.Fatalf("%d takeovers, %d recoveries, want 1 and 1", a.Takeovers(), a.Recoveries())
-			}
 			if len(cs.Duplicates) > 0 {
 				t.Fatalf("ids in two places after the holder died mid-%s: %v", mode, cs.Err())
 			}
@@ -228,6 +225,9 @@ func TestDeathMidMoveLeavesEachIDOnce(t *testing.T) {
 				if len(cs.Lost) != 1 || cs.Caches[0] != shCache || cs.Pool != shCount-1-shCache {
 					t.Fatalf("census %+v", cs)
 				}
+			}
+			if a.Takeovers() != 1 || a.Recoveries() != 1 {
+				t.Fatalf("%d takeovers, %d recoveries, want 1 and 1", a.Takeovers(), a.Recoveries())
 			}
 			if err := a.Check(); err != nil {
 				t.Fatal(err)
