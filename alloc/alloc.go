@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 )
 
 // remedy ends every ErrCorrupt message; overwritten explains most of them.
@@ -32,7 +33,7 @@ type Cache struct {
 	thresh uint32 // FlushThreshold(C): capacity of v.ids
 	core   int
 	err    error // sticky ErrCorrupt, owned by the single user
-	busy   error // the last ErrLockBusy, cleared by the next locked move
+	busy   error // ErrLockBusy if the last call met a busy lock, cleared by the next call that succeeds
 }
 
 // Format initialises mem as an allocator of count buffer ids with cores
@@ -149,6 +150,10 @@ func (a *Allocator) checkLengths() error {
 // a holder that had died.
 func (a *Allocator) Takeovers() uint32 { return atomic.LoadUint32(a.h.takeovers) }
 
+// Recoveries returns how many times a process that took the pool lock over
+// found the dead holder's move half done in the journal and finished it.
+func (a *Allocator) Recoveries() uint32 { return atomic.LoadUint32(a.h.recoveries) }
+
 // Check re-validates the header, the pool length and every id in the pool
 // (under the pool lock), and every cache length. It does not read the ids in
 // the caches, which belong to their owners; the owners check those as they
@@ -160,7 +165,7 @@ func (a *Allocator) Check() error {
 	if err := a.checkLengths(); err != nil {
 		return err
 	}
-	if err := a.h.lockPool(); err != nil {
+	if err := a.h.lockPool(lockTimeout); err != nil {
 		return err
 	}
 	defer a.h.unlockPool()
@@ -290,9 +295,11 @@ func (c *Cache) Stats() Stats {
 func (c *Cache) Len() int { return int(min(atomic.LoadUint32(c.v.n), c.thresh)) }
 
 // Err returns the sticky error that stopped this cache (wrapping ErrCorrupt),
-// or nil. Once set, Alloc and AllocBulk hand out nothing and Free, FreeBulk
-// and Flush return it. Check it when Alloc returns false to tell an empty
-// pool from a corrupt one.
+// or else the transient error wrapping ErrLockBusy of the last call if that
+// call met a busy pool lock (cleared by the next call that succeeds), or
+// nil. Once the sticky error is set, Alloc and AllocBulk hand out nothing
+// and Free, FreeBulk and Flush return it. Check Err when Alloc returns
+// false to tell an empty pool from a busy lock or a corrupt allocator.
 func (c *Cache) Err() error {
 	if c.err != nil {
 		return c.err
@@ -320,6 +327,9 @@ func (c *Cache) Alloc() (uint32, bool) {
 			// Release for Len/Available readers; the owner is the only writer.
 			atomic.StoreUint32(c.v.n, n-1)
 			c.add(CtrAllocs, 1)
+			if c.busy != nil {
+				c.busy = nil
+			}
 			return id, true
 		}
 	}
@@ -373,6 +383,8 @@ func (c *Cache) allocBulk(dst []uint32) int {
 	}
 	if err != nil {
 		c.fail(err)
+	} else if c.busy != nil {
+		c.busy = nil
 	}
 	c.add(CtrAllocs, got)
 	return got
@@ -382,7 +394,7 @@ func (c *Cache) allocBulk(dst []uint32) int {
 // empty cache from the pool, in one locked move, and returns how many went
 // to dst. On error nothing moved.
 func (c *Cache) refill(dst []uint32) (int, error) {
-	if err := c.h.lockPool(); err != nil {
+	if err := c.h.lockPool(hotLockWait); err != nil {
 		return 0, err
 	}
 	c.busy = nil
@@ -412,9 +424,13 @@ func (c *Cache) refill(dst []uint32) (int, error) {
 			return 0, poolIDError(int(top-k-r)+j, id, int(c.count))
 		}
 	}
-	atomic.StoreUint32(c.h.top, top-k-r)
+	if k+r > 0 {
+		// The cache length moves under the lock with the pool's, behind
+		// the journal: a holder that dies here leaves each id in one place.
+		c.h.beginMove(c.core, r, top, top-k-r)
+		c.h.publish(c.v.n, r, top-k-r)
+	}
 	c.h.unlockPool()
-	atomic.StoreUint32(c.v.n, r)
 	if k+r > 0 {
 		c.add(CtrRefills, 1)
 		c.add(CtrFromPool, int(k+r))
@@ -437,6 +453,9 @@ func (c *Cache) Free(id uint32) error {
 		// Release for Len/Available readers; the owner is the only writer.
 		atomic.StoreUint32(c.v.n, n+1)
 		c.add(CtrFrees, 1)
+		if c.busy != nil {
+			c.busy = nil
+		}
 		return nil
 	}
 	one := [1]uint32{id}
@@ -446,6 +465,15 @@ func (c *Cache) Free(id uint32) error {
 // FreeBulk returns ids to this core's cache, flushing to the pool as Free
 // does (at most one locked move). If any id is outside [0, count) it frees
 // nothing and returns an error wrapping ErrBadID.
+//
+// FreeBulk frees all of ids or none: on any error none of them was freed,
+// they are still the caller's, and the caller must keep them and free them
+// again later (after an error wrapping ErrLockBusy) or account for them
+// (after ErrBadID or ErrCorrupt); dropping them loses the buffers. When the
+// flush meets a busy lock and the ids fit in the cache's capacity
+// (FlushThreshold(C)), they stay in the cache and the flush waits for a
+// later call, so a busy lock fails only a free the cache cannot hold. The
+// wait for a busy lock is short (milliseconds): see ErrLockBusy.
 func (c *Cache) FreeBulk(ids []uint32) error {
 	for i, id := range ids {
 		if id >= c.count {
@@ -458,7 +486,8 @@ func (c *Cache) FreeBulk(ids []uint32) error {
 	return c.freeBulk(ids)
 }
 
-// freeBulk frees ids, already checked against count.
+// freeBulk frees ids, already checked against count: all of them, or none
+// on error.
 func (c *Cache) freeBulk(ids []uint32) error {
 	if c.err != nil {
 		return c.err
@@ -471,6 +500,7 @@ func (c *Cache) freeBulk(ids []uint32) error {
 		copy(c.v.ids[n:], ids)
 		atomic.StoreUint32(c.v.n, n+uint32(len(ids)))
 		c.add(CtrFrees, len(ids))
+		c.busy = nil
 		return nil
 	}
 	// The threshold is reached: keep C ids in the cache, the older ones
@@ -483,10 +513,19 @@ func (c *Cache) freeBulk(ids []uint32) error {
 	} else {
 		fromCache, fromCaller = c.v.ids[c.size:n], ids
 	}
-	if err := c.push(fromCache, int(c.size), fromCaller); err != nil {
+	if err := c.push(fromCache, int(c.size), fromCaller, c.size, hotLockWait); err != nil {
+		if errors.Is(err, ErrLockBusy) && int(n)+len(ids) <= int(c.thresh) {
+			// The lock is busy but the cache has room: keep the ids
+			// here and leave the flush to a later call.
+			copy(c.v.ids[n:], ids)
+			atomic.StoreUint32(c.v.n, n+uint32(len(ids)))
+			c.add(CtrFrees, len(ids))
+			c.busy = nil
+			return nil
+		}
 		return c.fail(err)
 	}
-	atomic.StoreUint32(c.v.n, c.size)
+	c.busy = nil
 	c.add(CtrFrees, len(ids))
 	c.add(CtrFlushes, 1)
 	c.add(CtrToPool, len(fromCache)+len(fromCaller))
@@ -494,7 +533,8 @@ func (c *Cache) freeBulk(ids []uint32) error {
 }
 
 // Flush moves every id in this core's cache to the pool in one locked move,
-// for a core that goes idle or detaches.
+// for a core that goes idle or detaches. It is not on the packet path: it
+// waits up to two seconds for a busy lock.
 func (c *Cache) Flush() error {
 	if c.err != nil {
 		return c.err
@@ -506,20 +546,21 @@ func (c *Cache) Flush() error {
 	if n == 0 {
 		return nil
 	}
-	if err := c.push(c.v.ids[:n], 0, nil); err != nil {
+	if err := c.push(c.v.ids[:n], 0, nil, 0, lockTimeout); err != nil {
 		return c.fail(err)
 	}
-	atomic.StoreUint32(c.v.n, 0)
+	c.busy = nil
 	c.add(CtrFlushes, 1)
 	c.add(CtrToPool, int(n))
 	return nil
 }
 
 // push appends a (ids from this cache's slots from aSlot on) then b (ids from
-// the caller, already checked) to the pool under the lock. On error nothing
-// moved.
-func (c *Cache) push(a []uint32, aSlot int, b []uint32) error {
-	if err := c.h.lockPool(); err != nil {
+// the caller, already checked) to the pool and sets the cache length to
+// cacheLen, in one journalled move under the lock (waiting at most wait for
+// it). On error nothing moved.
+func (c *Cache) push(a []uint32, aSlot int, b []uint32, cacheLen uint32, wait time.Duration) error {
+	if err := c.h.lockPool(wait); err != nil {
 		return err
 	}
 	c.busy = nil
@@ -542,7 +583,12 @@ func (c *Cache) push(a []uint32, aSlot int, b []uint32) error {
 			return c.cacheIDError(aSlot+j, id)
 		}
 	}
-	atomic.StoreUint32(c.h.top, top+uint32(len(dst)))
+	if len(dst) == 0 {
+		atomic.StoreUint32(c.v.n, cacheLen)
+	} else {
+		c.h.beginMove(c.core, cacheLen, top, top+uint32(len(dst)))
+		c.h.publish(c.v.n, cacheLen, top+uint32(len(dst)))
+	}
 	c.h.unlockPool()
 	return nil
 }

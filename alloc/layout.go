@@ -9,7 +9,7 @@ import (
 // slice given to [Format] and [Attach]; the slice must be 8-byte aligned.
 //
 //	0                header: magic, version, geometry (written once by Format)
-//	PoolOffset       pool lock word and pool length, on a 128-byte block of their own
+//	PoolOffset       pool lock word, pool length and the move journal, on a 128-byte block of their own
 //	PoolIDsOffset    pool stack: count uint32 ids, [0, length) valid, top at length-1
 //	CoresOffset(n)   core block i at CoresOffset(count) + i*CoreStride(cacheSize)
 //
@@ -35,8 +35,21 @@ const (
 	PoolLenOffset = PoolOffset + 4 // uint32 number of ids in the pool
 	// TakeoversOffset counts locks taken over from dead holders (uint32).
 	TakeoversOffset = PoolOffset + 8
-	PoolBlockSize   = 128
-	PoolIDsOffset   = PoolOffset + PoolBlockSize
+	// RecoveriesOffset counts locked moves that a taker-over found
+	// half done in the journal and completed (uint32).
+	RecoveriesOffset = PoolOffset + 12
+	// The journal of the locked move in progress (four uint32 words,
+	// written only by the lock's holder): the core whose cache moves plus
+	// one (0: no move in progress, written last), the cache length after
+	// the move, and the pool length before and after it. A process that
+	// takes the lock over from a dead holder reads it to finish or discard
+	// the move, so that every id ends in exactly one place.
+	JournalCoreOffset = PoolOffset + 16
+	JournalLenOffset  = PoolOffset + 20
+	JournalFromOffset = PoolOffset + 24
+	JournalToOffset   = PoolOffset + 28
+	PoolBlockSize     = 128
+	PoolIDsOffset     = PoolOffset + PoolBlockSize
 
 	CoreLenOffset      = 0   // uint32 within a core block
 	CoreCountersOffset = 64  // NumCounters uint64 within a core block
@@ -46,8 +59,10 @@ const (
 
 	// Magic marks formatted memory ("vALC" little-endian).
 	Magic = 0x434c4176
-	// Version is the layout version; Attach refuses any other.
-	Version = 1
+	// Version is the layout version; Attach refuses any other. Version 2
+	// added the journal: a build without it would not finish a dead
+	// holder's move.
+	Version = 2
 )
 
 // Geometry limits. They keep every size far from overflow, also with 32-bit ints.
@@ -82,9 +97,10 @@ var ErrGeometry = errors.New("alloc: bad geometry")
 
 // ErrCorrupt is wrapped by every error that reports allocator memory that
 // cannot be right: a bad header, a cache length above its capacity, a pool
-// length above count, an id >= count stored in a cache or the pool, a lock
-// word that is neither free nor held, or a lock held for too long. Such errors
-// are sticky on the [Cache] that found them.
+// length above count, an id >= count stored in a cache or the pool, or a
+// move journal that cannot be right. Such errors are sticky on the [Cache]
+// that found them. (A lock held too long by a live process is ErrLockBusy,
+// transient.)
 var ErrCorrupt = errors.New("alloc: corrupt allocator memory")
 
 // ErrBadID is wrapped by errors about an id outside [0, count) passed in by the

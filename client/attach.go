@@ -278,9 +278,12 @@ func rawFD(f *os.File) int {
 // service does the queue's housekeeping that can bring packets: it pays
 // owed Ax refills and reaps TX completions (the freed buffers pay refills).
 func (q *Queue) service() {
-	q.reap()
-	q.refill()
+	busy := q.reap()
+	if err := q.refill(); err != nil && busy == nil {
+		busy = err
+	}
 	q.flushCounters()
+	q.endOp(busy)
 }
 
 // starved reports that the queue's Ax ring is empty with every refill

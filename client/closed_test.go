@@ -34,10 +34,12 @@ func TestNilAndClosedTenant(t *testing.T) {
 			if err := q.Wait(context.Background()); !errors.Is(err, client.ErrClosed) {
 				t.Errorf("%s: Queue(%d).Wait: %v", name, i, err)
 			}
-			if got := q.Recv(make([]client.Packet, 0, 4)); len(got) != 0 {
-				t.Errorf("%s: Recv returned %d packets", name, len(got))
+			if got, err := q.Recv(make([]client.Packet, 0, 4)); len(got) != 0 || !errors.Is(err, client.ErrClosed) {
+				t.Errorf("%s: Recv returned %d packets, %v", name, len(got), err)
 			}
-			q.Release([]client.Packet{{Buf: 1}})
+			if err := q.Release([]client.Packet{{Buf: 1}}); !errors.Is(err, client.ErrClosed) {
+				t.Errorf("%s: Release: %v", name, err)
+			}
 			if n, err := q.Send([][]byte{{1, 2, 3}}); n != 0 || !errors.Is(err, client.ErrClosed) {
 				t.Errorf("%s: Send: %d, %v", name, n, err)
 			}
@@ -74,7 +76,7 @@ func TestNilAndClosedTenant(t *testing.T) {
 	if err := q.Wait(context.Background()); !errors.Is(err, client.ErrClosed) {
 		t.Errorf("a queue kept across Close: Wait %v", err)
 	}
-	if got := q.Recv(nil); got != nil {
+	if got, _ := q.Recv(nil); got != nil {
 		t.Errorf("a queue kept across Close received %d", len(got))
 	}
 }

@@ -18,6 +18,14 @@
 // (counted as alloc_failures); the NIC meanwhile borrows from other Ax rings
 // or counts drops_ax_starved.
 //
+// A buffer is never lost to the allocator's lock: when another process of
+// the tenant holds the pool lock past a short bound (milliseconds), a free
+// that cannot complete leaves its buffers with the queue, which frees them
+// at its next operation, and Recv, Release and Send return the transient
+// error (wrapping alloc.ErrLockBusy); [Queue.Err] reports it until an
+// operation succeeds. [Tenant.Census] checks that every buffer is in
+// exactly one place (tests).
+//
 // Under the shring model the queues of a group share one descriptor ring:
 // Recv marks each polled descriptor done in the group's bitmap, and the
 // core that wins the group's lock reposts the longest contiguous run of done

@@ -44,11 +44,19 @@ type Queue struct {
 	batch int
 	debt  int      // Ax slots reported consumed and not yet refilled
 	ids   []uint32 // scratch for bulk allocator calls
-	tx    *ring.Producer[shm.TxDesc]
-	comp  *ring.Consumer[shm.Completion]
-	wake  *os.File // the queue's TX doorbell, an eventfd vnicd watches (attached tenants)
-	wfd   int      // its descriptor (read once: os.File.Fd would make it blocking)
-	gone  *atomic.Bool
+	// stash holds buffer ids whose free failed (the pool lock was busy):
+	// they are still the queue's, and every operation tries to free them
+	// again first. It grows only on that failure path, and never beyond
+	// the region's buffer count.
+	stash []uint32
+	// allocErr is the allocator error of the last operation (Recv,
+	// Release, Send, Wait's housekeeping), nil once one succeeds.
+	allocErr error
+	tx       *ring.Producer[shm.TxDesc]
+	comp     *ring.Consumer[shm.Completion]
+	wake     *os.File // the queue's TX doorbell, an eventfd vnicd watches (attached tenants)
+	wfd      int      // its descriptor (read once: os.File.Fd would make it blocking)
+	gone     *atomic.Bool
 	// closed is the tenant's: once it is set the region may be unmapped
 	// and every method returns ErrClosed or does nothing.
 	closed *atomic.Bool
@@ -84,29 +92,133 @@ func (q *Queue) Counters() counters.Block {
 	return q.cnt
 }
 
-// Err returns the error of the queue's allocator cache: one wrapping
+// Err returns the allocator error of the queue: one wrapping
 // alloc.ErrCorrupt once the tenant's allocator memory was found corrupt
-// (sticky: detach and attach again), or alloc.ErrLockBusy while another
-// process of the tenant holds the pool lock longer than the wait bound
-// (transient). Recv and Release cannot return it: after a Recv that
-// returned nothing, or a Release, check Err (Wait and Send return it).
-// A nil queue or one of a closed tenant returns ErrClosed.
+// (sticky: detach and attach again), else the error of the last operation
+// (Recv, Release, Send, Wait), one wrapping alloc.ErrLockBusy if another
+// process of the tenant held the pool lock past the short wait bound
+// (transient: the next operation that succeeds clears it). Recv, Release
+// and Send return the same error. A nil queue or one of a closed tenant
+// returns ErrClosed.
 func (q *Queue) Err() error {
 	if q.dead() {
 		return ErrClosed
 	}
-	if err := q.cache.Err(); err != nil {
+	if err := q.cache.Err(); err != nil && !errors.Is(err, alloc.ErrLockBusy) {
 		return fmt.Errorf("client: allocator: %w", err)
+	}
+	return q.allocErr
+}
+
+// endOp records the outcome of an operation for Err and returns it: the
+// allocator's sticky error, else the error of a free or refill that met a
+// busy lock during the operation (busy), else an error while buffers wait
+// in the stash, else nil.
+func (q *Queue) endOp(busy error) error {
+	if err := q.cache.Err(); err != nil && !errors.Is(err, alloc.ErrLockBusy) {
+		q.allocErr = nil
+		return fmt.Errorf("client: allocator: %w", err)
+	}
+	switch {
+	case busy != nil:
+		q.allocErr = busy
+	case len(q.stash) > 0:
+		q.allocErr = fmt.Errorf("client: allocator: %d buffers wait to be freed (they stay with the queue and its next operation frees them): %w", len(q.stash), alloc.ErrLockBusy)
+	default:
+		q.allocErr = nil
+	}
+	return q.allocErr
+}
+
+// free frees ids into the queue's cache. If the free fails on a busy lock
+// (or the stash is not empty, so that the ids keep their order behind
+// it), the ids go to the stash, still the queue's; the next operation
+// frees them. It returns the error of the failed free (wrapped), or nil.
+func (q *Queue) free(ids []uint32) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if len(q.stash) == 0 {
+		err := q.cache.FreeBulk(ids)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, alloc.ErrBadID) {
+			// An id outside the region (an engine bug) made the whole
+			// batch fail: free the others.
+			q.count(counters.OrderErrors, 1)
+			good := ids[:0]
+			for _, id := range ids {
+				if id < q.r.Geo.BufCount {
+					good = append(good, id)
+				}
+			}
+			if len(good) < len(ids) {
+				return q.free(good)
+			}
+		}
+		if !errors.Is(err, alloc.ErrLockBusy) {
+			// ErrCorrupt (sticky): nothing to retry; Err reports it.
+			q.count(counters.OrderErrors, 1)
+			return fmt.Errorf("client: allocator: %w", err)
+		}
+		q.keep(ids)
+		return fmt.Errorf("client: allocator: %d buffers kept by the queue, freed at its next operation: %w", len(ids), err)
+	}
+	q.keep(ids)
+	return q.retryStash()
+}
+
+// keep appends ids to the stash (the failure path: it may allocate).
+func (q *Queue) keep(ids []uint32) {
+	if len(q.stash)+len(ids) > int(q.r.Geo.BufCount) {
+		// More ids than buffers: a double free; keep what can be real.
+		q.count(counters.OrderErrors, 1)
+		ids = ids[:max(int(q.r.Geo.BufCount)-len(q.stash), 0)]
+	}
+	q.stash = append(q.stash, ids...)
+}
+
+// retryStash frees the stashed ids, a batch at a time, and returns the
+// error of the first free that fails (the ids stay stashed), or nil.
+func (q *Queue) retryStash() error {
+	for len(q.stash) > 0 {
+		k := min(len(q.stash), max(cap(q.ids), 1))
+		batch := q.stash[len(q.stash)-k:]
+		if err := q.cache.FreeBulk(batch); err != nil {
+			if !errors.Is(err, alloc.ErrLockBusy) {
+				q.count(counters.OrderErrors, 1)
+			}
+			return fmt.Errorf("client: allocator: %d buffers wait to be freed (they stay with the queue): %w", len(q.stash), err)
+		}
+		q.stash = q.stash[:len(q.stash)-k]
 	}
 	return nil
 }
 
-// Recv polls the Bx ring once and appends up to one batch of packets to
-// dst. It allocates nothing when dst has room for a batch. On a nil queue
-// or a closed tenant it returns dst unchanged.
-func (q *Queue) Recv(dst []Packet) []Packet {
+// Stashed returns how many buffers the queue holds because their free met
+// a busy pool lock; its next operation frees them.
+func (q *Queue) Stashed() int {
 	if q.dead() {
-		return dst
+		return 0
+	}
+	return len(q.stash)
+}
+
+// Recv polls the Bx ring once and appends up to one batch of packets to
+// dst. It allocates nothing when dst has room for a batch. The error is the
+// allocator's (see Err), from the refill of the Ax ring or from freeing
+// buffers the queue kept after an earlier failed free: the packets
+// appended are valid whatever it is, and a transient error (wrapping
+// alloc.ErrLockBusy) needs nothing but later calls. On a nil queue or a
+// closed tenant it returns dst unchanged and ErrClosed.
+func (q *Queue) Recv(dst []Packet) ([]Packet, error) {
+	if q.dead() {
+		return dst, ErrClosed
+	}
+	var busy error
+	if len(q.stash) > 0 {
+		busy = q.retryStash()
 	}
 	// The entries are read in place (vnicd does not rewrite a posted slot
 	// before Release hands it back).
@@ -138,33 +250,41 @@ func (q *Queue) Recv(dst []Packet) []Packet {
 	}
 	q.bx.Advance(k)
 	q.bx.Release()
-	q.refill()
+	if err := q.refill(); err != nil && busy == nil {
+		busy = err
+	}
 	q.flushCounters()
-	return dst
+	return dst, q.endOp(busy)
 }
 
 // refill pays owed Ax refills (Listing 1) with one tail update, or reposts
-// the shared ring's done descriptors under shring.
-func (q *Queue) refill() {
+// the shared ring's done descriptors under shring. It returns an error
+// wrapping alloc.ErrLockBusy if the allocation or a free met a busy lock.
+func (q *Queue) refill() error {
 	if q.sh != nil {
-		q.sh.repost(q)
-		return
+		return q.sh.repost(q)
 	}
+	var err error
 	if q.debt > 0 {
-		q.payDebt()
+		err = q.payDebt()
 		q.ax.Flush()
 	}
+	return err
 }
 
 // payDebt refills owed Ax slots, oldest first, with one bulk allocation.
-func (q *Queue) payDebt() {
+func (q *Queue) payDebt() error {
 	if q.debt == 0 {
-		return
+		return nil
 	}
 	ids := q.ids[:min(q.debt, cap(q.ids))]
 	got := q.cache.AllocBulk(ids)
+	var busy error
 	if got < q.debt {
 		q.count(counters.AllocFailures, 1)
+		if err := q.cache.Err(); errors.Is(err, alloc.ErrLockBusy) {
+			busy = fmt.Errorf("client: allocator: refill: %w", err)
+		}
 	}
 	if q.check != nil { // debug mode only
 		for _, buf := range ids[:got] {
@@ -181,19 +301,33 @@ func (q *Queue) payDebt() {
 				q.check.Move(b, conserve.Ax, conserve.Allocator)
 			}
 		}
-		q.cache.FreeBulk(ids[n:got])
 		q.count(counters.OrderErrors, 1)
+		if err := q.free(ids[n:got]); err != nil && busy == nil {
+			busy = err
+		}
 	}
+	return busy
 }
 
 // Release frees the packets' buffers into this queue's allocator cache,
 // in bulk, then pays the Ax refills the queue owes: a queue whose Ax ring
 // ran dry while the application held every buffer gets buffers back to
-// the NIC at once, not only at the next Recv. It does nothing on a nil
-// queue or a closed tenant.
-func (q *Queue) Release(pkts []Packet) {
+// the NIC at once, not only at the next Recv.
+//
+// The packets are the queue's once Release returns, whatever the error: a
+// buffer whose free met a busy pool lock (another process of the tenant
+// holding it past the short wait bound) stays with the queue, which frees
+// it at its next operation; the error (wrapping alloc.ErrLockBusy) only
+// reports the delay. An error wrapping alloc.ErrCorrupt means the
+// allocator is unusable (see Err). On a nil queue or a closed tenant it
+// does nothing and returns ErrClosed.
+func (q *Queue) Release(pkts []Packet) error {
 	if q.dead() {
-		return
+		return ErrClosed
+	}
+	var busy error
+	if len(q.stash) > 0 {
+		busy = q.retryStash()
 	}
 	for len(pkts) > 0 {
 		n := min(len(pkts), cap(q.ids))
@@ -208,13 +342,16 @@ func (q *Queue) Release(pkts []Packet) {
 			}
 			ids[i] = p.Buf
 		}
-		if q.cache.FreeBulk(ids) != nil {
-			q.count(counters.OrderErrors, 1)
+		if err := q.free(ids); err != nil && busy == nil {
+			busy = err
 		}
 		pkts = pkts[n:]
 	}
-	q.refill()
+	if err := q.refill(); err != nil && busy == nil {
+		busy = err
+	}
 	q.flushCounters()
+	return q.endOp(busy)
 }
 
 // Owed returns the Ax refills waiting for buffers.
@@ -256,6 +393,7 @@ func fillAx(c *ax.Core, cache *alloc.Cache, check *conserve.Checker, n int) int 
 			break
 		}
 		if ok, _ := c.Put(buf); !ok {
+			// Not on a busy lock: the Alloc just left room in the cache.
 			cache.Free(buf)
 			break
 		}
@@ -273,7 +411,10 @@ var ErrTooBig = errors.New("client: frame longer than a buffer")
 // queue's TX ring, with one publication; vnicd sends them and returns the
 // buffers on the completion ring, which Send reaps first. It returns how
 // many frames it posted: fewer when the TX ring or the allocator is full
-// (retry later). It allocates nothing.
+// (retry later). It allocates nothing. An allocator error (see Err) comes
+// back with the count of frames posted; a transient one (wrapping
+// alloc.ErrLockBusy) loses no buffer: completed buffers whose free met the
+// busy lock stay with the queue until its next operation.
 func (q *Queue) Send(frames [][]byte) (int, error) {
 	if q.dead() {
 		return 0, ErrClosed
@@ -281,7 +422,7 @@ func (q *Queue) Send(frames [][]byte) (int, error) {
 	if q.tx == nil {
 		return 0, errors.New("client: this region has no TX rings")
 	}
-	q.reap()
+	busy := q.reap()
 	room, err := q.tx.Reserve(len(frames))
 	if err != nil {
 		return 0, fmt.Errorf("client: TX ring: %w", err)
@@ -294,11 +435,10 @@ func (q *Queue) Send(frames [][]byte) (int, error) {
 		}
 		buf, ok := q.cache.Alloc()
 		if !ok {
-			if err := q.Err(); err != nil {
-				q.tx.Publish()
-				return sent, err
+			if err := q.cache.Err(); err != nil && busy == nil {
+				busy = fmt.Errorf("client: allocator: %w", err)
 			}
-			break // no free buffer now: back-pressure, not an error
+			break // no free buffer now (or a busy lock): retry later
 		}
 		data, _ := q.r.Buffer(buf)
 		copy(data, f)
@@ -308,7 +448,7 @@ func (q *Queue) Send(frames [][]byte) (int, error) {
 	}
 	q.tx.Publish()
 	q.doorbell()
-	return sent, nil
+	return sent, q.endOp(busy)
 }
 
 // doorbell tells a sleeping vnicd that the TX ring has descriptors. The
@@ -329,23 +469,29 @@ func (q *Queue) doorbell() {
 	}
 }
 
-// reap frees the buffers vnicd completed.
-func (q *Queue) reap() {
+// reap frees the buffers vnicd completed (and first those the stash
+// holds). It returns the error of a free that met a busy lock: the ids
+// went to the stash.
+func (q *Queue) reap() error {
+	var busy error
+	if len(q.stash) > 0 {
+		busy = q.retryStash()
+	}
 	if q.comp == nil {
-		return
+		return busy
 	}
 	for {
 		n, err := q.comp.Peek(cap(q.ids))
 		if err != nil || n == 0 {
-			return
+			return busy
 		}
 		ids := q.ids[:0]
 		for i := 0; i < n; i++ {
 			ids = append(ids, q.comp.Slot(i).Buf)
 		}
 		q.comp.Release(n)
-		if q.cache.FreeBulk(ids) != nil {
-			q.count(counters.OrderErrors, 1)
+		if err := q.free(ids); err != nil && busy == nil {
+			busy = err
 		}
 	}
 }
@@ -355,7 +501,7 @@ func (q *Queue) TxPending() int {
 	if q.dead() || q.tx == nil {
 		return 0
 	}
-	q.reap()
+	q.endOp(q.reap())
 	q.tx.Reserve(q.tx.Cap()) // reload the consumer cursor
 	return q.tx.Pending()
 }

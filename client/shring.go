@@ -1,9 +1,12 @@
 package client
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
+	"github.com/vnic/vnic/alloc"
 	"github.com/vnic/vnic/ax"
 	"github.com/vnic/vnic/counters"
 	"github.com/vnic/vnic/internal/conserve"
@@ -35,11 +38,14 @@ func (g *ShGroup) markDone(idx uint32) {
 
 // repost advances the head over done descriptors and refills them from q's
 // allocator cache, if the lock is free (a core that finds it taken leaves
-// the work to the holder or to its next poll).
-func (g *ShGroup) repost(q *Queue) {
+// the work to the holder or to its next poll). It returns an error
+// wrapping alloc.ErrLockBusy if an allocation or a free met a busy pool
+// lock.
+func (g *ShGroup) repost(q *Queue) error {
 	if !g.mu.TryLock() {
-		return
+		return nil
 	}
+	var busy error
 	defer g.mu.Unlock()
 	for {
 		s := g.ax.Oldest() & g.mask
@@ -50,6 +56,9 @@ func (g *ShGroup) repost(q *Queue) {
 		buf, ok := q.cache.Alloc()
 		if !ok {
 			q.count(counters.AllocFailures, 1)
+			if err := q.cache.Err(); errors.Is(err, alloc.ErrLockBusy) {
+				busy = fmt.Errorf("client: allocator: refill: %w", err)
+			}
 			break
 		}
 		if q.check != nil { // a call only in debug mode
@@ -59,7 +68,8 @@ func (g *ShGroup) repost(q *Queue) {
 			if q.check != nil { // a call only in debug mode
 				q.check.Move(buf, conserve.Ax, conserve.Allocator)
 			}
-			q.cache.Free(buf)
+			one := [1]uint32{buf}
+			busy = q.free(one[:])
 			q.count(counters.OrderErrors, 1)
 			break
 		}
@@ -67,4 +77,5 @@ func (g *ShGroup) repost(q *Queue) {
 		q.count(counters.Refills, 1)
 	}
 	g.ax.Flush()
+	return busy
 }

@@ -71,7 +71,13 @@ func TestWaitLateSignal(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	q.Release(q.Recv(nil))
+	pk, err := q.Recv(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Release(pk); err != nil {
+		t.Fatal(err)
+	}
 	// Wait B sleeps with a new generation; vnicd's late load sees it and
 	// signals it for E1: B wakes and finds nothing.
 	done = wait()

@@ -54,7 +54,7 @@ func BenchmarkEngine(b *testing.B) {
 					pk := make([]client.Packet, 0, 32)
 					for !stop.Load() {
 						for q := 0; q < benchQueues; q++ {
-							pk = r.cl.Queue(q).Recv(pk[:0])
+							pk, _ = r.cl.Queue(q).Recv(pk[:0])
 							r.cl.Queue(q).Release(pk)
 						}
 					}
@@ -222,7 +222,7 @@ func engineSolo(b *testing.B, m nic.Model, bufSize int) {
 				for more := true; more; {
 					more = false
 					for q := 0; q < benchQueues; q++ {
-						pk = r.cl.Queue(q).Recv(pk[:0])
+						pk, _ = r.cl.Queue(q).Recv(pk[:0])
 						r.cl.Queue(q).Release(pk)
 						more = more || len(pk) > 0
 					}

@@ -57,7 +57,7 @@ func BenchmarkCoreSide(b *testing.B) {
 				for got < b.N {
 					for q := 0; q < queues; q++ {
 						t0 := threadCPU()
-						pk = r.cl.Queue(q).Recv(pk[:0])
+						pk, _ = r.cl.Queue(q).Recv(pk[:0])
 						if len(pk) == 0 {
 							continue
 						}

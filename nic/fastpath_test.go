@@ -76,7 +76,7 @@ func runFrames(t *testing.T, rg *rig, frames [][]byte, seed uint64) []string {
 	r := rand.New(rand.NewPCG(seed, 5))
 	var got []string
 	drain := func(q int) {
-		rg.pkts = rg.cl.Queue(q).Recv(rg.pkts[:0])
+		rg.pkts, _ = rg.cl.Queue(q).Recv(rg.pkts[:0])
 		for _, p := range rg.pkts {
 			got = append(got, fmt.Sprintf("q%d buf %d len %d flags %#x hash %#x stamp %d data %x", p.Queue, p.Buf, len(p.Data), p.Flags, p.Hash, p.Stamp, p.Data))
 		}

@@ -188,7 +188,7 @@ func runHandoff(t *testing.T, cfg rigConfig, nsock, packets int, seed uint64, re
 				continue
 			}
 			before := len(held[c])
-			held[c] = rg.cl.Queue(c).Recv(held[c])
+			held[c], _ = rg.cl.Queue(c).Recv(held[c])
 			for _, p := range held[c][before:] {
 				verify(c, p)
 			}
@@ -205,7 +205,7 @@ func runHandoff(t *testing.T, cfg rigConfig, nsock, packets int, seed uint64, re
 	for quiet := 0; quiet < 3; {
 		n := h.Step()
 		for c := 0; c < q; c++ {
-			pk := rg.cl.Queue(c).Recv(nil)
+			pk, _ := rg.cl.Queue(c).Recv(nil)
 			for _, p := range pk {
 				verify(c, p)
 			}

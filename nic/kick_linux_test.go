@@ -67,7 +67,7 @@ func TestHeldKicks(t *testing.T) {
 	k := newKickRig(t, axSize, 256, 512, nic.Config{Model: nic.RxBisect, EmulatorCPU: -1, Batch: 4, FoldEvery: 2})
 	eng, word, batch, signals, cl := k.eng, k.word, k.post, k.signals, k.cl
 	drain := func() int {
-		pk := cl.Queue(0).Recv(nil)
+		pk, _ := cl.Queue(0).Recv(nil)
 		cl.Queue(0).Release(pk)
 		return len(pk)
 	}

@@ -64,7 +64,7 @@ func pauseResume(t *testing.T, m nic.Model, seed uint64) {
 		for k := r.IntN(4); k > 0; k-- {
 			c := next
 			next = (next + 1) % queues
-			held[c] = rg.cl.Queue(c).Recv(held[c])
+			held[c], _ = rg.cl.Queue(c).Recv(held[c])
 			// The application finishes a random part of what it holds.
 			done := r.IntN(len(held[c]) + 1)
 			rg.cl.Queue(c).Release(held[c][:done])
@@ -77,7 +77,7 @@ func pauseResume(t *testing.T, m nic.Model, seed uint64) {
 		// everything. The next offer must take at least one frame.
 		for c := 0; c < queues; c++ {
 			for {
-				held[c] = rg.cl.Queue(c).Recv(held[c])
+				held[c], _ = rg.cl.Queue(c).Recv(held[c])
 				got := len(held[c])
 				rg.cl.Queue(c).Release(held[c])
 				held[c] = held[c][:0]

@@ -96,7 +96,7 @@ func (r *rig) queueOf(f synth.Flow) int {
 
 // drain polls queue q once and releases what it got; it returns the count.
 func (r *rig) drain(q int, verify func(client.Packet)) int {
-	r.pkts = r.cl.Queue(q).Recv(r.pkts[:0])
+	r.pkts, _ = r.cl.Queue(q).Recv(r.pkts[:0])
 	for _, p := range r.pkts {
 		if verify != nil {
 			verify(p)

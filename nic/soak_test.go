@@ -58,7 +58,7 @@ func soak(t *testing.T, m nic.Model, d time.Duration) {
 		var acc uint64
 		for !stop.Load() {
 			for q := 0; q < queues; q++ {
-				pk = r.cl.Queue(q).Recv(pk[:0])
+				pk, _ = r.cl.Queue(q).Recv(pk[:0])
 				for _, p := range pk {
 					for _, b := range p.Data {
 						acc += uint64(b)

@@ -33,7 +33,7 @@ func TestWaitPaysRefillsOrReportsStarved(t *testing.T) {
 	held := make([]client.Packet, 0, 64)
 	for len(held) < 64 {
 		before := len(held)
-		held = q.Recv(held)
+		held, _ = q.Recv(held)
 		if len(held) == before {
 			t.Fatalf("received %d of 64 frames", len(held))
 		}

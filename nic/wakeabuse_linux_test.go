@@ -68,7 +68,7 @@ func signalCost(t *testing.T, k kickRig, frames []byte, rounds int) time.Duratio
 			t.Fatalf("Step took %d frames", n)
 		}
 		spent += cpuSpent() - c0
-		pk = q.Recv(pk[:0])
+		pk, _ = q.Recv(pk[:0])
 		q.Release(pk)
 	}
 	return spent / time.Duration(rounds)

@@ -112,7 +112,7 @@ func FuzzWakeChannel(f *testing.F) {
 				slow("a sleep", time.Since(t0))
 				e.setSleeping(0)
 			case 7:
-				pk = cl.Queue(0).Recv(pk[:0])
+				pk, _ = cl.Queue(0).Recv(pk[:0])
 				cl.Queue(0).Release(pk)
 			}
 		}

@@ -865,7 +865,7 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 					}
 					return err
 				}
-				pk = rq.Recv(pk[:0])
+				pk, _ = rq.Recv(pk[:0])
 				recvs.Add(1)
 				var k uint64
 				for _, p := range pk {

@@ -218,7 +218,7 @@ func receive(ten *client.Tenant, check func(q int, p client.Packet) error) *rece
 					r.ended[q] = err
 					return
 				}
-				pk = ten.Queue(q).Recv(pk[:0])
+				pk, _ = ten.Queue(q).Recv(pk[:0])
 				for _, p := range pk {
 					if r.check != nil {
 						if err := r.check(q, p); err != nil {

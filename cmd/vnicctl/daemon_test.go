@@ -154,7 +154,7 @@ func (r *rig) attach(o client.AttachOptions, receive bool) *client.Tenant {
 				if err := queue.Wait(r.ctx); err != nil {
 					return
 				}
-				pk = queue.Recv(pk[:0])
+				pk, _ = queue.Recv(pk[:0])
 				queue.Release(pk)
 				got.Add(int64(len(pk)))
 			}

@@ -253,7 +253,7 @@ func consume(ctx context.Context, cl *client.Tenant, cpu int, log zerolog.Logger
 	for i := 0; ctx.Err() == nil; i++ {
 		got := 0
 		for q := 0; q < cl.Queues(); q++ {
-			pk = cl.Queue(q).Recv(pk[:0])
+			pk, _ = cl.Queue(q).Recv(pk[:0])
 			got += len(pk)
 			cl.Queue(q).Release(pk)
 		}

@@ -90,7 +90,7 @@ func (s *scenario) run(rounds int, poll, release func(round, q int) bool) {
 		s.eng.Step(s.frames)
 		for q := range s.held {
 			if poll(i, q) {
-				s.held[q] = s.cl.Queue(q).Recv(s.held[q])
+				s.held[q], _ = s.cl.Queue(q).Recv(s.held[q])
 			}
 			if release(i, q) {
 				s.cl.Queue(q).Release(s.held[q])

@@ -38,7 +38,7 @@ func main() {
 			defer wg.Done()
 			pkts := make([]client.Packet, 0, 32)
 			for q.Wait(ctx) == nil { // spin 50µs, then sleep on the queue's wake-up socket
-				pkts = q.Recv(pkts[:0]) // Listing 1: poll Bx, refill own Ax slots, one tail update
+				pkts, _ = q.Recv(pkts[:0]) // Listing 1: poll Bx, refill own Ax slots, one tail update
 				for _, p := range pkts {
 					_ = p.Data // the frame, in the shared region (also p.Hash, p.Queue)
 				}

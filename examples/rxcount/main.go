@@ -108,7 +108,7 @@ func receive(ctx context.Context, socket string, opts client.AttachOptions, coun
 					gone.Store(errors.Is(err, client.ErrDaemonGone))
 					return
 				}
-				pk = queue.Recv(pk[:0])
+				pk, _ = queue.Recv(pk[:0])
 				counts[q].Add(uint64(len(pk)))
 				queue.Release(pk)
 			}

@@ -160,7 +160,7 @@ func receiveFor(tb testing.TB, sock string, d time.Duration, cpu int) int64 {
 				return
 			}
 			for q := 0; q < 2; q++ {
-				pk = ten.Queue(q).Recv(pk[:0])
+				pk, _ = ten.Queue(q).Recv(pk[:0])
 				got.Add(int64(len(pk)))
 				ten.Queue(q).Release(pk)
 			}
@@ -256,7 +256,7 @@ func benchEngineOnly(b *testing.B) {
 					break
 				}
 				for q := 0; q < 2; q++ {
-					pk = cl.Queue(q).Recv(pk[:0])
+					pk, _ = cl.Queue(q).Recv(pk[:0])
 					n += int64(len(pk))
 					cl.Queue(q).Release(pk)
 				}

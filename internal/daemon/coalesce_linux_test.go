@@ -82,7 +82,7 @@ func coalescedBurst(t *testing.T, engine, engineMax, nap time.Duration) {
 				}
 				return
 			}
-			pk = q.Recv(pk[:0])
+			pk, _ = q.Recv(pk[:0])
 			got.Add(int64(len(pk)))
 			q.Release(pk)
 		}

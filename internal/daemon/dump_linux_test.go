@@ -105,7 +105,7 @@ func attachKeep(t *testing.T, socket, name string, queues int, match client.Matc
 				if ten.Queue(q).Wait(ctx) != nil {
 					return
 				}
-				pk = ten.Queue(q).Recv(pk[:0])
+				pk, _ = ten.Queue(q).Recv(pk[:0])
 				tf.mu.Lock()
 				for _, p := range pk {
 					tf.got[q] = append(tf.got[q], string(p.Data))

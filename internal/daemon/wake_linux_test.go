@@ -112,7 +112,7 @@ func TestHostileWakeChannel(t *testing.T) {
 		word := region.NeedWakeup(0)
 		for g := uint32(1); actx.Err() == nil; g++ {
 			atomic.StoreUint32(word, g|1)
-			pk = evil.Queue(0).Recv(pk[:0])
+			pk, _ = evil.Queue(0).Recv(pk[:0])
 			evil.Queue(0).Release(pk)
 		}
 	}()
@@ -338,7 +338,7 @@ func wakeupExchanges(t *testing.T, n int, coalesce time.Duration) {
 			}
 			lat = append(lat, time.Duration(time.Now().UnixNano()-injected.Load()))
 			slept = append(slept, q.WaitStats().Sleeps != before)
-			pk = q.Recv(pk[:0])
+			pk, _ = q.Recv(pk[:0])
 			if len(pk) != 1 {
 				errc <- fmt.Errorf("exchange %d: received %d packets, want 1", i, len(pk))
 				return

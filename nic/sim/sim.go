@@ -249,7 +249,7 @@ func (s *sim) runCore(c *core, nowPs, nextPs uint64, inDuration bool) {
 				clear(c.backlog[rest:])
 				c.backlog, c.head = c.backlog[:rest], 0
 			}
-			c.backlog = c.q.Recv(c.backlog)
+			c.backlog, _ = c.q.Recv(c.backlog)
 			for _, p := range c.backlog[n0:] {
 				w, b := p.Buf/64, uint64(1)<<(p.Buf%64)
 				if s.seen[w]&b == 0 {

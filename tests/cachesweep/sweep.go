@@ -287,7 +287,7 @@ func run(p point) (result, error) {
 			for q := 0; q < p.Queues; q++ {
 				qu := cl.Queue(q)
 				t0 := threadCPU()
-				pk = qu.Recv(pk[:0])
+				pk, _ = qu.Recv(pk[:0])
 				if len(pk) == 0 {
 					continue
 				}

@@ -156,7 +156,7 @@ func start(t *testing.T, prefix []string, extra ...string) *harness {
 			if err := q.Wait(ctx); err != nil {
 				return
 			}
-			pk = q.Recv(pk[:0])
+			pk, _ = q.Recv(pk[:0])
 			h.got.Add(int64(len(pk)))
 			q.Release(pk)
 			ws := q.WaitStats()
