@@ -67,7 +67,14 @@
 // in the authenticated mode, tag as data), the sender resends an
 // unacknowledged message over the fast path (three times, then over TCP),
 // and credits with a cumulative backstop still go back in batches over
-// TCP. [Endpoint.SendTagged] sends a message whose acknowledgement comes
+// TCP. The TCP acknowledgements are the authority on what was received: a
+// hot acknowledgement only marks a message (its MsgAcked event comes, it is
+// not resent on the fast path any more), the TCP acknowledgements free it,
+// and one they do not cover in time is resent over TCP whatever hot
+// acknowledgements said ([Stats.HotAckUnconfirmed]), so a forged or
+// replayed one delays a message, never loses it. Set HotAcks alike on
+// every node: a node without it drops hot acknowledgements
+// ([Stats.HotAckOff]). [Endpoint.SendTagged] sends a message whose acknowledgement comes
 // back as a [MsgAcked] event, with the application's tag (a version
 // number), in the sending worker's Recv: a primary counts its quorum from
 // them. [Endpoint.Abandon] then marks the copies to the other replicas:
@@ -75,14 +82,19 @@
 // retransmission timeouts after its send (its deadline, then twice that
 // again) is skipped ([Stats.Abandoned]); a skip record on the control connection
 // makes its receiver count the sequence number as received (its window
-// moves on, its credit comes back) and hand the application a
-// [MsgSkipped] event with the tag, so it knows what to fetch. A message is
+// moves on) and hand the application a [MsgSkipped] event with the tag,
+// so it knows what to fetch. The event holds one of its flow's buffers, as
+// the message would have, until Recv hands it over, and its credit goes
+// back then: skips beyond the buffers are dropped ([Stats.DropsNoBuffer]),
+// so no peer can queue more events than its credits. A message is
 // delivered at most once either way; a late copy of a skipped one is a
 // duplicate.
 //
 // A peer whose TCP connection fails, who closes, or from whom nothing
 // (heartbeats included) arrived for [Config.HeartbeatTimeout] is dead for
-// good: Send, Recv, RecvWait and Flush then return a [*PeerError]
+// good: its datagrams are refused from that moment ([Stats.DeadPeer]; a
+// process that binds its freed source ports cannot speak as it), and Send,
+// Recv, RecvWait and Flush then return a [*PeerError]
 // (errors.Is(err, [ErrPeerDown])) instead of hanging. With
 // [Config.TolerateDeadPeers] only Send to the dead peer fails, and the
 // Endpoint goes on with the live ones ([Endpoint.DeadPeers]). There is no
@@ -107,8 +119,13 @@
 // in one place, before the message is looked at (after the header, the
 // peer, its session, the ranges and the source). A third party without the
 // key:
-//   - cannot learn a node's session, ports, flows or RSS configuration
-//     (only that a bichannel node of some id listens there);
+//   - does not get a node's hello (its RSS configuration, buffers and
+//     window) from a control connection: the acceptor sends it only after
+//     the dialer's proof. It can learn the rest: the session travels in
+//     clear in every datagram's header (an observer on the path reads
+//     it), and the flows' source ports follow from public parameters (the
+//     default RSS key and table, the workers' ports) and a UDP probe
+//     confirms them. Knowing them gives it nothing the items below deny;
 //   - cannot inject, replace or suppress a message, or make a sender
 //     believe one was received: a forged datagram fails its tag (BadTag),
 //     a replayed one is a duplicate, one from an older session is stale;
@@ -118,8 +135,9 @@
 //   - can open control connections: each is refused (counted by reason,
 //     one log line a second naming the source), bounded by
 //     [Config.HandshakeTimeout], by [Config.MaxPending] in total and
-//     [Config.MaxPendingPerIP] per source address, and by a 64 KiB frame
-//     cap checked before allocating. Holding every slot from many
+//     [Config.MaxPendingPerIP] per source address, and by a 160 KiB frame
+//     cap checked before allocating (room for the largest hello: MaxWorkers
+//     workers and a 65,536-entry RSS table). Holding every slot from many
 //     addresses delays new peers (a denial of service, not a compromise);
 //   - can flood the fast-path ports: datagrams are dropped and counted,
 //     at the cost of a SipHash each; the socket buffers may overflow and
@@ -137,7 +155,12 @@
 //     port of the flow its header names (BadSource otherwise), so a third
 //     party must spoof IP source addresses (raw sockets, and a network
 //     without ingress filtering) and know the 64-bit session to inject a
-//     message; one that can, can inject messages and suppress real ones;
+//     message; one that can, can inject messages and suppress real ones,
+//     but not stop a flow: a forged hot acknowledgement delays a message
+//     until its resend over TCP, and a forged message beyond the window is
+//     dropped (OutOfWindow);
+//   - a dead peer's flows are refused (DeadPeer): a process that binds its
+//     freed source ports on its host cannot speak as it;
 //   - the acceptor speaks only after the dialer claimed an id among this
 //     node's lower-id peers; the first claimant of an id takes it (the
 //     race: a third party connecting before the real peer becomes that
@@ -149,9 +172,17 @@
 //   - the bounds on connections, the counters and the log lines are those
 //     of the authenticated mode.
 //
-// In every mode an acknowledgement of a message never sent is counted
-// (Stats.BadAcks) and ignored, never a reason to give up on a peer, and
-// credits beyond the receiver's buffers are clamped (CreditViolations).
+// In every mode an acknowledgement of a message never sent, or for a
+// worker or flow that does not exist, is counted (Stats.BadAcks) and
+// ignored, never a reason to give up on a peer; so is a retransmission or
+// skip record for a worker or flow that does not exist (BadFlow); credits
+// beyond the receiver's buffers are clamped (CreditViolations). A peer
+// itself (one holding the key, in the authenticated mode) is trusted with
+// what it sends, but every queue it feeds on this node is bounded by the
+// window or the credits: messages and skip events take a buffer of their
+// flow (DropsNoBuffer beyond), sequence numbers beyond the window are
+// dropped (OutOfWindow). Every dropped datagram and refused connection is
+// counted under its reason.
 //
 // Ports to firewall, letting only the cluster's nodes in: the control
 // listener ([Config.Listen], TCP); the workers' fast-path ports (UDP:

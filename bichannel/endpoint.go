@@ -114,12 +114,25 @@ type Stats struct {
 	BadSource    uint64 // the source address or port is not the one of the flow the header names
 	BadTag       uint64 // authenticated mode: the tag does not verify
 	OutOfWindow  uint64 // the sequence number is beyond the duplicate window (fast path or TCP)
+	// DeadPeer counts datagrams naming a peer already declared dead: its
+	// flows are refused from that moment (its freed source ports may be
+	// bound by another process on its host).
+	DeadPeer uint64
+	// HotAckOff counts hot acknowledgements received while Config.HotAcks
+	// is off on this node (set it alike on every node).
+	HotAckOff    uint64
 	FastDrops    uint64 // drops inside the fast path (FastCounter), e.g. a full socket buffer
 	FastOversize uint64 // datagrams longer than the fast path receives (FastCounter), not counted in FastDrops
-	// BadAcks counts acknowledgements of sequence numbers never sent:
-	// ignored (they can only come from a forged datagram the receiver
-	// accepted, or a broken peer).
+	// BadAcks counts acknowledgements of sequence numbers never sent, or
+	// for a worker or flow that does not exist: ignored (they can only
+	// come from a forged datagram the receiver accepted, or a broken
+	// peer).
 	BadAcks uint64
+	// HotAckUnconfirmed counts messages that a hot acknowledgement named
+	// but the receiver's TCP acknowledgements did not cover in time:
+	// resent over TCP (the hot acknowledgement was forged, replayed, or
+	// the message was lost after it).
+	HotAckUnconfirmed uint64
 	// Handshakes refused, by reason (each with a log line naming the
 	// source, at most one a second).
 	RefusedAuth    uint64 // authentication failed: no or a wrong cluster key, or a mode mismatch
@@ -149,10 +162,13 @@ const (
 	dropBadSource
 	dropBadTag
 	dropOutOfWindow
+	dropDeadPeer
+	dropHotAckOff
 	numDropReasons
 )
 
-var dropNames = [numDropReasons]string{"bad header", "unknown node", "stale session", "bad worker, flow or length", "wrong source address or port", "bad tag", "out of window"}
+var dropNames = [numDropReasons]string{"bad header", "unknown node", "stale session", "bad worker, flow or length", "wrong source address or port", "bad tag", "out of window",
+	"from a peer declared dead", "hot acknowledgement, and HotAcks is off here"}
 
 // Why a handshake was refused (Stats.RefusedAuth...).
 const (
@@ -176,6 +192,7 @@ type counters struct {
 	creditViolations                                    atomic.Uint64
 	fastRetransmitted, abandoned, hotAcksReceived       atomic.Uint64
 	hotAcksSent, skipped, skipsLate                     atomic.Uint64
+	hotAckUnconfirmed                                   atomic.Uint64
 }
 
 // Endpoint is one node's side of the bi-channel: a fast path for data and a
@@ -299,6 +316,10 @@ func New(cfg Config) (*Endpoint, error) {
 	if err := e.checkInfo(); err != nil {
 		e.fp.Close()
 		return nil, err
+	}
+	if _, err := appendHello(nil, helloFor(e)); err != nil {
+		e.fp.Close()
+		return nil, fmt.Errorf("bichannel: %w", err)
 	}
 	listen := net.Listen
 	if cfg.ListenFunc != nil {
@@ -622,11 +643,13 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 		m := wk.inbox[wk.head]
 		wk.inbox[wk.head] = inMsg{}
 		wk.head++
-		if m.kind != MsgData {
+		if m.kind == MsgAcked {
 			dst = append(dst, Message{Peer: m.p.id, Worker: w, Flow: m.flow, Seq: m.seq, Kind: m.kind, Tag: m.tag})
 			events++
 			continue
 		}
+		// A message or a skip event (onSkip): it held one of its flow's
+		// buffers, whose credit goes back now.
 		rf := &m.p.rx[w][m.flow]
 		rf.buffered--
 		rf.owed++
@@ -642,6 +665,11 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 		}
 		if !found {
 			kicks = append(kicks, kick{p: m.p, urgent: urgent})
+		}
+		if m.kind == MsgSkipped {
+			dst = append(dst, Message{Peer: m.p.id, Worker: w, Flow: m.flow, Seq: m.seq, Kind: m.kind, Tag: m.tag})
+			events++
+			continue
 		}
 		dst = append(dst, Message{Peer: m.p.id, Worker: w, Flow: m.flow, Seq: m.seq, Data: m.data, Retransmitted: m.viaTCP})
 		wk.lent = append(wk.lent, m.data)
@@ -769,6 +797,8 @@ func (e *Endpoint) Stats() Stats {
 		BadSource:        s.drop[dropBadSource].Load(),
 		BadTag:           s.drop[dropBadTag].Load(),
 		OutOfWindow:      s.drop[dropOutOfWindow].Load(),
+		DeadPeer:         s.drop[dropDeadPeer].Load(),
+		HotAckOff:        s.drop[dropHotAckOff].Load(),
 		BadAcks:          s.badAcks.Load(),
 		RefusedAuth:      s.refused[refAuth].Load(),
 		RefusedPeer:      s.refused[refPeer].Load(),
@@ -788,6 +818,7 @@ func (e *Endpoint) Stats() Stats {
 		HotAcksSent:       s.hotAcksSent.Load(),
 		Skipped:           s.skipped.Load(),
 		SkipsLate:         s.skipsLate.Load(),
+		HotAckUnconfirmed: s.hotAckUnconfirmed.Load(),
 	}
 	for i := range s.drop {
 		st.Malformed += s.drop[i].Load()
@@ -862,6 +893,9 @@ func (e *Endpoint) onDatagram(w int, src netip.AddrPort, d []byte) {
 	case p == nil:
 		e.dropped(dropUnknownNode, src)
 		return
+	case p.down.Load():
+		e.dropped(dropDeadPeer, src)
+		return
 	case h.session != p.remote.session:
 		e.dropped(dropStaleSession, src)
 		return
@@ -876,6 +910,10 @@ func (e *Endpoint) onDatagram(w int, src netip.AddrPort, d []byte) {
 		return
 	}
 	if h.typ == dgAck {
+		if !e.cfg.HotAcks {
+			e.dropped(dropHotAckOff, src)
+			return
+		}
 		e.onHotAck(p, &h, payload, src)
 		return
 	}

@@ -161,6 +161,8 @@ func (e *Endpoint) sendHotAck(p *peer, w, f int, cum uint64, sel []uint64) {
 }
 
 // onHotAck applies a hot acknowledgement that passed onDatagram's checks.
+// It frees nothing (see peer.onAck): the TCP acknowledgements do, and a
+// message they do not cover is resent over TCP.
 func (e *Endpoint) onHotAck(p *peer, h *dgHeader, payload []byte, src netip.AddrPort) {
 	var buf [maxHotSel]uint32
 	flow, cum, sel, ok := parseHotAck(payload, buf[:])
@@ -169,11 +171,9 @@ func (e *Endpoint) onHotAck(p *peer, h *dgHeader, payload []byte, src netip.Addr
 		return
 	}
 	a := ackRecord{worker: h.worker, flow: flow, cum: cum, sel: sel}
-	if p.onAck(&a, e.now()) != nil {
-		e.dropped(dropBadFlow, src)
-		return
+	if p.onAck(&a, e.now(), true) {
+		e.st.hotAcksReceived.Add(1)
 	}
-	e.st.hotAcksReceived.Add(1)
 }
 
 // resendFast resends an unacknowledged message over the fast path; the

@@ -54,6 +54,10 @@ type peer struct {
 	rx         [][]rflow        // [worker][its flow]; guarded by e.workers[w].mu
 	rxDirty    [][]uint16       // [worker]: flows with news to acknowledge; same guard
 	ready      atomic.Bool
+	// down is set the moment the peer is declared dead, before dead is
+	// closed: from then on none of its datagrams is accepted, so another
+	// process that binds its freed source ports cannot speak as it.
+	down atomic.Bool
 
 	wmu sync.Mutex // one writer on conn at a time
 
@@ -113,6 +117,11 @@ type pend struct {
 	seq  uint64
 	sent int64 // Endpoint.now when sent over the fast path
 	retx bool  // resent over TCP: no delay sample from its acknowledgement (Karn)
+	// hotAcked: a hot acknowledgement named it. It is not freed for that:
+	// only the receiver's acknowledgements over TCP free a message, and
+	// one they do not cover in time is resent over TCP (a hot
+	// acknowledgement is a datagram, and a datagram can be forged).
+	hotAcked bool
 	// SendTagged: report its acknowledgement with tag; Abandon: skip it
 	// instead of retransmitting it.
 	track, abandon bool
@@ -460,7 +469,7 @@ func (c *hsConn) read(want byte, what string) ([]byte, error) {
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return nil, &refusal{refTimeout, fmt.Errorf("reading %s: no answer within the handshake timeout %v", what, c.e.cfg.HandshakeTimeout)}
-	case errors.Is(err, errFrameTooBig):
+	case errors.Is(err, errFrameTooBig), errors.Is(err, errEmptyFrame):
 		return nil, &refusal{refProto, fmt.Errorf("reading %s: %w", what, err)}
 	case err != nil:
 		return nil, fmt.Errorf("reading %s: %w", what, err)
@@ -676,7 +685,7 @@ func (e *Endpoint) acceptorHello(c *hsConn) (int, *hello, keys, error) {
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return -1, nil, ks, refuse(refTimeout, "no hello within the handshake timeout %v", e.cfg.HandshakeTimeout)
-	case errors.Is(err, errFrameTooBig):
+	case errors.Is(err, errFrameTooBig), errors.Is(err, errEmptyFrame):
 		return -1, nil, ks, &refusal{refProto, err}
 	case err != nil:
 		return -1, nil, ks, fmt.Errorf("reading the first frame: %w", err)
@@ -945,6 +954,7 @@ func (e *Endpoint) publish(p *peer) error {
 func (p *peer) fail(err error) {
 	p.deadOnce.Do(func() {
 		pe := &PeerError{Peer: p.id, Err: err}
+		p.down.Store(true) // its datagrams are refused from now on
 		p.err = pe
 		close(p.dead)
 		p.conn.Close()
@@ -1101,10 +1111,7 @@ func (p *peer) readLoop() {
 				if r.bad {
 					break
 				}
-				if err := p.onAck(&a, e.now()); err != nil {
-					p.fail(fmt.Errorf("protocol error: %w", err))
-					return
-				}
+				p.onAck(&a, e.now(), false)
 			}
 		case msgRetx:
 			for len(r.b) > 0 && !r.bad {
@@ -1114,8 +1121,10 @@ func (p *peer) readLoop() {
 					break
 				}
 				if w >= e.cfg.Workers || f >= p.remote.flows || n > e.cfg.MaxPayload {
-					p.fail(fmt.Errorf("protocol error: retransmission for worker %d flow %d of %d bytes", w, f, n))
-					return
+					// Counted and ignored, like a datagram naming them:
+					// a peer's broken record is no reason to give up on it.
+					e.dropped(dropBadFlow, p.ctlAddr)
+					continue
 				}
 				e.arrive(p, w, f, seq, payload, -1, p.ctlAddr)
 			}
@@ -1127,8 +1136,8 @@ func (p *peer) readLoop() {
 					break
 				}
 				if int(s.worker) >= e.cfg.Workers || int(s.flow) >= p.remote.flows {
-					p.fail(fmt.Errorf("protocol error: skip for worker %d flow %d", s.worker, s.flow))
-					return
+					e.dropped(dropBadFlow, p.ctlAddr) // counted and ignored
+					continue
 				}
 				e.onSkip(p, &s)
 			}
@@ -1146,11 +1155,23 @@ func (p *peer) readLoop() {
 	}
 }
 
-// onAck applies one acknowledgement and credit record from the peer.
-func (p *peer) onAck(a *ackRecord, now int64) error {
+// onAck applies one acknowledgement and credit record from the peer: from
+// its control connection (hot false), or a hot acknowledgement from the
+// fast path (hot true). Only the first frees messages and moves the
+// window: the control connection is the authority on what was received.
+// A hot acknowledgement marks the messages it names (their MsgAcked events
+// and delay samples come from it, and they are not resent over the fast
+// path), and a message the TCP acknowledgements do not cover in time is
+// resent over TCP whatever hot acknowledgements said (retransmit), so a
+// forged or replayed one delays a message at most, never loses it. An
+// acknowledgement for a worker or flow that does not exist, or of sequence
+// numbers never sent, is counted (BadAcks) and ignored. It reports whether
+// the record was sound.
+func (p *peer) onAck(a *ackRecord, now int64, hot bool) bool {
 	e := p.e
 	if int(a.worker) >= len(p.send) || int(a.flow) >= e.cfg.Flows {
-		return fmt.Errorf("acknowledgement for worker %d flow %d, which do not exist", a.worker, a.flow)
+		p.badAck(a, "acknowledgement for a worker or flow that does not exist, ignored (at most one such line a second)")
+		return false
 	}
 	ss := p.send[a.worker]
 	ss.mu.Lock()
@@ -1165,17 +1186,22 @@ func (p *peer) onAck(a *ackRecord, now int64) error {
 		bad = true
 	} else {
 		for s := fl.low; s < a.cum; s++ {
-			freed += ss.ack(fl, a.flow, s, now, &sample)
+			freed += ss.mark(hot, fl, a.flow, s, now, &sample)
 		}
-		fl.low = max(fl.low, a.cum)
+		if !hot {
+			fl.low = max(fl.low, a.cum)
+		}
 		for _, d := range a.sel {
 			s := a.cum + uint64(d)
 			if s >= fl.next {
 				bad = true
 				continue
 			}
-			freed += ss.ack(fl, a.flow, s, now, &sample)
+			freed += ss.mark(hot, fl, a.flow, s, now, &sample)
 		}
+	}
+	if hot {
+		freed = 0 // marked, not freed
 	}
 	for fl.low < fl.next && fl.ring[fl.low%ss.win] == 0 {
 		fl.low++
@@ -1192,11 +1218,7 @@ func (p *peer) onAck(a *ackRecord, now int64) error {
 	}
 	ss.mu.Unlock()
 	if bad {
-		e.st.badAcks.Add(1)
-		if e.logAllowed() {
-			e.log.Warn().Int("peer", p.id).Uint16("worker", a.worker).Uint16("flow", a.flow).Uint64("cum", a.cum).
-				Msg("bichannel: acknowledgement of messages never sent, ignored (at most one such line a second)")
-		}
+		p.badAck(a, "acknowledgement of messages never sent, ignored (at most one such line a second)")
 	}
 	if freed > 0 {
 		p.unacked.Add(-int64(freed))
@@ -1212,7 +1234,17 @@ func (p *peer) onAck(a *ackRecord, now int64) error {
 	if freed > 0 || a.credits > 0 {
 		signal(ss.wake)
 	}
-	return nil
+	return !bad
+}
+
+// badAck counts an acknowledgement that cannot be applied and logs it, at
+// most once a second.
+func (p *peer) badAck(a *ackRecord, msg string) {
+	e := p.e
+	e.st.badAcks.Add(1)
+	if e.logAllowed() {
+		e.log.Warn().Int("peer", p.id).Uint16("worker", a.worker).Uint16("flow", a.flow).Uint64("cum", a.cum).Msg("bichannel: " + msg)
+	}
 }
 
 // pick returns a flow with a credit and room in its window, round-robin,
@@ -1240,7 +1272,7 @@ func (ss *sendState) ack(fl *sflow, f uint16, s uint64, now int64, sample *int64
 		return 0
 	}
 	pe := &ss.slab[*slot-1]
-	if !pe.retx {
+	if !pe.retx && !pe.hotAcked {
 		*sample = max(*sample, now-pe.sent)
 	}
 	if pe.track {
@@ -1248,6 +1280,38 @@ func (ss *sendState) ack(fl *sflow, f uint16, s uint64, now int64, sample *int64
 	}
 	ss.free = append(ss.free, *slot-1)
 	*slot = 0
+	return 1
+}
+
+// mark applies an acknowledgement of s: from TCP (ack) or hot (hotAck).
+func (ss *sendState) mark(hot bool, fl *sflow, f uint16, s uint64, now int64, sample *int64) int {
+	if hot {
+		return ss.hotAck(fl, f, s, now, sample)
+	}
+	return ss.ack(fl, f, s, now, sample)
+}
+
+// hotAck marks the unacknowledged message s of fl as named by a hot
+// acknowledgement: its MsgAcked event (once) and its delay sample come
+// now, but it stays until the TCP acknowledgements cover it. It returns
+// how many messages it marked.
+func (ss *sendState) hotAck(fl *sflow, f uint16, s uint64, now int64, sample *int64) int {
+	slot := fl.ring[s%ss.win]
+	if slot == 0 || ss.slab[slot-1].seq != s {
+		return 0
+	}
+	pe := &ss.slab[slot-1]
+	if pe.hotAcked {
+		return 0
+	}
+	pe.hotAcked = true
+	if !pe.retx {
+		*sample = max(*sample, now-pe.sent)
+	}
+	if pe.track {
+		pe.track = false // reported once
+		ss.events = append(ss.events, ackEvent{seq: s, tag: pe.tag, flow: f})
+	}
 	return 1
 }
 
@@ -1312,7 +1376,7 @@ func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg, buf []byte) []by
 	now := e.now()
 	pe := &ss.slab[idx]
 	pe.buf = append(pe.buf[:0], msg...)
-	pe.seq, pe.sent, pe.retx = seq, now, false
+	pe.seq, pe.sent, pe.retx, pe.hotAcked = seq, now, false, false
 	pe.track, pe.abandon, pe.tag = false, false, 0
 	if ss.tracked {
 		pe.track, pe.tag = true, ss.trackTag
@@ -1357,6 +1421,10 @@ func (p *peer) retransmit(now int64) int64 {
 				case pe.abandon:
 					// A grace period before the skip: not resent, but
 					// a copy late rather than lost may still arrive.
+				case pe.hotAcked:
+					// A hot acknowledgement named it: give the TCP
+					// acknowledgement time to confirm it, then resend
+					// it over TCP (below) if it did not.
 				case hot:
 					e.resendFast(p, ss, w, int(ent.flow), pe)
 				default:
@@ -1365,6 +1433,9 @@ func (p *peer) retransmit(now int64) int64 {
 					n++
 				}
 				ent.tries, ent.deadline = 1, now+rto<<1
+				if pe.hotAcked {
+					ent.tries = hotFastTries // next: over TCP
+				}
 				ss.rearm = append(ss.rearm, ent)
 			}
 		}
@@ -1387,9 +1458,15 @@ func (p *peer) retransmit(now int64) int64 {
 					freed++
 					continue
 				}
-				if hot && ent.tries < hotFastTries {
+				if hot && ent.tries < hotFastTries && !pe.hotAcked {
 					e.resendFast(p, ss, w, int(ent.flow), pe)
 				} else {
+					if pe.hotAcked {
+						// Hot-acknowledged, yet the receiver's TCP
+						// acknowledgements do not cover it: the hot
+						// acknowledgement was forged or replayed.
+						e.st.hotAckUnconfirmed.Add(1)
+					}
 					pe.retx = true
 					b = appendRetxRecord(b, w, int(ent.flow), ent.seq, pe.buf)
 					n++

@@ -164,14 +164,22 @@ func (e *Endpoint) onSkip(p *peer, s *skipRecord) {
 		wk.mu.Unlock()
 		e.dropped(dropOutOfWindow, p.ctlAddr)
 		return
+	case rf.buffered >= e.cfg.BuffersPerFlow:
+		// The skipped message spent a credit, so its event takes a
+		// buffer as the message would have: an honest sender never
+		// finds them full, and a peer sending skips without end cannot
+		// grow the inbox past the credits.
+		wk.mu.Unlock()
+		e.st.dropsNoBuffer.Add(1)
+		return
 	}
 	rf.receive(seq, win)
-	rf.owed++ // the buffer it never took: its credit goes back
+	rf.buffered++ // until Recv hands the event over; its credit goes back then
+	rf.fresh++
 	p.markDirty(w, f, rf)
-	urgent := int(rf.owed) >= e.creditBatch
 	wk.inbox = append(wk.inbox, inMsg{p: p, flow: f, seq: seq, kind: MsgSkipped, tag: s.tag})
 	wk.mu.Unlock()
 	e.st.skipped.Add(1)
 	e.notifyWorker(w, wk)
-	p.kickAcks(urgent)
+	p.kickAcks(false)
 }

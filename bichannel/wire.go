@@ -34,8 +34,10 @@ const (
 	maxFrameLen = 8 << 20
 	// maxHelloLen caps every frame of the handshake, checked before
 	// anything is allocated: a hello of MaxWorkers workers with the
-	// largest RSS configuration fits.
-	maxHelloLen  = 64 << 10
+	// largest RSS configuration (rss.MaxRETASize entries of 2 bytes, 128
+	// KiB, plus the profile's name and key) fits, which appendHello checks
+	// and TestHelloLargestRSSFits proves.
+	maxHelloLen  = 160 << 10
 	helloMagic   = "BICH"
 	helloVersion = 2
 
@@ -75,6 +77,9 @@ func appendHello(b []byte, h *hello) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hello: %w", err)
 	}
+	if n := helloFixedLen + 4*h.workers + len(rssb); n > maxHelloLen {
+		return nil, fmt.Errorf("hello: %d bytes (RSS configuration %d), more than the handshake's %d-byte frame cap: use a smaller RSS table", n, len(rssb), maxHelloLen)
+	}
 	b, start := appendFrameHdr(b, msgHello)
 	b = append(b, helloMagic...)
 	b = binary.BigEndian.AppendUint16(b, helloVersion)
@@ -97,6 +102,10 @@ func appendHello(b []byte, h *hello) ([]byte, error) {
 	b = append(b, rssb...)
 	return endFrame(b, start), nil
 }
+
+// helloFixedLen is a hello frame's length without its workers' ports and
+// queues and its RSS configuration (an IPv6 address).
+const helloFixedLen = frameHdrLen + len(helloMagic) + 2 + 4 + 8 + 2 + 2 + 4 + 4 + 4 + 1 + 16 + 6 + 4
 
 // wireReader decodes a frame body front to back; the first short read
 // sticks.
@@ -276,28 +285,40 @@ func (r *wireReader) nextSkip(s *skipRecord) {
 }
 
 // errFrameTooBig is wrapped by readFrame for a frame longer than its
-// limit.
-var errFrameTooBig = errors.New("control frame too big")
+// limit, errEmptyFrame for one whose length leaves no room for its type.
+var (
+	errFrameTooBig = errors.New("control frame too big")
+	errEmptyFrame  = errors.New("empty control frame")
+)
 
 // readFrame reads one frame of at most limit bytes into buf (grown as
 // needed) and returns its type and body. The announced length is checked
 // against limit before anything is allocated.
 func readFrame(r *bufio.Reader, buf []byte, limit int) (byte, []byte, []byte, error) {
-	hdr, err := r.Peek(frameHdrLen)
+	// The length is judged as soon as it is there: a peer that sends a
+	// bad one and closes is refused (and counted), not merely gone.
+	hdr, err := r.Peek(4)
 	if err != nil {
 		if errors.Is(err, io.EOF) && len(hdr) > 0 {
 			err = io.ErrUnexpectedEOF
 		}
 		return 0, nil, buf, err
 	}
-	n, typ := int(binary.BigEndian.Uint32(hdr)), hdr[4]
-	r.Discard(frameHdrLen)
+	n := int(binary.BigEndian.Uint32(hdr))
 	if n < 1 {
-		return 0, nil, buf, fmt.Errorf("empty control frame: the peer is not speaking this protocol")
+		return 0, nil, buf, fmt.Errorf("%w: the peer is not speaking this protocol", errEmptyFrame)
 	}
 	if n > limit {
 		return 0, nil, buf, fmt.Errorf("%w: %d bytes announced, at most %d here: the peer is not speaking this protocol", errFrameTooBig, n, limit)
 	}
+	if hdr, err = r.Peek(frameHdrLen); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, nil, buf, err
+	}
+	typ := hdr[4]
+	r.Discard(frameHdrLen)
 	n--
 	if cap(buf) < n {
 		buf = make([]byte, n)
