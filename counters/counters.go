@@ -46,6 +46,9 @@ const (
 	IOWorkingSetBytes // gauge: bytes of the buffers the ring holds (Ax fill + Bx occupancy) × buffer size
 	DynShared         // gauge: 1 while the queue's dynshring group shares its rings, 0 while private
 	DynSwitches       // dynshring mode changes of the queue's group (counted on the group's first queue)
+
+	// Written by the engine under policy pause (NIC blocks).
+	DropPauseTimeout // frames dropped because the tenant stayed starved past the pause bound (Config.PauseMax)
 	NumIDs
 )
 
@@ -85,6 +88,7 @@ var names = [NumIDs]string{
 	IOWorkingSetBytes: "io_working_set_bytes",
 	DynShared:         "dyn_shared",
 	DynSwitches:       "dyn_switches",
+	DropPauseTimeout:  "drops_pause_timeout",
 }
 
 var helps = [NumIDs]string{
@@ -118,6 +122,7 @@ var helps = [NumIDs]string{
 	IOWorkingSetBytes: "Bytes of packet buffers the ring holds: buffers posted in its Ax ring plus Bx entries not yet released, times the buffer size (notices counted as buffers: an upper bound).",
 	DynShared:         "1 while the queue's dynshring group shares its Ax rings, 0 while each queue uses its own.",
 	DynSwitches:       "Mode changes (shared to private or back) of the queue's dynshring group, counted on the group's first queue.",
+	DropPauseTimeout:  "Frames dropped under policy pause because the tenant had no free buffer for longer than the pause bound (--pause-max), so that it does not stall the other tenants.",
 }
 
 // Name returns the stable snake_case name of id.
@@ -230,7 +235,7 @@ func (s Snapshot) Add(o Snapshot) Snapshot {
 
 // Drops returns the sum of every drop reason.
 func (s Snapshot) Drops() uint64 {
-	return s[DropBxFull] + s[DropAxStarved] + s[DropNoTenant] + s[DropMalformed] + s[DropFaulty]
+	return s[DropBxFull] + s[DropAxStarved] + s[DropNoTenant] + s[DropMalformed] + s[DropFaulty] + s[DropPauseTimeout]
 }
 
 // Map returns the snapshot keyed by counter name, for JSON output.

@@ -47,8 +47,11 @@ type Policy int
 
 // Starvation policies.
 const (
-	Drop  Policy = iota // drop the frame, count drops_ax_starved
-	Pause               // stop the batch; the frame waits at the wire (the source's queue absorbs it)
+	Drop Policy = iota // drop the frame, count drops_ax_starved
+	// Pause stops the batch; the frame waits at the wire (the source's
+	// queue absorbs it). Every tenant's frames wait behind it, so the
+	// wait is bounded per tenant by Config.PauseMax (see pause.go).
+	Pause
 )
 
 func (p Policy) String() string {
@@ -73,6 +76,16 @@ func ParsePolicy(s string) (Policy, error) {
 type Config struct {
 	Model  Model
 	Policy Policy
+	// PauseMax bounds how long one starved tenant may hold the wire under
+	// Policy Pause (vnicd --pause-max; 0 takes DefaultPauseMax): no stall
+	// a tenant causes lasts longer. A tenant whose stalls add up to that
+	// long falls back to drop, alone: its starved frames are dropped and
+	// counted as drops_pause_timeout, and the other tenants' frames flow
+	// again. It stays in drop mode until the queue that stalled has a
+	// buffer again and its stall time has drained (16 times PauseMax
+	// without stalling), so a tenant that refills a trickle cannot stall
+	// the others more than about 6% of the time (pause.go).
+	PauseMax time.Duration
 	// Key is the RSS key (default rss.MicrosoftKey).
 	Key rss.Key
 	// ShGroup is the number of queues sharing one ring under ShRing and

@@ -73,6 +73,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.PostBatch <= 0 {
 		cfg.PostBatch = DefaultPostBatch
 	}
+	if cfg.PauseMax <= 0 {
+		cfg.PauseMax = DefaultPauseMax
+	}
 	if cfg.Model < RxBisect || cfg.Model > DynShRing {
 		return nil, fmt.Errorf("nic: unknown model %d", cfg.Model)
 	}
@@ -385,7 +388,7 @@ func (e *Engine) deliver(f []byte, ten *Tenant, err error, hash uint32, q int, n
 	} else {
 		var res takeResult
 		if j, buf, idx, res = e.take(ten, q); res != tookBuffer {
-			return e.miss(ten, q, d, res)
+			return e.miss(ten, q, d, res, now)
 		}
 	}
 	n := copyFrame(ten.buffer(buf), f) // take checked buf < BufCount
@@ -424,14 +427,19 @@ func (e *Engine) deliver(f []byte, ten *Tenant, err error, hash uint32, q int, n
 }
 
 // miss counts a frame take found no buffer or room for; it returns false
-// when the batch must pause (Policy Pause on starvation).
-func (e *Engine) miss(ten *Tenant, q int, d *[counters.NumIDs]uint64, res takeResult) bool {
+// when the batch must pause (Policy Pause on starvation, within the
+// tenant's pause bound).
+func (e *Engine) miss(ten *Tenant, q int, d *[counters.NumIDs]uint64, res takeResult, now uint64) bool {
 	switch res {
 	case bxFull:
 		d[counters.DropBxFull]++
 		return true
 	case starved:
 		if e.cfg.Policy == Pause {
+			if !ten.pause.wait(q, now, uint64(e.cfg.PauseMax)) {
+				d[counters.DropPauseTimeout]++
+				return true
+			}
 			d[counters.PausedBatches]++
 			if ten.dyn != nil {
 				ten.dyn.paused(ten, q)
@@ -538,6 +546,9 @@ func (e *Engine) take(ten *Tenant, q int) (j int, buf uint32, idx uint64, res ta
 			}
 			if ten.check != nil { // a call only in debug mode
 				ten.check.Move(b, conserve.Ax, conserve.NIC)
+			}
+			if ten.pause.watch { // a stall under Policy Pause ends (pause.go)
+				ten.pause.took(q)
 			}
 			return j, b, i, tookBuffer
 		}

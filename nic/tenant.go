@@ -79,6 +79,10 @@ type Tenant struct {
 	// checker, no dump running); setInline recomputes it whenever one of
 	// those changes.
 	inline bool
+
+	// pause: Policy Pause's stall accounting and bound (pause.go).
+	pause pauseState
+
 	// Per-batch memos: the batch number in which an Ax ring was found empty
 	// or a Bx ring full. The engine does not look again within that batch:
 	// each look at an empty ring loads a cursor the core writes, a cache

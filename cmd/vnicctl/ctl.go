@@ -288,7 +288,7 @@ func ringSnapshot(r proto.RingStats) counters.Snapshot {
 // ringColumns are the columns of vnicctl rings and watch: the daemon's
 // per-ring table plus what the tenant's queues count.
 var ringColumns = append(append([]counters.ID(nil), counters.RingColumns...),
-	counters.DropFaulty, counters.Received, counters.Refills, counters.AllocFailures, counters.Handoffs)
+	counters.DropFaulty, counters.DropPauseTimeout, counters.Received, counters.Refills, counters.AllocFailures, counters.Handoffs)
 
 // tenantLabel names a tenant in tables: its name, or #ID when it has none
 // or shares it with another tenant.

@@ -181,6 +181,9 @@ func limitFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "max-conns", Value: 256, Usage: "most control connections open at once (a tenant holds one)"},
 		&cli.IntFlag{Name: "max-conns-per-uid", Value: 64, Usage: "most control connections one uid may hold open"},
+		&cli.IntFlag{Name: "reserved-conns", Value: 4, Usage: "control connections above --max-conns and --max-conns-per-uid that only root and vnicd's own uid may open, for commands (not tenants; closed after --first-message-timeout idle), so vnicctl answers while a process of the operator's uid holds every ordinary one (0: none)"},
+		&cli.IntFlag{Name: "log-burst", Value: 5, Usage: "warnings a client can cause (oversized requests, geometry advice, reply timeouts) logged per uid and reason in each --log-interval; the rest are counted in one summary line (log_lines_suppressed)"},
+		&cli.DurationFlag{Name: "log-interval", Value: time.Minute, Usage: "the window of --log-burst"},
 		&cli.IntFlag{Name: "max-tenants-per-uid", Value: 16, Usage: "most tenants one uid may have attached"},
 		&cli.DurationFlag{Name: "first-message-timeout", Value: 5 * time.Second, Usage: "close a control connection that sends no request for this long after connecting"},
 		&cli.DurationFlag{Name: "reply-timeout", Value: 2 * time.Second, Usage: "close a control connection whose client does not take a reply within this long"},
@@ -201,11 +204,21 @@ func limits(c *cli.Context) (daemon.Limits, error) {
 		MaxConns: c.Int("max-conns"), MaxConnsPerUID: c.Int("max-conns-per-uid"), MaxTenantsPerUID: c.Int("max-tenants-per-uid"),
 		FirstMessageTimeout: c.Duration("first-message-timeout"), ReplyTimeout: c.Duration("reply-timeout"), MaxName: c.Int("max-name"),
 		HugePages: c.Bool("tenant-huge-pages"), MaxDumps: c.Int("max-dumps"),
+		ReservedConns: c.Int("reserved-conns"), LogBurst: c.Int("log-burst"), LogInterval: c.Duration("log-interval"),
+	}
+	if l.ReservedConns < 0 || l.ReservedConns > 1024 {
+		return l, fmt.Errorf("--reserved-conns %d: give 0 (none) to 1024, e.g. 4", l.ReservedConns)
+	}
+	if l.ReservedConns == 0 {
+		l.ReservedConns = -1 // none (a zero field takes the default)
+	}
+	if l.LogInterval < time.Second {
+		return l, fmt.Errorf("--log-interval %v: give at least 1s, e.g. 1m", l.LogInterval)
 	}
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"max-conns", l.MaxConns}, {"max-conns-per-uid", l.MaxConnsPerUID}, {"max-tenants-per-uid", l.MaxTenantsPerUID}, {"max-name", l.MaxName}, {"max-dumps", l.MaxDumps}} {
+	}{{"max-conns", l.MaxConns}, {"max-conns-per-uid", l.MaxConnsPerUID}, {"max-tenants-per-uid", l.MaxTenantsPerUID}, {"max-name", l.MaxName}, {"max-dumps", l.MaxDumps}, {"log-burst", l.LogBurst}} {
 		if f.v < 1 {
 			return l, fmt.Errorf("--%s %d: give a positive number", f.name, f.v)
 		}

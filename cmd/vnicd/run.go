@@ -41,7 +41,8 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "claim-udp-only", Usage: "with --claim-ports, take UDP only (TCP to those ports goes to the kernel)"},
 			&cli.BoolFlag{Name: "redirect-arp", Usage: "also take ARP frames (by default ARP passes to the kernel)"},
 			&cli.StringFlag{Name: "model", Value: "rxbisect", Usage: "receive model: rxbisect, privring, shring or dynshring (the idealised dynamic shared ring, a baseline)"},
-			&cli.StringFlag{Name: "policy", Value: "drop", Usage: "when no Ax ring has a buffer: drop or pause"},
+			&cli.StringFlag{Name: "policy", Value: "drop", Usage: "when no Ax ring has a buffer: drop, or pause (stop pulling from the wire until the tenant refills, within --pause-max)"},
+			&cli.DurationFlag{Name: "pause-max", Value: nic.DefaultPauseMax, Usage: "with --policy pause, the longest one starved tenant may hold the wire (every tenant waits behind it): a tenant whose stalls add up to this falls back to drop alone, its frames counted as drops_pause_timeout, until its stalled queue has a buffer again and it went 16 times this long without stalling (100us..1s)"},
 			&cli.IntFlag{Name: "queues", Value: 4, Usage: "receive queues (cores) of the demo tenant"},
 			&cli.IntFlag{Name: "ax-size", Value: 256, Usage: "entries per Ax (allocation) ring, a power of two; vnicd gives an attaching tenant that does not choose at least bx-size/queues, so that its queues' Ax rings can fill a Bx ring (k·|Ax| >= |Bx|)"},
 			&cli.IntFlag{Name: "bx-size", Value: 1024, Usage: "entries per Bx (reception) ring, a power of two"},
@@ -355,8 +356,8 @@ func withConfig(flags []cli.Flag) []cli.Flag {
 const defaultRxCoalesceUsecs = 0
 
 // timingFlags reads --idle, --spin-budget, --rx-coalesce-usecs,
-// --rx-coalesce-max-usecs, --bx-post-batch and --emulator-priority into an
-// engine Config.
+// --rx-coalesce-max-usecs, --bx-post-batch, --pause-max and
+// --emulator-priority into an engine Config.
 func timingFlags(c *cli.Context) (nic.Config, error) {
 	var ec nic.Config
 	idle, err := nic.ParseIdle(c.String("idle"))
@@ -381,6 +382,11 @@ func timingFlags(c *cli.Context) (nic.Config, error) {
 	if maxUs > 0 && maxUs < us {
 		return ec, fmt.Errorf("--rx-coalesce-max-usecs %d is below --rx-coalesce-usecs %d: the budget bounds the nap from above", maxUs, us)
 	}
+	pm := c.Duration("pause-max")
+	if pm < 100*time.Microsecond || pm > time.Second {
+		return ec, fmt.Errorf("--pause-max %v: give a duration in [100us, 1s], e.g. %v (the default)", pm, nic.DefaultPauseMax)
+	}
+	ec.PauseMax = pm
 	post := c.Int("bx-post-batch")
 	if post < 1 || post > 1024 {
 		return ec, fmt.Errorf("--bx-post-batch %d: give 1 (post after every batch) to 1024 entries, e.g. %d (the default)", post, nic.DefaultPostBatch)

@@ -83,6 +83,8 @@ type Daemon struct {
 	histSeq  uint64
 	histSeqs []uint64  // sequence of each hist entry
 	dumps    dumpState // vnicctl dump sessions (dump.go)
+	logLim   *logLimiter
+	selfUID  uint32 // vnicd's own uid: may use the reserved connections
 }
 
 type tenant struct {
@@ -119,7 +121,8 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.Version = "dev"
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Log, live: map[int]*tenant{}, open: map[*proto.Conn]uint32{}, byUID: map[uint32]int{}, nextID: 1,
-		dumps: dumpState{live: map[*dumpSession]struct{}{}}}
+		dumps: dumpState{live: map[*dumpSession]struct{}{}}, selfUID: uint32(os.Getuid())}
+	d.logLim = newLogLimiter(cfg.Limits.LogBurst, cfg.Limits.LogInterval)
 	ecfg := cfg.Engine
 	userFault := ecfg.OnFault
 	ecfg.OnFault = func(t *nic.Tenant, err error) {
@@ -187,7 +190,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info().Str("socket", d.cfg.Socket).Str("model", d.eng.Config().Model.String()).
 		Str("policy", d.eng.Config().Policy.String()).Str("source", d.cfg.SourceName).
 		Str("mode", d.cfg.SourceMode).Int("emulator_cpu", d.eng.Config().EmulatorCPU).
-		Str("idle", d.eng.Config().Idle.String()).Dur("spin_budget", spinBudget(d.eng.Config())).Dur("rx_coalesce", d.eng.Config().RxCoalesce).Dur("rx_coalesce_max", d.eng.Config().RxCoalesceMax).Int("bx_post_batch", d.eng.Config().PostBatch).Msg("vnicd listening")
+		Str("idle", d.eng.Config().Idle.String()).Dur("spin_budget", spinBudget(d.eng.Config())).Dur("rx_coalesce", d.eng.Config().RxCoalesce).Dur("rx_coalesce_max", d.eng.Config().RxCoalesceMax).Int("bx_post_batch", d.eng.Config().PostBatch).Dur("pause_max", d.eng.Config().PauseMax).Msg("vnicd listening")
 	if thp, ok := pages.ShmemTHP(); !ok && thp != "" {
 		d.log.Info().Str("shmem_thp", thp).Msg("tenant regions use 4 KiB pages: the host's shmem THP policy is \"" + thp + "\"; `echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled` lets them use 2 MiB pages, which saves a TLB miss per frame (docs/operations.md, Huge pages)")
 	}
@@ -205,6 +208,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		<-ctx.Done()
 		d.ln.Close()
 	}()
+	go d.logSummaries(ctx)
 	var metrics func()
 	if d.cfg.MetricsAddr != "" {
 		stop, err := d.serveMetrics(d.cfg.MetricsAddr)
@@ -293,17 +297,32 @@ func (d *Daemon) admit(c *net.UnixConn) {
 	lim := d.cfg.Limits
 	var refuse string
 	d.mu.Lock()
+	over := lim.MaxConns > 0 && len(d.open) >= lim.MaxConns
+	overUID := lim.MaxConnsPerUID > 0 && d.byUID[uid] >= lim.MaxConnsPerUID
+	// Root and vnicd's own uid get a reserved share above both caps, so
+	// the operator's vnicctl answers even when a process of the same uid
+	// holds every ordinary connection.
+	reserved := false
+	if (over || overUID) && d.privileged(uid) {
+		r := max(lim.ReservedConns, 0)
+		over = lim.MaxConns > 0 && len(d.open) >= lim.MaxConns+r
+		overUID = lim.MaxConnsPerUID > 0 && d.byUID[uid] >= lim.MaxConnsPerUID+r
+		reserved = !over && !overUID
+	}
 	switch {
-	case lim.MaxConns > 0 && len(d.open) >= lim.MaxConns:
+	case over:
 		d.ctl.refusedConns.Add(1)
 		refuse = fmt.Sprintf("vnicd has %d control connections open, its limit (--max-conns); close idle ones or raise the flag", len(d.open))
-	case lim.MaxConnsPerUID > 0 && d.byUID[uid] >= lim.MaxConnsPerUID:
+	case overUID:
 		d.ctl.refusedConnsUID.Add(1)
 		refuse = fmt.Sprintf("uid %d has %d control connections open to vnicd, the per-uid limit (--max-conns-per-uid); close idle ones or raise the flag", uid, d.byUID[uid])
 	default:
 		d.open[conn] = uid
 		d.byUID[uid]++
 		d.conns.Add(1)
+		if reserved {
+			d.ctl.reservedConns.Add(1)
+		}
 	}
 	d.mu.Unlock()
 	d.ctl.accepted.Add(1)
@@ -314,7 +333,46 @@ func (d *Daemon) admit(c *net.UnixConn) {
 		d.log.Debug().Int32("peer_pid", pid).Uint32("peer_uid", uid).Msg(refuse)
 		return
 	}
-	go d.serve(conn, pid, uid)
+	go d.serve(conn, pid, uid, reserved)
+}
+
+// privileged reports whether uid may use the reserved connections: root
+// and vnicd's own uid.
+func (d *Daemon) privileged(uid uint32) bool { return uid == 0 || uid == d.selfUID }
+
+// warn returns a warning event for something client uid caused, or nil
+// when the limiter suppresses it (Limits.LogBurst per LogInterval per
+// uid and reason; reason is the line's message, a constant). The first
+// line after suppressed ones carries their count.
+func (d *Daemon) warn(log zerolog.Logger, uid uint32, reason string) *zerolog.Event {
+	ok, n := d.logLim.allow(logKey{uid, reason})
+	if !ok {
+		d.ctl.logSuppressed.Add(1)
+		return nil
+	}
+	ev := log.Warn()
+	if n > 0 {
+		ev = ev.Uint64("suppressed_before", n)
+	}
+	return ev
+}
+
+// logSummaries logs, once per Limits.LogInterval, one line per uid and
+// reason whose warnings were suppressed in the interval that ended.
+func (d *Daemon) logSummaries(ctx context.Context) {
+	t := time.NewTicker(d.cfg.Limits.LogInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, s := range d.logLim.due() {
+			d.log.Warn().Uint32("peer_uid", s.key.uid).Uint64("suppressed", s.suppressed).Str("reason", s.key.reason).
+				Msgf("suppressed %d similar messages in the last %v: %s", s.suppressed, d.cfg.Limits.LogInterval, s.key.reason)
+		}
+	}
 }
 
 func peer(c *net.UnixConn) (pid int32, uid uint32) {
@@ -330,7 +388,7 @@ func peer(c *net.UnixConn) (pid int32, uid uint32) {
 	return pid, uid
 }
 
-func (d *Daemon) serve(conn *proto.Conn, pid int32, uid uint32) {
+func (d *Daemon) serve(conn *proto.Conn, pid int32, uid uint32, reserved bool) {
 	defer d.conns.Done()
 	log := d.log.With().Int32("peer_pid", pid).Uint32("peer_uid", uid).Logger()
 	log.Debug().Msg("control connection")
@@ -359,7 +417,10 @@ func (d *Daemon) serve(conn *proto.Conn, pid int32, uid uint32) {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			d.ctl.replyTimeouts.Add(1)
-			log.Warn().Dur("reply_timeout", lim.ReplyTimeout).Msg("client did not read its reply in time (--reply-timeout); disconnecting it")
+			const msg = "client did not read its reply in time (--reply-timeout); disconnecting it"
+			if ev := d.warn(log, uid, msg); ev != nil {
+				ev.Dur("reply_timeout", lim.ReplyTimeout).Msg(msg)
+			}
 		} else {
 			log.Debug().Err(err).Msg("reply failed; closing the connection")
 		}
@@ -371,7 +432,11 @@ func (d *Daemon) serve(conn *proto.Conn, pid int32, uid uint32) {
 		for _, f := range files {
 			f.Close() // clients send no descriptors
 		}
-		if first {
+		if reserved {
+			// A reserved connection serves the operator's commands: it
+			// may sit idle no longer than before its first request.
+			conn.Unix().SetReadDeadline(time.Now().Add(lim.FirstMessageTimeout))
+		} else if first {
 			conn.Unix().SetReadDeadline(time.Time{})
 		}
 		if err != nil {
@@ -379,12 +444,18 @@ func (d *Daemon) serve(conn *proto.Conn, pid int32, uid uint32) {
 			switch {
 			case errors.Is(err, proto.ErrVersion):
 				reply(proto.TError, proto.Error{Message: err.Error(), Version: proto.Version})
-				log.Warn().Err(err).Msg("client speaks another protocol version")
+				const msg = "client speaks another protocol version"
+				if ev := d.warn(log, uid, msg); ev != nil {
+					ev.Err(err).Msg(msg)
+				}
 			case errors.Is(err, proto.ErrTooLarge):
 				d.ctl.tooLarge.Add(1)
 				reply(proto.TError, proto.Error{Message: fmt.Sprintf("request too large (%v); vnicd accepts requests of at most %d bytes", err, proto.MaxRequest)})
-				log.Warn().Err(err).Msg("client sent an oversized request; disconnecting it")
-			case first && errors.As(err, &ne) && ne.Timeout():
+				const msg = "client sent an oversized request; disconnecting it"
+				if ev := d.warn(log, uid, msg); ev != nil {
+					ev.Err(err).Msg(msg)
+				}
+			case (first || reserved) && errors.As(err, &ne) && ne.Timeout():
 				d.ctl.firstMessageTimeouts.Add(1)
 				log.Debug().Dur("timeout", lim.FirstMessageTimeout).Msg("client sent nothing in time (--first-message-timeout); disconnecting it")
 			case !errors.Is(err, proto.ErrClosed) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF):
@@ -399,6 +470,10 @@ func (d *Daemon) serve(conn *proto.Conn, pid int32, uid uint32) {
 		case proto.TAttach:
 			if mine != nil {
 				rerr = errors.New("this connection already holds a tenant; open another connection for a second one")
+				break
+			}
+			if reserved {
+				rerr = fmt.Errorf("uid %d holds every ordinary control connection (--max-conns-per-uid or --max-conns), and the reserved ones (--reserved-conns) serve commands, not tenants; close idle connections first", uid)
 				break
 			}
 			var req proto.Attach
@@ -514,15 +589,9 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 		d.ctl.refusedName.Add(1)
 		return nil, err
 	}
-	if d.cfg.Engine.Policy == nic.Pause {
-		d.mu.Lock()
-		n := len(d.live)
-		d.mu.Unlock()
-		if n > 0 {
-			d.ctl.refusedPause.Add(1)
-			return nil, errors.New("vnicd runs with --policy pause, which serves one tenant only (a tenant that stops refilling would stall every other one); detach the current tenant or run vnicd with --policy drop")
-		}
-	}
+	// Under --policy pause several tenants may attach: the engine bounds
+	// each tenant's stalls (--pause-max, nic.Config.PauseMax), so a stuck
+	// tenant falls back to drop alone and cannot stop the others.
 	match, err := parseMatch(req.Match)
 	if err != nil {
 		d.ctl.refusedClaim.Add(1)
@@ -575,7 +644,10 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 		return nil, err
 	}
 	for _, a := range geo.SizingAdvice() {
-		log.Warn().Str("name", req.Name).Msg("tenant's geometry: " + a)
+		const msg = "tenant's geometry could be better"
+		if ev := d.warn(log, uid, msg); ev != nil {
+			ev.Str("name", req.Name).Str("advice", a).Msg("tenant's geometry: " + a)
+		}
 	}
 	size := int64(geo.Layout().Total)
 	noHuge := d.cfg.NoHugePages || !lim.HugePages
@@ -950,6 +1022,8 @@ func (d *Daemon) config() proto.Config {
 		"reply_timeout": l.ReplyTimeout.String(), "max_region": fmt.Sprint(l.MaxRegionBytes),
 		"memory_budget": fmt.Sprint(l.MemoryBudget), "max_name": fmt.Sprint(l.MaxName), "tenant_huge_pages": fmt.Sprint(l.HugePages && !d.cfg.NoHugePages),
 		"max_dumps": fmt.Sprint(l.MaxDumps), "dump_buffer": fmt.Sprint(l.DumpBufferBytes),
+		"pause_max": ec.PauseMax.String(), "reserved_conns": fmt.Sprint(max(l.ReservedConns, 0)),
+		"log_burst": fmt.Sprint(l.LogBurst), "log_interval": l.LogInterval.String(),
 	}
 }
 

@@ -20,6 +20,14 @@ type Limits struct {
 	// MaxConnsPerUID bounds one uid's open control connections
 	// (--max-conns-per-uid, 64). A tenant holds one connection.
 	MaxConnsPerUID int
+	// ReservedConns are connections above MaxConns and MaxConnsPerUID
+	// that only root and vnicd's own uid may open (--reserved-conns, 4;
+	// negative: none), like PostgreSQL's superuser_reserved_connections:
+	// the operator's vnicctl still answers when a process of the same uid
+	// holds every ordinary connection. A connection admitted on the
+	// reserve is closed once it sits idle for FirstMessageTimeout, so the
+	// reserve frees itself.
+	ReservedConns int
 	// MaxTenantsPerUID bounds one uid's attached tenants
 	// (--max-tenants-per-uid, 16), so one client cannot take every slot.
 	MaxTenantsPerUID int
@@ -50,6 +58,13 @@ type Limits struct {
 	// MaxDumps bounds the dump sessions (vnicctl dump) running at once
 	// (--max-dumps, 4). A tenant has at most one.
 	MaxDumps int
+	// LogBurst and LogInterval rate-limit the warnings a client can cause
+	// (an oversized request, a bad geometry, a reply timeout...): per
+	// client uid and reason, LogBurst lines per LogInterval, then one
+	// summary line with the count of what was suppressed (--log-burst, 5;
+	// --log-interval, 1m).
+	LogBurst    int
+	LogInterval time.Duration
 	// DumpBufferBytes is each dump session's mirror ring, the memory a
 	// dump makes vnicd hold (--dump-buffer, 4 MiB): at most
 	// MaxDumps*DumpBufferBytes in all. Frames that find it full are not
@@ -75,6 +90,11 @@ func (l *Limits) defaults() {
 	def(&l.MaxTenantsPerUID, 16)
 	def(&l.MaxName, 64)
 	def(&l.MaxDumps, 4)
+	def(&l.ReservedConns, 4)
+	def(&l.LogBurst, 5)
+	if l.LogInterval <= 0 {
+		l.LogInterval = time.Minute
+	}
 	if l.DumpBufferBytes == 0 {
 		l.DumpBufferBytes = DefaultDumpBuffer
 	}
@@ -159,7 +179,8 @@ type control struct {
 	refusedTenants, refusedTenantsUID          atomic.Uint64
 	refusedRegion, refusedBudget               atomic.Uint64
 	refusedName, refusedClaim, refusedGeometry atomic.Uint64
-	refusedPause                               atomic.Uint64
+	reservedConns                              atomic.Uint64
+	logSuppressed                              atomic.Uint64
 }
 
 func (c *control) snapshot() map[string]uint64 {
@@ -171,7 +192,8 @@ func (c *control) snapshot() map[string]uint64 {
 		"attach_refused_tenant_limit": c.refusedTenants.Load(), "attach_refused_uid_limit": c.refusedTenantsUID.Load(),
 		"attach_refused_region_limit": c.refusedRegion.Load(), "attach_refused_memory_budget": c.refusedBudget.Load(),
 		"attach_refused_name": c.refusedName.Load(), "attach_refused_claim": c.refusedClaim.Load(),
-		"attach_refused_geometry": c.refusedGeometry.Load(), "attach_refused_pause_policy": c.refusedPause.Load(),
+		"attach_refused_geometry": c.refusedGeometry.Load(),
+		"conns_admitted_reserved": c.reservedConns.Load(), "log_lines_suppressed": c.logSuppressed.Load(),
 	}
 	return m
 }

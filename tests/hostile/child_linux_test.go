@@ -56,6 +56,8 @@ func childMain(kind string) int {
 		ready, cleanup = attachMany(sock, p)
 	case "punch":
 		ready, cleanup = punch(sock, p)
+	case "stuck":
+		ready, cleanup = stuck(sock, p)
 	default:
 		fmt.Println("error: unknown attack", kind)
 		return 1
