@@ -83,6 +83,7 @@ type Daemon struct {
 	histSeq  uint64
 	histSeqs []uint64  // sequence of each hist entry
 	dumps    dumpState // vnicctl dump sessions (dump.go)
+	holes    holeState // tenants that punch holes (faults_linux.go)
 }
 
 type tenant struct {
@@ -120,6 +121,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Log, live: map[int]*tenant{}, open: map[*proto.Conn]uint32{}, byUID: map[uint32]int{}, nextID: 1,
 		dumps: dumpState{live: map[*dumpSession]struct{}{}}}
+	d.watchFaults(&cfg)
 	ecfg := cfg.Engine
 	userFault := ecfg.OnFault
 	ecfg.OnFault = func(t *nic.Tenant, err error) {
@@ -205,6 +207,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		<-ctx.Done()
 		d.ln.Close()
 	}()
+	go d.holeWatch(ctx)
 	var metrics func()
 	if d.cfg.MetricsAddr != "" {
 		stop, err := d.serveMetrics(d.cfg.MetricsAddr)
