@@ -159,6 +159,8 @@ type Config struct {
 	// OnFault is called (from the engine goroutine) when a tenant is found
 	// faulty; the daemon detaches it. It must not block.
 	OnFault func(t *Tenant, err error)
+	// PageFaults watches the engine thread's own page faults (faults.go).
+	PageFaults FaultWatch
 }
 
 // Match is a tenant's match rule. A zero field matches anything.

@@ -57,6 +57,7 @@ type Engine struct {
 	started chan struct{} // closed once Run is active
 	idle    *idler        // Run's sleeping place (IdleAdaptive); set and cleared under mu
 	idleCnt idleCounters
+	fw      faultWatch // engine goroutine, but its counters (faults.go)
 }
 
 // New returns an engine with no tenants.

@@ -90,7 +90,7 @@ func (r *pauseRig) run(t *testing.T, steps int, tick time.Duration, refill func(
 		} else {
 			stall = 0
 		}
-		pkts = r.good.Queue(0).Recv(pkts[:0])
+		pkts, _ = r.good.Queue(0).Recv(pkts[:0])
 		r.good.Queue(0).Release(pkts)
 		if refill != nil {
 			refill(r.clock)
@@ -151,7 +151,7 @@ func TestPauseBoundTrickle(t *testing.T) {
 	steps := 10000 // 1 s: 200 bounds
 	stalled := 0
 	refill := func(now uint64) {
-		held = r.stuck.Queue(0).Recv(held)
+		held, _ = r.stuck.Queue(0).Recv(held)
 		if now-last >= uint64(bound*8/10) && len(held) > 0 {
 			r.stuck.Queue(0).Release(held[:1])
 			held = append(held[:0], held[1:]...)
@@ -180,7 +180,7 @@ func TestPauseBoundHonestHiccup(t *testing.T) {
 	r := newPauseRig(t, bound)
 	var held []client.Packet
 	refill := func(now uint64) {
-		held = r.stuck.Queue(0).Recv(held)
+		held, _ = r.stuck.Queue(0).Recv(held)
 		if now%uint64(100*time.Millisecond) >= uint64(2*time.Millisecond) { // a 2 ms hiccup every 100 ms
 			r.stuck.Queue(0).Release(held)
 			held = held[:0]

@@ -105,6 +105,7 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 		close(e.started)
 	}
 	e.mu.Unlock()
+	defer e.startFaultWatch()()
 	stopKick := func() bool { return false }
 	if idler != nil {
 		// A cancelled context wakes a sleeping engine.
@@ -167,7 +168,10 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 			e.runOps()
 		default:
 		}
-		if iter++; iter%4 == 0 || len(pending) == 0 {
+		if iter++; iter&1023 == 0 {
+			e.faultTick(time.Now())
+		}
+		if iter%4 == 0 || len(pending) == 0 {
 			if e.TxStep() > 0 {
 				idle = 0 // fold the TX counters when the wire goes idle
 			}
@@ -219,6 +223,7 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 			if idle == 1 {
 				e.Fold()
 				idleSince = time.Now()
+				e.faultTick(idleSince)
 			}
 			if coalesce > 0 {
 				if !napped && before > 0 {

@@ -84,7 +84,8 @@ type Daemon struct {
 	histSeqs []uint64  // sequence of each hist entry
 	dumps    dumpState // vnicctl dump sessions (dump.go)
 	logLim   *logLimiter
-	selfUID  uint32 // vnicd's own uid: may use the reserved connections
+	selfUID  uint32    // vnicd's own uid: may use the reserved connections
+	holes    holeState // tenants that punch holes (faults_linux.go)
 }
 
 type tenant struct {
@@ -123,6 +124,7 @@ func New(cfg Config) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, log: cfg.Log, live: map[int]*tenant{}, open: map[*proto.Conn]uint32{}, byUID: map[uint32]int{}, nextID: 1,
 		dumps: dumpState{live: map[*dumpSession]struct{}{}}, selfUID: uint32(os.Getuid())}
 	d.logLim = newLogLimiter(cfg.Limits.LogBurst, cfg.Limits.LogInterval)
+	d.watchFaults(&cfg)
 	ecfg := cfg.Engine
 	userFault := ecfg.OnFault
 	ecfg.OnFault = func(t *nic.Tenant, err error) {
@@ -209,6 +211,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.ln.Close()
 	}()
 	go d.logSummaries(ctx)
+	go d.holeWatch(ctx)
 	var metrics func()
 	if d.cfg.MetricsAddr != "" {
 		stop, err := d.serveMetrics(d.cfg.MetricsAddr)

@@ -70,6 +70,7 @@ func (d *Daemon) controlSnapshot() map[string]uint64 {
 	m["dump_frames_sent"] = d.dumps.sent.Load()
 	_, drops := d.dumpLive()
 	m["dump_mirror_drops"] = drops
+	d.holeCounters(m)
 	return m
 }
 

@@ -10,6 +10,8 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -260,28 +262,49 @@ func attachMany(sock string, p params) (string, func() string) {
 	}
 }
 
-// punch attaches one tenant and punches holes into its whole region
-// (fallocate PUNCH_HOLE on the memfd vnicd sent, which the seals allow) for
-// p.Timeout, as fast as it can.
+// punch attaches one tenant, receives on all its queues, and punches holes
+// into its buffer section (fallocate PUNCH_HOLE on the memfd vnicd sent,
+// which the seals allow) as fast as it can, until vnicd detaches it or
+// p.Timeout passes. Its rings stay intact: only the engine's page faults
+// on its frames give it away.
 func punch(sock string, p params) (string, func() string) {
 	ten, err := client.Attach(context.Background(), sock, p.Attach)
 	if err != nil {
 		return "attach: " + err.Error(), func() string { return "" }
 	}
+	ctx, stop := context.WithCancel(context.Background())
+	var got atomic.Int64
+	var wg sync.WaitGroup
+	for q := 0; q < ten.Queues(); q++ {
+		wg.Add(1)
+		go func(q *client.Queue) {
+			defer wg.Done()
+			pk := make([]client.Packet, 0, 32)
+			for q.Wait(ctx) == nil {
+				pk, _ = q.Recv(pk[:0])
+				got.Add(int64(len(pk)))
+				q.Release(pk)
+			}
+		}(ten.Queue(q))
+	}
 	fd := ten.Region.FD()
-	size := int64(len(ten.Region.Mem))
+	off, size := int64(ten.Region.Lay.Buf), int64(ten.Region.Lay.BufBytes)
 	n, errs := 0, 0
-	end := time.Now().Add(p.Timeout)
+	t0 := time.Now()
+	end := t0.Add(p.Timeout)
 	var last error
-	for time.Now().Before(end) {
-		if err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, size); err != nil {
+	for time.Now().Before(end) && ten.Err() == nil {
+		if err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, size); err != nil {
 			errs++
 			last = err
 		}
 		n++
 		time.Sleep(100 * time.Microsecond)
 	}
-	return fmt.Sprintf("%d punches of %d bytes (%d failed, last %v); tenant error now: %v", n, size, errs, last, ten.Err()), func() string {
+	took := time.Since(t0)
+	stop()
+	wg.Wait()
+	return fmt.Sprintf("%d punches of %d bytes in %v (%d failed, last %v), %d frames received; tenant error now: %v", n, size, took.Round(time.Millisecond), errs, last, got.Load(), ten.Err()), func() string {
 		ten.Close()
 		return "detached"
 	}
