@@ -95,8 +95,12 @@ func config(o options, id int, listen string, fp fastPlan) (bichannel.Config, er
 	lg := newLogger(o, id)
 	c := bichannel.Config{
 		NodeID: id, Workers: o.workers, Listen: listen, Fast: fp.mode, Flows: o.flows, Logger: &lg,
-		UDP:  bichannel.UDPConfig{IP: ip, BasePort: fp.udpPort},
-		VNIC: bichannel.VNICConfig{Socket: o.socket, IP: ip, BasePort: fp.vnicPort, AttachTimeout: o.attachTimeout},
+		UDP: bichannel.UDPConfig{IP: ip, BasePort: fp.udpPort},
+		VNIC: bichannel.VNICConfig{Socket: o.socket, IP: ip, BasePort: fp.vnicPort, AttachTimeout: o.attachTimeout,
+			// vnicd's tenant names are unique: two pingpongs (or a
+			// pingpong beside another bichannel application) on one
+			// vnicd must not both be "bichannel-<id>".
+			Name: fmt.Sprintf("pingpong-%d-%d", os.Getpid(), id)},
 	}
 	if o.keyFile != "" {
 		key, err := os.ReadFile(o.keyFile)
