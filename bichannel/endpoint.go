@@ -413,7 +413,7 @@ func (e *Endpoint) newUDPFast(vnicErr error) (FastPath, error) {
 		return nil, err
 	}
 	if vnicErr != nil {
-		e.log.Info().Err(vnicErr).Str("offloads", u.Offloads().String()).Msg("bichannel: vnicd not available, falling back to the kernel UDP fast path")
+		e.log.Info().Err(vnicErr).Str("offloads", u.Offloads().String()).Msg("bichannel: vnicd did not attach this node (error says why), falling back to the kernel UDP fast path")
 	} else {
 		e.log.Info().Str("offloads", u.Offloads().String()).Msg("bichannel: kernel UDP fast path")
 	}

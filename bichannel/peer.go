@@ -960,7 +960,13 @@ func (p *peer) fail(err error) {
 		p.conn.Close()
 		if !p.e.isClosing() {
 			p.e.markDead(pe)
-			p.e.log.Warn().Err(err).Int("peer", p.id).Msg("bichannel: peer down")
+			if errors.Is(err, errPeerClosed) {
+				// An orderly close (the peer's Close sent a bye): how a
+				// run ends, not a fault.
+				p.e.log.Info().Int("peer", p.id).Msg("bichannel: peer closed its endpoint")
+			} else {
+				p.e.log.Warn().Err(err).Int("peer", p.id).Msg("bichannel: peer down")
+			}
 		}
 		signal(p.e.progress)
 	})

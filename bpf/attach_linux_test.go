@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -479,5 +481,63 @@ func TestIntegrationInspectActiveQueues(t *testing.T) {
 	}
 	if got := inspect(t, x, v.A.Index).RXQueues; got != 1 {
 		t.Fatalf("after ethtool -L rx 1: Inspect says %d RX queues, want 1", got)
+	}
+}
+
+// TestIntegrationOtherXDPProgram: with a program another tool attached
+// through netlink (as `ip link set xdp` or libxdp does, with no bpf_link a
+// process holds), Attach refuses with the program's id and name and the
+// xdp-loader and ip commands that show and remove it.
+func TestIntegrationOtherXDPProgram(t *testing.T) {
+	requirePrivileges(t)
+	x, _, _ := pair(t, 1)
+	const name = "vxa0"
+	other, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "xdp_dispatcher", Type: ebpf.XDP, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}, // XDP_PASS
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	l, err := x.Link(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Do(func() error { return netlink.LinkSetXdpFdWithFlags(l, other.FD(), 0) }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Do(func() error { return netlink.LinkSetXdpFd(l, -1) }) })
+	id := progID(t, &bpf.Objects{Program: other})
+
+	objs, err := bpf.Load(bpf.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer objs.Close()
+	var aerr error
+	if err := x.Do(func() error {
+		_, _, aerr = objs.Attach(l.Attrs().Index, bpf.ModeGeneric)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if aerr == nil {
+		t.Fatal("Attach succeeded over another XDP program")
+	}
+	msg := aerr.Error()
+	for _, want := range []string{
+		fmt.Sprintf("XDP program %d (xdp_dispatcher, libxdp's dispatcher", id),
+		"xdp-loader status " + name, "xdp-loader unload " + name + " --all", "ip link set dev " + name + " xdp off",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the refusal lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "bpftool") {
+		t.Errorf("the refusal sends the user to bpftool, which is seldom installed:\n%s", msg)
+	}
+	if now, _ := xdpState(t, x, name); now != id {
+		t.Errorf("the other program (id %d) was replaced by %d", id, now)
 	}
 }

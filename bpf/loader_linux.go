@@ -228,7 +228,7 @@ func (o *Objects) attach(in Interface, mode Mode) (link.Link, error) {
 		if now, ierr := Inspect(in.Index); ierr == nil && now.XDPProgID != 0 {
 			return nil, fmt.Errorf("%s: %w", prefix, attachedError(now))
 		}
-		return nil, fmt.Errorf("%s: %w: another XDP program is attached: find its owner with bpftool net show dev %s", prefix, err, in.Name)
+		return nil, fmt.Errorf("%s: %w: another XDP program is attached: see it with `xdp-loader status %s` or `ip -d link show dev %s`", prefix, err, in.Name, in.Name)
 	case errors.Is(err, os.ErrPermission):
 		return nil, fmt.Errorf("%s: %w: run as root or grant CAP_NET_ADMIN and CAP_BPF", prefix, err)
 	case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL):
@@ -287,7 +287,8 @@ func XDPLinkOwners(progID uint32) []LinkOwner {
 func attachedError(in Interface) error {
 	owners := XDPLinkOwners(in.XDPProgID)
 	if len(owners) == 0 {
-		return fmt.Errorf("bpf: attach to %s: XDP program %d is attached already, and no process this one can see holds it through a bpf_link: find its owner with bpftool net show dev %s, or use another interface", in.Name, in.XDPProgID, in.Name)
+		return fmt.Errorf("bpf: attach to %s: XDP program %d%s is attached already, and no process this one can see holds it: see it with `xdp-loader status %s` (xdp-tools) or `ip -d link show dev %s`, and remove it with `xdp-loader unload %s --all` (libxdp's programs) or `ip link set dev %s xdp off`, or give this vnicd another --iface (vnicd cannot run as one program under libxdp's dispatcher, which needs kernel BTF; docs/operations.md)",
+			in.Name, in.XDPProgID, progLabel(in.XDPProgID), in.Name, in.Name, in.Name, in.Name)
 	}
 	who := make([]string, len(owners))
 	for i, o := range owners {
@@ -300,4 +301,22 @@ func attachedError(in Interface) error {
 	}
 	hint += ") or give this vnicd another --iface"
 	return fmt.Errorf("bpf: attach to %s: XDP program %d is attached already through a bpf_link held by %s, which owns %s: %s", in.Name, in.XDPProgID, strings.Join(who, ", "), in.Name, hint)
+}
+
+// progLabel names program id for an error: " (NAME)", with libxdp's
+// dispatcher said as such, or "" when the kernel does not tell.
+func progLabel(id uint32) string {
+	p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+	if err != nil {
+		return ""
+	}
+	defer p.Close()
+	info, err := p.Info()
+	if err != nil || info.Name == "" {
+		return ""
+	}
+	if info.Name == "xdp_dispatcher" {
+		return " (xdp_dispatcher, libxdp's dispatcher: xdp-loader or a libxdp application loaded it)"
+	}
+	return " (" + info.Name + ")"
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -366,7 +367,6 @@ func TestExampleApp(t *testing.T) {
 		t.Errorf("vnicd's socket group is %q; the image's /etc/group defines vnic as %d", g, image.VnicGID)
 	}
 	c := container(t, spec, "rxcount")
-	guaranteed(t, "rxcount", c)
 	if sc := c.SecurityContext; sc == nil || sc.Capabilities == nil || len(sc.Capabilities.Add) > 0 || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
 		t.Error("the application must drop every capability and not escalate")
 	}
@@ -385,5 +385,117 @@ func TestExampleApp(t *testing.T) {
 	}
 	if !mounted {
 		t.Errorf("the application does not mount %s", filepath.Dir(sock))
+	}
+}
+
+// TestImageTag: the manifests run the image make image writes. The
+// Makefile runs mkimage with its defaults, which are image.Repo and
+// image.DeployTag; an unset newTag would mean :latest, which nothing
+// writes.
+func TestImageTag(t *testing.T) {
+	raw, err := os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k kustomization
+	if err := yaml.UnmarshalStrict(raw, &k); err != nil {
+		t.Fatal(err)
+	}
+	if len(k.Images) != 1 || k.Images[0].Name != "vnic" || k.Images[0].NewName != image.Repo || k.Images[0].NewTag != image.DeployTag {
+		t.Errorf("kustomization images %+v, want vnic -> %s:%s (make image's tag)", k.Images, image.Repo, image.DeployTag)
+	}
+	mk, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(mk), "\n") {
+		if strings.Contains(l, "mkimage") && strings.HasPrefix(l, "\t") && (strings.Contains(l, "-tag") || strings.Contains(l, "-repo")) {
+			t.Errorf("the Makefile overrides mkimage's -repo or -tag (%q): change kustomization.yaml with it", strings.TrimSpace(l))
+		}
+	}
+	m := load(t)
+	for name, spec := range map[string]corev1.PodSpec{"vnicd": m.ds.Spec.Template.Spec, "rxcount": m.app.Spec.Template.Spec} {
+		if img := container(t, spec, name).Image; img != "vnic" {
+			t.Errorf("%s runs image %q, want vnic (which kustomization.yaml maps)", name, img)
+		}
+	}
+}
+
+// TestRequestsFitTwoCPUs: vnicd and the example application are requested
+// together on a node; on a 2-CPU node the kubelet and the system pods need
+// some of the two, so the sum must leave at least half a CPU.
+func TestRequestsFitTwoCPUs(t *testing.T) {
+	m := load(t)
+	var sum int64
+	for name, spec := range map[string]corev1.PodSpec{"vnicd": m.ds.Spec.Template.Spec, "rxcount": m.app.Spec.Template.Spec} {
+		c := container(t, spec, name)
+		cpu, ok := c.Resources.Requests[corev1.ResourceCPU]
+		if !ok {
+			t.Errorf("%s requests no CPU", name)
+		}
+		lim := c.Resources.Limits[corev1.ResourceCPU]
+		if lim.Cmp(cpu) < 0 {
+			t.Errorf("%s: CPU limit %s under its request %s", name, lim.String(), cpu.String())
+		}
+		sum += cpu.MilliValue()
+	}
+	if sum > 1500 {
+		t.Errorf("vnicd and the application request %dm CPU, more than a 2-CPU node has beside the kubelet and system pods (1500m)", sum)
+	}
+}
+
+// TestMetricsOffHostNetwork: vnicd shares the host's network, where
+// NetworkPolicy does not apply, so by default its metrics listen on
+// loopback only.
+func TestMetricsOffHostNetwork(t *testing.T) {
+	m := load(t)
+	c := container(t, m.ds.Spec.Template.Spec, "vnicd")
+	var addr string
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--metrics-addr="); ok {
+			addr = v
+		}
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if addr != "" && (err != nil || net.ParseIP(host) == nil || !net.ParseIP(host).IsLoopback()) {
+		t.Errorf("--metrics-addr=%s: want a loopback address (or none) on the host network", addr)
+	}
+	if _, ok := m.ds.Spec.Template.Annotations["prometheus.io/scrape"]; ok {
+		t.Error("scrape annotations on a pod whose metrics are on loopback: Prometheus cannot reach them")
+	}
+}
+
+// TestExampleAppPrivilege: the application is unprivileged; its one
+// exception is the hostPath to vnicd's socket directory, read from an
+// existing directory (not created), which is why its namespace enforces
+// the privileged level (docs/deploy.md says why).
+func TestExampleAppPrivilege(t *testing.T) {
+	m := load(t)
+	spec := m.app.Spec.Template.Spec
+	if spec.HostNetwork || spec.HostPID || spec.HostIPC {
+		t.Error("the application shares a host namespace")
+	}
+	sock := configValue(t, m.cm, "socket")
+	for _, v := range spec.Volumes {
+		if v.HostPath == nil {
+			continue
+		}
+		if v.HostPath.Path != filepath.Dir(sock) || v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectory {
+			t.Errorf("hostPath %s (type %v): the only one allowed is vnicd's socket directory %s, type Directory", v.HostPath.Path, v.HostPath.Type, filepath.Dir(sock))
+		}
+	}
+	for _, c := range spec.Containers {
+		if sc := c.SecurityContext; sc == nil || (sc.Privileged != nil && *sc.Privileged) {
+			t.Errorf("container %s is privileged or has no security context", c.Name)
+		}
+	}
+	if lvl := m.ns.Labels["pod-security.kubernetes.io/enforce"]; lvl == "privileged" {
+		doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "deploy.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(doc), "Why the application needs a hostPath") {
+			t.Error("the namespace enforces privileged, and docs/deploy.md does not say why the application needs its hostPath")
+		}
 	}
 }

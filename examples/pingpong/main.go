@@ -20,6 +20,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -27,8 +28,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/bichannel/hist"
@@ -51,16 +50,22 @@ type options struct {
 	flows    int
 	keyFile  string
 	verbose  bool
+
+	out    io.Writer // results (os.Stdout)
+	logOut io.Writer // log lines (os.Stderr)
+	// attachTimeout bounds vnicd's attach; a loaded host builds a
+	// tenant's region in more than the library's default 2 s.
+	attachTimeout time.Duration
 }
 
 func main() {
-	var o options
+	o := options{out: os.Stdout, logOut: os.Stderr}
 	flag.IntVar(&o.id, "id", 0, "this node's id when running one node (-peer); node 0 pings, node 1 echoes")
 	flag.StringVar(&o.listen, "listen", "127.0.0.1:0", "control (TCP) listen address")
 	flag.StringVar(&o.peer, "peer", "", "run one node and reach the other at ID=HOST:PORT (its -listen), e.g. 1=127.0.0.1:7101")
 	flag.StringVar(&o.fast, "fast", "udp", "fast path: udp (kernel sockets), vnic (vnicd) or auto (vnicd, else udp)")
 	flag.StringVar(&o.ip, "ip", "127.0.0.1", "fast-path address of this node")
-	flag.UintVar(&o.port, "port", 0, "UDP port of worker 0 (worker w uses port+w); 0: chosen by the kernel (udp only)")
+	flag.UintVar(&o.port, "port", 0, "UDP port of worker 0 (worker w uses port+w; in one process node 1 uses port+workers+w); 0: the kernel's choice (udp), or the first ports from 47100 up that no vnicd tenant claims (vnic, auto)")
 	flag.StringVar(&o.socket, "socket", bichannel.DefaultVNICSocket, "vnicd's control socket (-fast vnic or auto)")
 	flag.StringVar(&o.mac, "mac", "", "this node's MAC on the vNIC's wire (-fast vnic), e.g. 02:00:00:00:00:01")
 	flag.IntVar(&o.workers, "workers", 1, "workers per node (one goroutine each)")
@@ -71,6 +76,7 @@ func main() {
 	flag.IntVar(&o.flows, "flows", bichannel.DefaultFlows, "flows (UDP port pairs) per worker and peer")
 	flag.StringVar(&o.keyFile, "key-file", "", "cluster key file (the same on both nodes, e.g. head -c 32 /dev/urandom > key): authenticated mode")
 	flag.BoolVar(&o.verbose, "v", false, "log connections and print the flows")
+	flag.DurationVar(&o.attachTimeout, "attach-timeout", 10*time.Second, "how long vnicd may take to attach a node (-fast vnic or auto)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "pingpong:", err)
@@ -78,11 +84,7 @@ func main() {
 	}
 }
 
-func config(o options, id int, listen string) (bichannel.Config, error) {
-	mode, err := bichannel.ParseFastMode(o.fast)
-	if err != nil {
-		return bichannel.Config{}, err
-	}
+func config(o options, id int, listen string, fp fastPlan) (bichannel.Config, error) {
 	ip, err := netip.ParseAddr(o.ip)
 	if err != nil {
 		return bichannel.Config{}, fmt.Errorf("-ip %q: %w", o.ip, err)
@@ -90,15 +92,15 @@ func config(o options, id int, listen string) (bichannel.Config, error) {
 	if o.port > 0xffff {
 		return bichannel.Config{}, fmt.Errorf("-port %d: give a UDP port", o.port)
 	}
-	level := zerolog.InfoLevel
-	if o.verbose {
-		level = zerolog.DebugLevel
-	}
-	lg := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05"}).Level(level).With().Timestamp().Int("node", id).Logger()
+	lg := newLogger(o, id)
 	c := bichannel.Config{
-		NodeID: id, Workers: o.workers, Listen: listen, Fast: mode, Flows: o.flows, Logger: &lg,
-		UDP:  bichannel.UDPConfig{IP: ip, BasePort: uint16(o.port)},
-		VNIC: bichannel.VNICConfig{Socket: o.socket, IP: ip, BasePort: uint16(o.port)},
+		NodeID: id, Workers: o.workers, Listen: listen, Fast: fp.mode, Flows: o.flows, Logger: &lg,
+		UDP: bichannel.UDPConfig{IP: ip, BasePort: fp.udpPort},
+		VNIC: bichannel.VNICConfig{Socket: o.socket, IP: ip, BasePort: fp.vnicPort, AttachTimeout: o.attachTimeout,
+			// vnicd's tenant names are unique: two pingpongs (or a
+			// pingpong beside another bichannel application) on one
+			// vnicd must not both be "bichannel-<id>".
+			Name: fmt.Sprintf("pingpong-%d-%d", os.Getpid(), id)},
 	}
 	if o.keyFile != "" {
 		key, err := os.ReadFile(o.keyFile)
@@ -134,16 +136,21 @@ func run(o options) error {
 	if !ok || err != nil || peerID == o.id {
 		return fmt.Errorf("-peer %q: give ID=HOST:PORT with the other node's id", o.peer)
 	}
-	c, err := config(o, o.id, o.listen)
+	fp, err := planFast(o, 0)
 	if err != nil {
 		return err
 	}
+	c, err := config(o, o.id, o.listen, fp)
+	if err != nil {
+		return err
+	}
+	fp.log(c.Logger)
 	e, err := bichannel.New(c)
 	if err != nil {
 		return err
 	}
 	defer e.Close()
-	fmt.Printf("node %d: control on %s, fast path %T on %v ports %v\n", o.id, e.ControlAddr(), e.FastPath(), e.Info().Addr, e.Info().Ports)
+	fmt.Fprintf(o.out, "node %d: control on %s, fast path %s on %v ports %v\n", o.id, e.ControlAddr(), fastName(e.FastPath()), e.Info().Addr, e.Info().Ports)
 	if err := e.Connect(ctx, []bichannel.Peer{{ID: o.id, Addr: o.listen}, {ID: peerID, Addr: addr}}); err != nil {
 		return err
 	}
@@ -151,16 +158,28 @@ func run(o options) error {
 		return ping(ctx, o, e, peerID)
 	}
 	err = pong(ctx, o, e, peerID)
-	fmt.Printf("node %d echoed: %s\n", o.id, statsLine(e.Stats()))
+	fmt.Fprintf(o.out, "node %d echoed: %s\n", o.id, statsLine(e.Stats()))
 	return err
 }
 
 func runLocal(ctx context.Context, o options) error {
 	var eps [2]*bichannel.Endpoint
 	for i := range eps {
-		c, err := config(o, i, o.listen)
+		fp, err := planFast(o, i)
 		if err != nil {
 			return err
+		}
+		if i == 1 && fp.mode == bichannel.FastAuto {
+			// Both nodes take the path node 0 got: one over vnicd and the
+			// other over kernel sockets would not reach each other.
+			fp = sameAs(fp, eps[0])
+		}
+		c, err := config(o, i, o.listen, fp)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			fp.log(c.Logger)
 		}
 		if eps[i], err = bichannel.New(c); err != nil {
 			return err
@@ -176,7 +195,7 @@ func runLocal(ctx context.Context, o options) error {
 	if err := <-errc; err != nil {
 		return err
 	}
-	fmt.Printf("two nodes on %v, fast path %T\n", eps[0].Info().Addr, eps[0].FastPath())
+	fmt.Fprintf(o.out, "two nodes on %v, fast path %s\n", eps[0].Info().Addr, fastName(eps[0].FastPath()))
 	pctx, pcancel := context.WithCancel(ctx)
 	defer pcancel()
 	done := make(chan struct{})
@@ -187,7 +206,7 @@ func runLocal(ctx context.Context, o options) error {
 	err := ping(ctx, o, eps[0], 1)
 	pcancel()
 	<-done
-	fmt.Printf("node 1 echoed: %s\n", statsLine(eps[1].Stats()))
+	fmt.Fprintf(o.out, "node 1 echoed: %s\n", statsLine(eps[1].Stats()))
 	return err
 }
 
@@ -196,7 +215,7 @@ func runLocal(ctx context.Context, o options) error {
 func ping(ctx context.Context, o options, e *bichannel.Endpoint, peer int) error {
 	if o.verbose {
 		for w := range o.workers {
-			fmt.Printf("worker %d -> node %d: flows %v\n", w, peer, e.Flows(peer, w))
+			fmt.Fprintf(o.out, "worker %d -> node %d: flows %v\n", w, peer, e.Flows(peer, w))
 		}
 	}
 	epoch := time.Now()
@@ -219,10 +238,10 @@ func ping(ctx context.Context, o options, e *bichannel.Endpoint, peer int) error
 		h.Merge(x)
 	}
 	n := h.Count()
-	fmt.Printf("%d round trips of %d bytes in %v (%d worker(s), %d in flight each): %.0f round trips/s, %.0f msgs/s\n",
+	fmt.Fprintf(o.out, "%d round trips of %d bytes in %v (%d worker(s), %d in flight each): %.0f round trips/s, %.0f msgs/s\n",
 		n, o.size, el.Round(time.Millisecond), o.workers, o.inflight, float64(n)/el.Seconds(), 2*float64(n)/el.Seconds())
-	fmt.Printf("RTT %v\n", h)
-	fmt.Printf("node %d sent: %s\n", e.ID(), statsLine(e.Stats()))
+	fmt.Fprintf(o.out, "RTT %v\n", h)
+	fmt.Fprintf(o.out, "node %d sent: %s\n", e.ID(), statsLine(e.Stats()))
 	for _, err := range errs {
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return err

@@ -33,6 +33,16 @@ const (
 	BinDir = "/usr/local/bin"
 )
 
+// Repo and DeployTag name the image make image writes and
+// deploy/kubernetes runs (its kustomization's images entry, which
+// deploy/kubernetes/manifests_test.go compares with these). The archive
+// also carries the version tag (Version) for docker and podman, so a
+// build can be pinned: kustomize edit set image vnic=Repo:VERSION.
+const (
+	Repo      = "localhost/vnic/vnic"
+	DeployTag = "dev"
+)
+
 // Options describe the image.
 type Options struct {
 	// Binaries maps a file name in BinDir to the host path of a static
@@ -181,10 +191,18 @@ type dockerManifest struct {
 
 // WriteArchive writes img, named ref ("vnic/vnic:v1.2.3"), as a tarball that
 // is both an OCI image layout and a docker-archive (see the package doc).
-func WriteArchive(w io.Writer, img v1.Image, ref string) error {
+// aliases are further names the docker-archive gives it (docker load and
+// podman load tag them all); the OCI layout names ref only, since an OCI
+// index with two entries makes oci-archive readers ask which to take.
+func WriteArchive(w io.Writer, img v1.Image, ref string, aliases ...string) error {
 	named, err := name.NewTag(ref, name.StrictValidation)
 	if err != nil {
 		return fmt.Errorf("image: reference %q: %w; want repository:tag", ref, err)
+	}
+	for _, a := range aliases {
+		if _, err := name.NewTag(a, name.StrictValidation); err != nil {
+			return fmt.Errorf("image: reference %q: %w; want repository:tag", a, err)
+		}
 	}
 	tag := named.TagStr()
 	manifest, err := img.RawManifest()
@@ -227,7 +245,7 @@ func WriteArchive(w io.Writer, img v1.Image, ref string) error {
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "blobs/sha256/", Mode: 0o755, ModTime: mod, Format: tar.FormatPAX}); err != nil {
 		return err
 	}
-	dm := dockerManifest{Config: blob(cdig), RepoTags: []string{ref}}
+	dm := dockerManifest{Config: blob(cdig), RepoTags: append([]string{ref}, aliases...)}
 	for _, l := range layers {
 		d, err := l.Digest()
 		if err != nil {

@@ -50,13 +50,14 @@ func TestImageRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := "localhost/vnic/vnic:" + version
+	ref := image.Repo + ":" + image.DeployTag
+	alias := image.Repo + ":" + version
 	archive := filepath.Join(t.TempDir(), "vnic-image.tar")
 	f, err := os.Create(archive)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := image.WriteArchive(f, img, ref); err != nil {
+	if err := image.WriteArchive(f, img, ref, alias); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
@@ -94,8 +95,8 @@ func TestImageRoundTrip(t *testing.T) {
 		if m.Digest != want || m.MediaType != types.OCIManifestSchema1 {
 			t.Errorf("index.json names %s (%s), want %s (%s)", m.Digest, m.MediaType, want, types.OCIManifestSchema1)
 		}
-		if got := m.Annotations["org.opencontainers.image.ref.name"]; got != version {
-			t.Errorf("ref.name annotation %q, want %q", got, version)
+		if got := m.Annotations["org.opencontainers.image.ref.name"]; got != image.DeployTag {
+			t.Errorf("ref.name annotation %q, want %q (what deploy/kubernetes runs)", got, image.DeployTag)
 		}
 		got, err := idx.Image(m.Digest)
 		if err != nil {
@@ -104,15 +105,17 @@ func TestImageRoundTrip(t *testing.T) {
 		checkImage(t, got, version)
 	})
 	t.Run("docker-archive", func(t *testing.T) {
-		tag, err := name.NewTag(ref)
-		if err != nil {
-			t.Fatal(err)
+		for _, r := range []string{ref, alias} {
+			tag, err := name.NewTag(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := tarball.ImageFromPath(archive, &tag)
+			if err != nil {
+				t.Fatalf("manifest.json does not lead to the image %s: %v", r, err)
+			}
+			checkImage(t, got, version)
 		}
-		got, err := tarball.ImageFromPath(archive, &tag)
-		if err != nil {
-			t.Fatalf("manifest.json does not lead to the image: %v", err)
-		}
-		checkImage(t, got, version)
 	})
 	t.Run("skopeo", func(t *testing.T) {
 		if _, err := exec.LookPath("skopeo"); err != nil {

@@ -18,16 +18,17 @@ import (
 func main() {
 	bin := flag.String("bin", "bin/static", "directory with the static vnicd, vnicctl and rxcount")
 	out := flag.String("o", "bin/vnic-image.tar", "output tarball")
-	repo := flag.String("repo", "localhost/vnic/vnic", "image repository name")
+	repo := flag.String("repo", image.Repo, "image repository name")
+	tag := flag.String("tag", image.DeployTag, "the tag deploy/kubernetes runs; the archive also carries the version tag")
 	arch := flag.String("arch", runtime.GOARCH, "GOARCH the binaries were built for")
 	flag.Parse()
-	if err := run(*bin, *out, *repo, *arch); err != nil {
+	if err := run(*bin, *out, *repo, *tag, *arch); err != nil {
 		fmt.Fprintln(os.Stderr, "mkimage:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, out, repo, arch string) error {
+func run(bin, out, repo, tag, arch string) error {
 	bins := map[string]string{}
 	for _, n := range []string{"vnicd", "vnicctl", "rxcount"} {
 		bins[n] = filepath.Join(bin, n)
@@ -45,8 +46,12 @@ func run(bin, out, repo, arch string) error {
 		return err
 	}
 	w := bufio.NewWriter(f)
-	ref := repo + ":" + version
-	if err := image.WriteArchive(w, img, ref); err != nil {
+	ref := repo + ":" + tag
+	var aliases []string
+	if version != tag {
+		aliases = append(aliases, repo+":"+version)
+	}
+	if err := image.WriteArchive(w, img, ref, aliases...); err != nil {
 		f.Close()
 		return err
 	}
@@ -58,6 +63,6 @@ func run(bin, out, repo, arch string) error {
 		return err
 	}
 	d, _ := img.Digest()
-	fmt.Printf("wrote %s: %s (%s)\n  load it with: docker load -i %s   or   podman load -i %s\n", out, ref, d, out, out)
+	fmt.Printf("wrote %s: %s %v (%s)\n  load it with: docker load -i %s   or   podman load -i %s\n", out, ref, aliases, d, out, out)
 	return nil
 }
