@@ -60,6 +60,8 @@ func childMain(kind string) int {
 		ready, cleanup = punch(sock, p)
 	case "stuck":
 		ready, cleanup = stuck(sock, p)
+	case "wake":
+		ready, cleanup = wakeAbuse(sock, p)
 	default:
 		fmt.Println("error: unknown attack", kind)
 		return 1

@@ -410,10 +410,11 @@ func (h *harness) check(name string, during float64) {
 // connections count against another uid than the harness's status prober
 // and good tenant. It returns once the child printed "ready"; stop ends it.
 type child struct {
-	cmd  *exec.Cmd
-	out  *bufio.Reader
-	in   interface{ Close() error }
-	done chan struct{}
+	ready string // the rest of its "ready" line
+	cmd   *exec.Cmd
+	out   *bufio.Reader
+	in    interface{ Close() error }
+	done  chan struct{}
 }
 
 func (h *harness) child(kind string, params any) *child {
@@ -435,6 +436,7 @@ func (h *harness) child(kind string, params any) *child {
 		h.t.Fatalf("attacker %s: %q %v", kind, line, err)
 	}
 	h.t.Logf("attacker %s (pid %d, uid 65534): %s", kind, cmd.Process.Pid, strings.TrimSpace(line))
+	c.ready = strings.TrimSpace(strings.TrimPrefix(line, "ready"))
 	return c
 }
 
