@@ -79,7 +79,8 @@ func signalCost(t *testing.T, k kickRig, frames []byte, rounds int) time.Duratio
 // to wake an honest tenant's sleeping core (medians of interleaved rounds):
 // 2,000 epoll waiters on its doorbell cost nothing (at most 1.2×: vnicd
 // never signals the doorbell), and 256 threads parked on its signal word
-// at most 2× (one of them is woken, cold in the cache). As a control, the same 2,000 waiters on a socket that is
+// at most 3× (one of them is woken, cold in the cache), where a socket
+// pair's 2,000 waiters cost 70-100×. As a control, the same 2,000 waiters on a socket that is
 // signalled by a send (the wake-up channel vnicd used before) make each
 // send cost at least 3× more: the attack is real, and the futex does not
 // feel it.
@@ -145,9 +146,10 @@ func TestSignalCostIgnoresTenantWaiters(t *testing.T) {
 	}
 	// A wake of one among many parked threads touches a thread whose
 	// state is cold in the cache (the futex queue is FIFO): a constant,
-	// whatever the count, not a walk.
-	if r := float64(p) / float64(b); r > 2 {
-		t.Errorf("%d threads parked on the signal word raised the engine's cost per signalled frame %.2f× (want <= 2): base %v, hostile %v", hostileSleepers, r, base, parked)
+	// whatever the count (1.5-2× here on a quiet machine), not a walk such
+	// as the control's below.
+	if r := float64(p) / float64(b); r > 3 {
+		t.Errorf("%d threads parked on the signal word raised the engine's cost per signalled frame %.2f× (want <= 3): base %v, hostile %v", hostileSleepers, r, base, parked)
 	}
 
 	// Control: the old channel, a byte sent on a socket pair.
