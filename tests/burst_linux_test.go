@@ -1,0 +1,106 @@
+//go:build linux
+
+package tests
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/vnic/vnic/client"
+	"github.com/vnic/vnic/internal/proto"
+)
+
+// startVnicdDefaults runs vnicd in the DUT namespace with nothing but what
+// it needs to find the testbed: the interface, the socket, no metrics,
+// and (the testbed is the test's own) every frame claimed. Ring, buffer,
+// CPU and timing settings stay at vnicd's defaults.
+func (b *bed) startVnicdDefaults() {
+	b.t.Helper()
+	args := []string{"netns", "exec", b.tb.DUT, filepath.Join(binDir, "vnicd"), "run", "--source", "xsk",
+		"--iface", b.link().DUTIf, "--socket", b.socket, "--metrics-addr", "", "--log-format", "json", "--claim-all"}
+	b.startVnicdWith(args)
+}
+
+// TestIntegrationBurstAtDefaults sends one burst of 20,000 frames back to
+// back (trafgen's -b shaper at 20,000 pps sends a second's frames at its
+// full speed, then sleeps) to vnicd at its defaults and a tenant attached
+// with default options, and requires every frame delivered: a real
+// sender's burst must fit in the rings vnicd and the client library size
+// by default. The ledger (sent = delivered + each counted drop) says
+// where any frame was lost.
+func TestIntegrationBurstAtDefaults(t *testing.T) {
+	b := newBed(t, 2)
+	b.startVnicdDefaults()
+	ten, err := client.Attach(context.Background(), b.socket, client.AttachOptions{Name: "burst", Match: client.Match{Default: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ten.Close()
+	r := receive(ten, nil)
+	const n = 20000
+	for burst := 1; burst <= 3; burst++ {
+		before := b.ledger("burst")
+		b.trafgen(n, n, 10000, 10063, 9000)
+		l := b.settle("burst", uint64(n*burst), &r.got)
+		st := b.stats()
+		t.Logf("burst %d: sent %d: xdp %d (+%d passed), af_xdp %d (+%d dropped), engine %d, tenant delivered %d + %d dropped, app %d; load %s",
+			burst, n, l.XDP-before.XDP, l.XDPPass-before.XDPPass, l.XskRx-before.XskRx, l.XskDrop-before.XskDrop, l.Engine-before.Engine,
+			l.Delivered-before.Delivered, l.Drops-before.Drops, r.got.Load(), loadavg())
+		if got := l.Delivered - before.Delivered; got != n {
+			t.Fatalf("burst %d: %d of %d frames delivered at vnicd's defaults; lost: %s\n%s", burst, got, n, lossPlaces(st), b.logTail())
+		}
+		time.Sleep(200 * time.Millisecond) // the engine and the tenant go back to sleep
+	}
+	if err := r.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lossPlaces names the non-zero drop counters of a stats reply.
+func lossPlaces(st proto.Stats) string {
+	s := ""
+	for _, k := range []string{"xsk_rx_dropped", "xsk_rx_ring_full", "xsk_rx_fill_ring_empty_descs", "xsk_rx_too_long", "xdp_pass_no_socket"} {
+		if v := st.Source[k]; v != 0 {
+			s += fmt.Sprintf("%s %d, ", k, v)
+		}
+	}
+	for k, v := range st.Global {
+		if v != 0 && len(k) > 6 && k[:6] == "drops_" {
+			s += fmt.Sprintf("%s %d, ", k, v)
+		}
+	}
+	for _, tn := range st.Tenants {
+		for q, rg := range tn.Rings {
+			for _, k := range []string{"drops_bx_full", "drops_ax_starved", "drops_faulty"} {
+				if v := rg.NIC[k]; v != 0 {
+					s += fmt.Sprintf("%s q%d %s %d, ", tn.Name, q, k, v)
+				}
+			}
+		}
+	}
+	if s == "" {
+		return "no drop counted"
+	}
+	return s[:len(s)-2]
+}
+
+// loadavg is the machine's 1-, 5- and 15-minute load, for the log.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := string(b)
+	for i, n := 0, 0; i < len(f); i++ {
+		if f[i] == ' ' {
+			if n++; n == 3 {
+				return f[:i]
+			}
+		}
+	}
+	return f
+}
