@@ -24,7 +24,9 @@ synthetic() {
 	bin/rxcount --socket "$sock" --queues 2 --duration 8s &
 	rpid=$!
 	sleep 1
-	bin/vnicctl --socket "$sock" watch --count 3 --interval 2s || true
+	bin/vnicctl --socket "$sock" watch --count 2 --interval 2s || true
+	echo "== where frames were lost over 2 s, and why"
+	bin/vnicctl --socket "$sock" diagnose --interval 2s || true
 	wait $rpid || true
 	bin/vnicctl --socket "$sock" rings --all
 	kill $vpid; wait $vpid 2>/dev/null || true
@@ -100,7 +102,9 @@ echo "   tenant at their defaults"
 t0=$(date +%s%N)
 ip netns exec "$peer" trafgen --dev "$pif" --conf "$dir/udp.cfg" -n "$FRAMES" -b "${RATE}pps" --cpus 1 -Q -C >/dev/null 2>&1 &
 tpid=$!
-bin/vnicctl --socket "$sock" watch --count 5 --interval 2s || true
+bin/vnicctl --socket "$sock" watch --count 4 --interval 2s || true
+echo "== where frames were lost over the last 2 s of traffic, and why"
+bin/vnicctl --socket "$sock" diagnose --interval 2s || true
 wait $tpid || true
 t1=$(date +%s%N)
 sleep 1 # the last frames reach the tenant

@@ -125,11 +125,13 @@ func Diagnose(in Input) Verdict {
 			// the core is not keeping up, the starvation follows from it.
 			fc := &f[ComputeSaturation]
 			fc.Lost += starved
-			fc.Rings = append(fc.Rings, r.Queue)
 			fc.Evidence = append(fc.Evidence,
 				Evidence{r.Queue, counters.DropAxStarved.String(), starved,
-					fmt.Sprintf("core busy: %d of %d Bx entries unreleased at the end hold the buffers", occ, r.BxSize)},
-				Evidence{r.Queue, counters.Packets.String(), d[counters.Packets], "delivered in the interval"})
+					fmt.Sprintf("core busy: %d of %d Bx entries unreleased at the end hold the buffers", occ, r.BxSize)})
+			if !slices.Contains(fc.Rings, r.Queue) { // not already in for drops_bx_full
+				fc.Rings = append(fc.Rings, r.Queue)
+				fc.Evidence = append(fc.Evidence, Evidence{r.Queue, counters.Packets.String(), d[counters.Packets], "delivered in the interval"})
+			}
 			continue
 		}
 		set := r.Assoc
