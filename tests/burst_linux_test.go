@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,6 +59,25 @@ func TestIntegrationBurstAtDefaults(t *testing.T) {
 	if err := r.close(); err != nil {
 		t.Fatal(err)
 	}
+	g := ten.Region.Geo
+	// What the sized rings cost: vnicd's resident memory (the AF_XDP UMEM
+	// the kernel has written) and the tenant's region.
+	t.Logf("vnicd resident %s; tenant: %d queue(s), Ax %d, Bx %d, %d buffers, region %d MiB",
+		vmRSS(b.vnicd.Process.Pid), ten.Queues(), g.AxSize, g.BxSize, g.BufCount, g.Layout().Total>>20)
+}
+
+// vmRSS is a process's resident set size from /proc/<pid>/status.
+func vmRSS(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "unknown"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
 }
 
 // lossPlaces names the non-zero drop counters of a stats reply.
