@@ -23,16 +23,25 @@ var RingColumns = []ID{Packets, Bytes, BxOccupancy, BxHighWater, BorrowsIn, Borr
 // WriteTable prints rows as an aligned table with the given columns. rate,
 // if non-zero, divides counters (not gauges) by it to show per-second rates.
 func WriteTable(w io.Writer, extraHeads []string, cols []ID, rows []Row, rate float64) error {
+	return WriteTableHeads(w, extraHeads, cols, nil, rows, rate)
+}
+
+// WriteTableHeads is WriteTable with column heads other than the counters'
+// names where heads has one (a narrow table's short forms).
+func WriteTableHeads(w io.Writer, extraHeads []string, cols []ID, heads map[ID]string, rows []Row, rate float64) error {
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', tabwriter.AlignRight)
-	heads := append([]string{"ring"}, extraHeads...)
+	hs := append([]string{"ring"}, extraHeads...)
 	for _, c := range cols {
 		h := c.String()
+		if s, ok := heads[c]; ok {
+			h = s
+		}
 		if rate > 0 && !c.Gauge() {
 			h += "/s"
 		}
-		heads = append(heads, h)
+		hs = append(hs, h)
 	}
-	fmt.Fprintln(tw, strings.Join(heads, "\t")+"\t")
+	fmt.Fprintln(tw, strings.Join(hs, "\t")+"\t")
 	for _, r := range rows {
 		cells := append([]string{r.Label}, r.Extra...)
 		for _, c := range cols {

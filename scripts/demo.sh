@@ -24,7 +24,9 @@ synthetic() {
 	bin/rxcount --socket "$sock" --queues 2 --duration 8s &
 	rpid=$!
 	sleep 1
-	bin/vnicctl --socket "$sock" watch --count 3 --interval 2s || true
+	bin/vnicctl --socket "$sock" watch --count 2 --interval 2s || true
+	echo "== where frames were lost over 2 s, and why"
+	bin/vnicctl --socket "$sock" diagnose --interval 2s || true
 	wait $rpid || true
 	bin/vnicctl --socket "$sock" rings --all
 	kill $vpid; wait $vpid 2>/dev/null || true
@@ -63,34 +65,20 @@ dut="$P-dut"; peer="$P-p0"; dif="${P}d0"; pif="${P}p0"
 dmac=$(ip netns exec "$dut" cat "/sys/class/net/$dif/address")
 smac=$(ip netns exec "$peer" cat "/sys/class/net/$pif/address")
 
-# What the demo offers and how the receiving side is set up (each may be
-# overridden from the environment; BENCHMARKS.md, issue 9 (h20), has the
-# measurements behind the defaults):
-#  - trafgen's -b shaper is per second: it sends each second's RATE frames
-#    back to back at its full speed (0.5-1.7 Mpps here) and then sleeps for
-#    the rest of the second. "100 kpps" is 10 bursts of 100,000 frames, so
-#    the receiver must keep up with trafgen's peak rate, or hold the
-#    backlog of a burst in its rings.
-#  - RX_COALESCE_USECS: vnicd's and the tenant's interrupt moderation. Both
-#    nap on a timer between looks at an under-loaded ring instead of
-#    spinning, so between bursts neither holds a CPU, and on a shared CPU
-#    the scheduler runs a task that sleeps promptly when it wakes.
-#  - AX_SIZE, BX_SIZE: the tenant's ring depths (buffers posted per queue,
-#    entries per Bx ring): how much of a burst it can hold while its
-#    threads wait for a CPU.
-#  - XSK_RING_SIZE: vnicd's AF_XDP RX and fill rings per socket: how much
-#    the kernel holds while vnicd waits for its CPU, which it shares with
-#    trafgen (trafgen pins its worker to CPU 0).
+# What the demo offers: trafgen's -b shaper is per second: it sends each
+# second's RATE frames back to back at its full speed (0.5-1.7 Mpps here)
+# and then sleeps for the rest of the second. "100 kpps" is 10 bursts of
+# 100,000 frames, so the receiver must keep up with trafgen's peak rate or
+# hold a burst's backlog in its rings. vnicd and the application run at
+# their defaults: vnicd sizes its AF_XDP rings and the tenant's rings from
+# the link's rate and --latency-budget (docs/operations.md, Ring sizing).
+# VNICD_ARGS and RXCOUNT_ARGS add flags to either.
 RATE=${RATE:-100000}
 FRAMES=${FRAMES:-1000000}
-RX_COALESCE_USECS=${RX_COALESCE_USECS:-50}
-AX_SIZE=${AX_SIZE:-4096}
-BX_SIZE=${BX_SIZE:-4096}
-XSK_RING_SIZE=${XSK_RING_SIZE:-8192}
-NICE=${NICE:--10}
 echo "== real traffic: vnicd takes frames from $dif (netns $dut) through XDP + AF_XDP"
-ip netns exec "$dut" nice -n "$NICE" bin/vnicd run --source xsk --iface "$dif" --socket "$sock" --metrics-addr '' \
-	--log-format console --emulator-cpu "$ecpu" --model rxbisect --bx-size "$BX_SIZE" --rx-coalesce-usecs "$RX_COALESCE_USECS" --xsk-ring-size "$XSK_RING_SIZE" &
+# shellcheck disable=SC2086 # VNICD_ARGS and RXCOUNT_ARGS are word lists
+ip netns exec "$dut" bin/vnicd run --source xsk --iface "$dif" --socket "$sock" --metrics-addr '' \
+	--log-format console --emulator-cpu "$ecpu" ${VNICD_ARGS:-} &
 vpid=$!
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 if ! [ -S "$sock" ]; then
@@ -101,8 +89,8 @@ fi
 # The tenant claims UDP 9000-9099 (where trafgen sends): XDP takes only that
 # from the interface, everything else still reaches the kernel.
 # It runs until trafgen is done and the last frames are in (SIGINT below).
-nice -n "$NICE" bin/rxcount --socket "$sock" --queues 4 --duration 0 --name demo-app --ports 9000-9099 \
-	--ax-size "$AX_SIZE" --coalesce "${RX_COALESCE_USECS}us" >"$dir/rxcount.out" &
+# shellcheck disable=SC2086
+bin/rxcount --socket "$sock" --queues 4 --duration 0 --name demo-app --ports 9000-9099 ${RXCOUNT_ARGS:-} >"$dir/rxcount.out" &
 rpid=$!
 sleep 1
 cat >"$dir/udp.cfg" <<CFG
@@ -110,11 +98,13 @@ cat >"$dir/udp.cfg" <<CFG
 CFG
 echo "== trafgen sends $FRAMES 64-byte UDP frames (64 flows) from netns $peer, $RATE a second"
 echo "   (trafgen -b: each second's frames leave in one burst at its full speed); vnicd and the"
-echo "   tenant: --rx-coalesce-usecs $RX_COALESCE_USECS, Ax $AX_SIZE x 4 queues, Bx $BX_SIZE"
+echo "   tenant at their defaults"
 t0=$(date +%s%N)
 ip netns exec "$peer" trafgen --dev "$pif" --conf "$dir/udp.cfg" -n "$FRAMES" -b "${RATE}pps" --cpus 1 -Q -C >/dev/null 2>&1 &
 tpid=$!
-bin/vnicctl --socket "$sock" watch --count 5 --interval 2s || true
+bin/vnicctl --socket "$sock" watch --count 4 --interval 2s || true
+echo "== where frames were lost over the last 2 s of traffic, and why"
+bin/vnicctl --socket "$sock" diagnose --interval 2s || true
 wait $tpid || true
 t1=$(date +%s%N)
 sleep 1 # the last frames reach the tenant

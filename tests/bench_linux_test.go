@@ -87,9 +87,11 @@ import (
 // beside it: AF_PACKET's copy runs in softirq in the sender's context and
 // is charged to no receiver. AF_PACKET's block timeout and vnicd-adapt's
 // budget are the same (VNIC_BENCH_BUDGET_MS, default 10).
-// VNIC_BENCH_XSK_RING (default 2048) sizes the AF_XDP RX and fill rings
-// of vnicd and afxdp-raw alike (AF_PACKET v3's ring holds about 85,000
-// frames). VNIC_BENCH_RECEIVERS keeps a subset, VNIC_BENCH_QUEUES sets the vnicd
+// vnicd runs at its default ring sizes (its AF_XDP rings and the tenant's
+// Ax and Bx rings sized from the link rate and --latency-budget);
+// VNIC_BENCH_XSK_RING sizes the AF_XDP RX and fill rings of vnicd and
+// afxdp-raw alike (afxdp-raw's default: 2048; AF_PACKET v3's ring holds
+// about 85,000 frames). VNIC_BENCH_RECEIVERS keeps a subset, VNIC_BENCH_QUEUES sets the vnicd
 // tenant's queues (receive threads), VNIC_BENCH_PERF=dir records perf
 // profiles of vnicd and this process during each vnicd run.
 //
@@ -439,7 +441,11 @@ func rbSummary(results []rbResult, frames int) string {
 	}
 	fmt.Fprintf(&sb, "vnicd-coal: --rx-coalesce-usecs %d and the client's Coalesce %v (VNIC_BENCH_COALESCE_US)\n", rbCoalesce()/time.Microsecond, rbCoalesce())
 	fmt.Fprintf(&sb, "vnicd's tenant: %d queues, one receive thread each (VNIC_BENCH_QUEUES)\n", rbClientQueues())
-	fmt.Fprintf(&sb, "AF_XDP RX and fill rings of vnicd and afxdp-raw: %d entries (VNIC_BENCH_XSK_RING)\n", rbXskRing())
+	if os.Getenv("VNIC_BENCH_XSK_RING") != "" {
+		fmt.Fprintf(&sb, "AF_XDP RX and fill rings of vnicd and afxdp-raw: %d entries (VNIC_BENCH_XSK_RING)\n", rbXskRing())
+	} else {
+		fmt.Fprintf(&sb, "AF_XDP RX and fill rings: vnicd's default (sized from the link rate and --latency-budget), afxdp-raw %d entries (VNIC_BENCH_XSK_RING sets both)\n", rbXskRing())
+	}
 	fmt.Fprintf(&sb, "huge pages: vnicd's UMEM asks for THP (the host's policy for anonymous memory: %s); tenant regions advise shmem THP (the host's policy: %s; VNIC_BENCH_SHMEM_THP)\n",
 		pages.THPPolicy("enabled"), pages.THPPolicy("shmem_enabled"))
 	fmt.Fprintf(&sb, "latency budget %v (VNIC_BENCH_BUDGET_MS): afpacket-v3's block timeout and vnicd-adapt's --rx-coalesce-max-usecs (from --rx-coalesce-usecs %d; the client sleeps on its socket); vnicd-adapt-nap: half of it each for vnicd's adaptive nap and the client's Coalesce\n",
@@ -788,9 +794,11 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 	defer logf.Close()
 	args := []string{"netns", "exec", e.bed.DUT, bin, "run", "--source", "xsk", "--iface", e.link.DUTIf, "--xdp-mode", "native",
 		"--socket", sock, "--metrics-addr", "", "--log-format", "json", "--emulator-cpu", strconv.Itoa(rbVnicdCPU()),
-		"--ax-size", "512", "--bx-size", "2048", "--claim-all", // the bench's own testbed
-		"--rx-coalesce-usecs", strconv.Itoa(int(coalesce / time.Microsecond)),
-		"--xsk-ring-size", strconv.Itoa(rbXskRing())}
+		"--claim-all", // the bench's own testbed
+		"--rx-coalesce-usecs", strconv.Itoa(int(coalesce / time.Microsecond))}
+	if os.Getenv("VNIC_BENCH_XSK_RING") != "" {
+		args = append(args, "--xsk-ring-size", strconv.Itoa(rbXskRing()))
+	}
 	if coalesceMax > 0 {
 		args = append(args, "--rx-coalesce-max-usecs", strconv.Itoa(int(coalesceMax/time.Microsecond)))
 	}

@@ -101,6 +101,13 @@ func (b *bed) startVnicd(extra ...string) {
 	}
 	args = slices.DeleteFunc(args, func(a string) bool { return a == "--no-claim-all" })
 	b.args = extra
+	b.startVnicdWith(args)
+}
+
+// startVnicdWith runs ip with args (netns exec ... vnicd run ...) and waits
+// for vnicd's socket.
+func (b *bed) startVnicdWith(args []string) {
+	b.t.Helper()
 	var err error
 	b.log, err = os.CreateTemp(b.t.TempDir(), "vnicd-*.log")
 	if err != nil {

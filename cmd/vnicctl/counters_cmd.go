@@ -67,26 +67,34 @@ func plural(n int, what string) string {
 }
 
 func writeCounters(w io.Writer, st proto.Stats, nonzero bool) error {
-	fmt.Fprintln(w, "engine (frames that reached no tenant)")
 	g := snapshot(st.Global)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	// The engine's global block counts only frames that reached no tenant;
+	// with --nonzero and none, its heading would stand alone.
+	sep := ""
 	for id := counters.ID(0); id < counters.NumIDs; id++ {
 		if isClientID(id) || nonzero && g[id] == 0 {
 			continue
+		}
+		if sep == "" {
+			fmt.Fprintln(w, "engine (frames that reached no tenant)")
+			sep = "\n"
 		}
 		fmt.Fprintf(tw, "  %-*s\t%d\t\n", nameWidth, id, g[id])
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(st.Source) > 0 {
-		fmt.Fprintln(w, "\nsource (the frame source's own statistics)")
-		names := make([]string, 0, len(st.Source))
-		width := 0
-		for n := range st.Source {
+	names := make([]string, 0, len(st.Source))
+	width := 0
+	for n, v := range st.Source {
+		if !nonzero || v != 0 {
 			names = append(names, n)
 			width = max(width, len(n))
 		}
+	}
+	if len(names) > 0 {
+		fmt.Fprintln(w, sep+"source (the frame source's own statistics)")
 		sort.Strings(names)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		for _, n := range names {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strconv"
@@ -88,3 +89,30 @@ func TestCountersTable(t *testing.T) {
 }
 
 func formatUint(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// TestCountersNoEmptyHeading: with --nonzero, a block with nothing to show
+// (the engine's global counters when every frame reached a tenant, the
+// source's statistics when all are zero) prints no heading either.
+func TestCountersNoEmptyHeading(t *testing.T) {
+	var b bytes.Buffer
+	st := proto.Stats{Global: map[string]uint64{"drops_no_tenant": 0}, Source: map[string]uint64{"xsk_rx_frames": 5, "xsk_rx_dropped": 0}}
+	if err := writeCounters(&b, st, true); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, "engine (frames that reached no tenant)") || !strings.HasPrefix(out, "source (") ||
+		!strings.Contains(out, "xsk_rx_frames") || strings.Contains(out, "xsk_rx_dropped") {
+		t.Errorf("--nonzero output:\n%s", out)
+	}
+	b.Reset()
+	st.Source = map[string]uint64{"xsk_rx_dropped": 0}
+	writeCounters(&b, st, true)
+	if strings.Contains(b.String(), "source (") {
+		t.Errorf("source heading with nothing under it:\n%s", b.String())
+	}
+	b.Reset()
+	st.Global["drops_no_tenant"] = 7
+	writeCounters(&b, st, true)
+	if !strings.HasPrefix(b.String(), "engine (frames that reached no tenant)\n") || !strings.Contains(b.String(), "drops_no_tenant") {
+		t.Errorf("engine block lost:\n%s", b.String())
+	}
+}

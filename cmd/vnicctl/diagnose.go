@@ -60,12 +60,8 @@ func diagnoseCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if ts := selectTenants(before.Tenants, sel); len(ts) == 0 {
-				if sel != "" {
-					return fmt.Errorf("no tenant named or numbered %q is attached; vnicctl tenants lists them", sel)
-				}
-				fmt.Fprintln(c.App.Writer, "no tenant attached: nothing to diagnose")
-				return nil
+			if ts := selectTenants(before.Tenants, sel); len(ts) == 0 && sel != "" {
+				return fmt.Errorf("no tenant named or numbered %q is attached; vnicctl tenants lists them", sel)
 			}
 			t0 := time.Now()
 			select {
@@ -77,10 +73,20 @@ func diagnoseCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			vs := diagnoseStats(before, after, sel, time.Since(t0))
+			iv = time.Since(t0)
+			vs := diagnoseStats(before, after, sel, iv)
+			up, places := diagnoseUpstream(before, after, iv)
 			if format == outJSON {
-				return writeJSON(c.App.Writer, diagnoseJSON(vs, after, sel, llc))
+				return writeJSON(c.App.Writer, append([]diagnosisJSON{upstreamJSON(up, places)}, diagnoseJSON(vs, after, sel, llc)...))
 			}
+			if err := diagnose.WriteUpstream(c.App.Writer, up, places); err != nil {
+				return err
+			}
+			if len(vs) == 0 {
+				fmt.Fprintln(c.App.Writer, "\nno tenant attached throughout the interval: no tenant's rings to diagnose")
+				return nil
+			}
+			fmt.Fprintln(c.App.Writer)
 			return writeDiagnosis(c.App.Writer, vs, selectTenants(after.Tenants, sel), llc)
 		},
 	}
@@ -106,6 +112,33 @@ func diagnoseStats(before, after proto.Stats, sel string, iv time.Duration) []di
 		vs = append(vs, diagnose.Diagnose(diagnoseInput(p, t, iv)))
 	}
 	return vs
+}
+
+// diagnoseUpstream diagnoses the losses before any tenant's rings: the
+// kernel's AF_XDP drops and the engine's global ones (frames no tenant
+// claimed, malformed frames), over every tenant.
+func diagnoseUpstream(before, after proto.Stats, iv time.Duration) (diagnose.Verdict, []diagnose.Place) {
+	prev := make(map[int]proto.TenantStats)
+	for _, t := range before.Tenants {
+		prev[t.ID] = t
+	}
+	var reached uint64
+	reach := func(m map[string]uint64) uint64 {
+		s := snapshot(m)
+		return s[counters.Packets] + s.Drops()
+	}
+	for _, t := range after.Tenants {
+		p, ok := prev[t.ID]
+		for i, r := range t.Rings {
+			n := reach(r.NIC)
+			if ok && i < len(p.Rings) && p.Rings[i].Queue == r.Queue {
+				n -= min(n, reach(p.Rings[i].NIC))
+			}
+			reached += n
+		}
+	}
+	return diagnose.DiagnoseUpstream(diagnose.Upstream{Interval: iv, SourceBefore: before.Source, SourceAfter: after.Source,
+		GlobalBefore: before.Global, GlobalAfter: after.Global, Reached: reached})
 }
 
 func diagnoseInput(before, after proto.TenantStats, iv time.Duration) diagnose.Input {
@@ -168,6 +201,9 @@ func writeDiagnosis(w io.Writer, vs []diagnose.Verdict, ts []proto.TenantStats, 
 }
 
 type diagnosisJSON struct {
+	// Scope is "upstream" for the losses before any tenant's rings (the
+	// first element; Tenant empty), "tenant" for a tenant's.
+	Scope           string        `json:"scope"`
 	Tenant          string        `json:"tenant"`
 	IntervalSeconds float64       `json:"interval_seconds"`
 	Delivered       uint64        `json:"delivered"`
@@ -192,7 +228,7 @@ func diagnoseJSON(vs []diagnose.Verdict, after proto.Stats, sel string, llc cach
 	out := []diagnosisJSON{}
 	ts := selectTenants(after.Tenants, sel)
 	for _, v := range vs {
-		d := diagnosisJSON{Tenant: v.Tenant, IntervalSeconds: v.Interval.Seconds(), Delivered: v.Delivered, Lost: v.Lost, Paused: v.Paused,
+		d := diagnosisJSON{Scope: "tenant", Tenant: v.Tenant, IntervalSeconds: v.Interval.Seconds(), Delivered: v.Delivered, Lost: v.Lost, Paused: v.Paused,
 			Verdict: v.Primary.String(), Findings: []findingJSON{}, LLCBytes: llc.size, LLCSource: llc.source}
 		for _, f := range v.Findings {
 			d.Findings = append(d.Findings, findingJSON{Cause: f.Cause.String(), Lost: f.Lost, Rings: f.Rings, Evidence: f.Evidence, Action: f.Action})
@@ -205,6 +241,17 @@ func diagnoseJSON(vs []diagnose.Verdict, after proto.Stats, sel string, llc cach
 		out = append(out, d)
 	}
 	return out
+}
+
+// upstreamJSON is DiagnoseUpstream's result as a diagnosis element: one
+// finding per place, its counter as the evidence.
+func upstreamJSON(v diagnose.Verdict, places []diagnose.Place) diagnosisJSON {
+	d := diagnosisJSON{Scope: "upstream", IntervalSeconds: v.Interval.Seconds(), Delivered: v.Delivered, Lost: v.Lost,
+		Verdict: v.Primary.String(), Findings: []findingJSON{}}
+	for i, f := range v.Findings {
+		d.Findings = append(d.Findings, findingJSON{Cause: places[i].Name, Lost: f.Lost, Rings: []int{}, Evidence: f.Evidence, Action: f.Action})
+	}
+	return d
 }
 
 func bytesHuman(n uint64) string {

@@ -97,7 +97,7 @@ func TestDaemonStopsDuringWatch(t *testing.T) {
 	go func() {
 		done <- newApp(&out, &out).RunContext(ctx, []string{"vnicctl", "--socket", r.socket, "watch", "--interval", "20ms"})
 	}()
-	waitFor(t, 5*time.Second, "a refresh", func() bool { return strings.Contains(out.String(), "totals: rx") })
+	waitFor(t, 5*time.Second, "a refresh", func() bool { return strings.Contains(out.String(), "source rx") })
 	r.shutdown()
 	err := <-done
 	var ce *ctlError

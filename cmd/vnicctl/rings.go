@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"text/tabwriter"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -80,7 +80,7 @@ func ringsCommand() *cli.Command {
 				}
 			}
 			if c.Bool("legend") {
-				return writeLegend(c.App.Writer, tableColumns(format == outWide))
+				return writeLegend(c.App.Writer, format == outWide)
 			}
 			return nil
 		},
@@ -112,14 +112,51 @@ func ringRows(ts []proto.TenantStats, snap func(t proto.TenantStats, r proto.Rin
 
 func writeRings(w io.Writer, ts []proto.TenantStats, wide bool) error {
 	rows := ringRows(ts, func(_ proto.TenantStats, r proto.RingStats) counters.Snapshot { return ringSnapshot(r) })
-	return counters.WriteTable(w, []string{"ax_fill"}, tableColumns(wide), rows, 0)
+	return writeRingTable(w, rows, 0, wide)
 }
 
-// narrowRingColumns are the columns of rings and watch that fit in 100
-// columns (with tenant names up to 12 characters): what was delivered, the
-// Bx level, borrowing, and the two drop causes. -o wide shows ringColumns.
+// writeRingTable prints the per-ring table of rings and watch (rate: the
+// seconds counters are divided by, 0 for totals): -o wide every column
+// under its counter's name; by default narrowRingColumns under short heads
+// with labels cut to narrowLabel characters, which fits 80 columns.
+func writeRingTable(w io.Writer, rows []counters.Row, rate float64, wide bool) error {
+	if wide {
+		return counters.WriteTable(w, []string{"ax_fill"}, ringColumns, rows, rate)
+	}
+	for i := range rows {
+		rows[i].Label = fitLabel(rows[i].Label, narrowLabel)
+	}
+	return counters.WriteTableHeads(w, []string{"ax_fill"}, narrowRingColumns, narrowHeads, rows, rate)
+}
+
+// narrowRingColumns are the columns of rings and watch that fit in 80
+// columns: what was delivered, the Bx level, borrowing, and the two drop
+// causes. -o wide shows ringColumns.
 var narrowRingColumns = []counters.ID{counters.Packets, counters.BxOccupancy, counters.BorrowsIn,
 	counters.DropBxFull, counters.DropAxStarved}
+
+// narrowHeads are the default table's short column heads (the legend
+// gives each with its counter's name).
+var narrowHeads = map[counters.ID]string{counters.Packets: "pkts", counters.BxOccupancy: "bx_occ",
+	counters.BorrowsIn: "borrows", counters.DropBxFull: "bx_full", counters.DropAxStarved: "starved"}
+
+// narrowLabel is the longest ring label of the default table.
+const narrowLabel = 20
+
+// fitLabel cuts a tenant/queue label to n characters, keeping the queue:
+// the tenant's name loses its end, marked with "~".
+func fitLabel(label string, n int) string {
+	r := []rune(label)
+	if len(r) <= n {
+		return label
+	}
+	q := []rune{}
+	if i := strings.LastIndexByte(label, '/'); i >= 0 {
+		q = []rune(label[i:])
+	}
+	keep := max(n-len(q)-1, 1)
+	return string(r[:keep]) + "~" + string(q)
+}
 
 func tableColumns(wide bool) []counters.ID {
 	if wide {
@@ -128,17 +165,38 @@ func tableColumns(wide bool) []counters.ID {
 	return narrowRingColumns
 }
 
-// writeLegend explains the columns with the counters' own help sentences.
-func writeLegend(w io.Writer, cols []counters.ID) error {
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ax_fill\tBuffers posted in the ring's Ax ring (as the tenant last published).")
-	for _, id := range cols {
+// writeLegend explains the columns with the counters' own help sentences,
+// wrapped to fit 80 columns.
+func writeLegend(w io.Writer, wide bool) error {
+	type entry struct{ name, help string }
+	es := []entry{{"ax_fill", "Buffers posted in the ring's Ax ring (as the tenant last published)."}}
+	for _, id := range tableColumns(wide) {
 		side := ""
 		if isClientID(id) {
 			side = " Counted by the tenant."
 		}
-		fmt.Fprintf(tw, "%s\t%s%s\n", id, id.Help(), side)
+		name := id.String()
+		if h, ok := narrowHeads[id]; ok && !wide {
+			name = h + " (" + name + ")"
+		}
+		es = append(es, entry{name, id.Help() + side})
 	}
-	return tw.Flush()
+	nw := 0
+	for _, e := range es {
+		nw = max(nw, len(e.name))
+	}
+	nw += 2
+	var b strings.Builder
+	b.WriteString("\n")
+	for _, e := range es {
+		for i, line := range wrapText(e.help, max(termWidth-nw, 30)) {
+			name := ""
+			if i == 0 {
+				name = e.name
+			}
+			fmt.Fprintf(&b, "%-*s%s\n", nw, name, line)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

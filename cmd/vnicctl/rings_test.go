@@ -84,7 +84,7 @@ func TestRings(t *testing.T) {
 	if rows := table(t, out); len(rows) != 1 || rows["lazy/0"] == nil {
 		t.Errorf("--tenant lazy:\n%s", out)
 	}
-	if !regexp.MustCompile(`\ndrops_ax_starved +Frames dropped because no Ax ring in the association set had a buffer \(allocation starvation\)\.\n`).MatchString(out) {
+	if !regexp.MustCompile(`\ndrops_ax_starved +Frames\s+dropped\s+because\s+no\s+Ax\s+ring\s+in\s+the\s+association\s+set\s+had\s+a\s+buffer\s+\(allocation\s+starvation\)\.\n`).MatchString(out) {
 		t.Errorf("legend:\n%s", out)
 	}
 	if rows := table(t, mustRun(t, "--socket", r.socket, "rings", "-t", "1")); len(rows) != 3 || rows["app/all"] == nil {

@@ -3,7 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -36,7 +37,6 @@ func statusCommand() *cli.Command {
 // writeStatus prints the status; ns, when not "", names the network
 // namespace vnicd runs in (not vnicctl's), where its metrics address is.
 func writeStatus(w io.Writer, st proto.Status, ns string) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	source := dash(st.Source)
 	if st.Mode != "" {
 		source += " (" + st.Mode + ")"
@@ -52,10 +52,10 @@ func writeStatus(w io.Writer, st proto.Status, ns string) error {
 	if st.Metrics != "" {
 		metrics = "http://" + st.Metrics + "/metrics"
 		if ns != "" {
-			metrics += fmt.Sprintf("\n\tinside vnicd's network namespace %s, not this one: ip netns exec %s curl ...", ns, ns)
+			metrics += fmt.Sprintf("\ninside vnicd's network namespace %s, not this one: ip netns exec %s curl ...", ns, ns)
 		}
 	}
-	for _, kv := range [][2]string{
+	kvs := [][2]string{
 		{"vnicd", fmt.Sprintf("running, version %s, pid %d, up %s", dash(st.Version), st.PID, dash(st.Uptime))},
 		{"model", dash(st.Model)},
 		{"policy", dash(st.Policy) + policyNote(st.Policy)},
@@ -65,13 +65,53 @@ func writeStatus(w io.Writer, st proto.Status, ns string) error {
 		{"idle", idleNote(st)},
 		{"socket", dash(st.Socket)},
 		{"metrics", metrics},
-	} {
-		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
 	}
 	if st.Dumps > 0 || st.DumpDrops > 0 { // vnicctl dump
-		fmt.Fprintf(tw, "dumps:\t%d running; %d frames not captured since start (mirror ring full)\n", st.Dumps, st.DumpDrops)
+		kvs = append(kvs, [2]string{"dumps", fmt.Sprintf("%d running; %d frames not captured since start (mirror ring full)", st.Dumps, st.DumpDrops)})
 	}
-	return tw.Flush()
+	keyw := 0
+	for _, kv := range kvs {
+		keyw = max(keyw, len(kv[0])+1)
+	}
+	keyw += 2
+	var b strings.Builder
+	for _, kv := range kvs {
+		for i, line := range wrapText(kv[1], termWidth-keyw) {
+			key := ""
+			if i == 0 {
+				key = kv[0] + ":"
+			}
+			fmt.Fprintf(&b, "%-*s%s\n", keyw, key, line)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// termWidth is the width vnicctl's default output keeps within.
+const termWidth = 80
+
+// wrapText splits s into lines of at most width characters at spaces
+// (a word longer than width stands alone); a newline in s starts a new
+// line.
+func wrapText(s string, width int) []string {
+	var out []string
+	for _, para := range strings.Split(s, "\n") {
+		line := ""
+		for _, word := range strings.Fields(para) {
+			switch {
+			case line == "":
+				line = word
+			case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) <= width:
+				line += " " + word
+			default:
+				out = append(out, line)
+				line = word
+			}
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 // policyNote says what the starvation policy does.

@@ -137,14 +137,8 @@ func writeWatchBlock(w io.Writer, prev, cur proto.Stats, now time.Time, elapsed 
 		hint = "  (Ctrl-C to stop)"
 	}
 	fmt.Fprintf(w, "vnicctl watch  %s  rates over %.2fs%s\n", now.Format("15:04:05"), secs, hint)
-	rate := func(v uint64) float64 { return float64(v) / secs }
-	fmt.Fprintf(w, "totals: rx %.3f Mpps (%.1f MB/s), delivered to apps %.3f Mpps, borrows/s %s, alloc_failures/s %s\n",
-		rate(total[counters.Packets])/1e6, rate(total[counters.Bytes])/1e6, rate(total[counters.Received])/1e6,
-		perSec(rate(total[counters.BorrowsIn])), perSec(rate(total[counters.AllocFailures])))
-	fmt.Fprintf(w, "drops/s: bx_full %s, ax_starved %s, bad_buffer %s, faulty %s, no_tenant %s, malformed %s\n",
-		perSec(rate(total[counters.DropBxFull])), perSec(rate(total[counters.DropAxStarved])),
-		perSec(rate(total[counters.DropBadBuffer])), perSec(rate(total[counters.DropFaulty])),
-		perSec(rate(g[counters.DropNoTenant])), perSec(rate(g[counters.DropMalformed])))
+	kd, hasKernel := snapshotSource(prev.Source, cur.Source)
+	writeWatchTotals(w, total, g, kd, hasKernel, sel != "", secs)
 	if len(ts) == 0 {
 		if sel != "" {
 			_, err := fmt.Fprintf(w, "no attached tenant named or numbered %q\n", sel)
@@ -153,7 +147,46 @@ func writeWatchBlock(w io.Writer, prev, cur proto.Stats, now time.Time, elapsed 
 		_, err := fmt.Fprintln(w, "no tenant attached")
 		return err
 	}
-	return counters.WriteTable(w, []string{"ax_fill"}, tableColumns(wide), ringRows(ts, diff), secs)
+	return writeRingTable(w, ringRows(ts, diff), secs, wide)
+}
+
+// snapshotSource is the frames the kernel's AF_XDP sockets dropped before
+// vnicd saw them between two snapshots of the source's statistics, and
+// whether the source has such statistics.
+func snapshotSource(prev, cur map[string]uint64) (kernelDrops uint64, ok bool) {
+	for _, k := range []string{"xsk_rx_dropped", "xsk_rx_ring_full"} {
+		if v, has := cur[k]; has {
+			ok = true
+			kernelDrops += v - min(v, prev[k])
+		}
+	}
+	return kernelDrops, ok
+}
+
+// writeWatchTotals prints watch's totals, each line within 80 columns, so
+// that they add up: source rx is every frame the engine took from the
+// source: those that reached the tenants' rings (delivered, or dropped
+// there: bx_full, ax_starved, faulty) plus those that reached none
+// (no_tenant, malformed). The kernel's AF_XDP drops come before it. With
+// a tenant selected the engine-wide figures are left out.
+func writeWatchTotals(w io.Writer, total, g counters.Snapshot, kernelDrops uint64, hasKernel, oneTenant bool, secs float64) {
+	rate := func(v uint64) float64 { return float64(v) / secs }
+	mpps := func(v uint64) string { return fmt.Sprintf("%.3f", rate(v)/1e6) }
+	ringDrops := total[counters.DropBxFull] + total[counters.DropAxStarved] + total[counters.DropFaulty]
+	reached := total[counters.Packets] + ringDrops
+	if !oneTenant {
+		fmt.Fprintf(w, "source rx %s Mpps = %s to tenants + %s no_tenant + %s malformed\n",
+			mpps(reached+g[counters.DropNoTenant]+g[counters.DropMalformed]), mpps(reached), mpps(g[counters.DropNoTenant]), mpps(g[counters.DropMalformed]))
+		if hasKernel {
+			fmt.Fprintf(w, "kernel AF_XDP drops/s %s (lost before vnicd's rx)\n", perSec(rate(kernelDrops)))
+		}
+	}
+	fmt.Fprintf(w, "tenants: %s Mpps delivered (%.1f MB/s), apps took %s Mpps\n",
+		mpps(total[counters.Packets]), rate(total[counters.Bytes])/1e6, mpps(total[counters.Received]))
+	fmt.Fprintf(w, "ring drops/s: bx_full %s, ax_starved %s, faulty %s\n",
+		perSec(rate(total[counters.DropBxFull])), perSec(rate(total[counters.DropAxStarved])), perSec(rate(total[counters.DropFaulty])))
+	fmt.Fprintf(w, "borrows/s %s, alloc_failures/s %s, bad Ax entries/s %s\n", perSec(rate(total[counters.BorrowsIn])),
+		perSec(rate(total[counters.AllocFailures])), perSec(rate(total[counters.DropBadBuffer])))
 }
 
 // watchJSON is one refresh of vnicctl watch -o json (one object a line).

@@ -53,10 +53,14 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 		return fmt.Errorf("--emulator-cpu %d does not exist (this machine has %d CPUs); pick one below %d or use -1", ecpu, runtime.NumCPU(), runtime.NumCPU())
 	}
 	ecfg.Model, ecfg.Policy, ecfg.Key, ecfg.EmulatorCPU = model, policy, key, ecpu
+	bx, err := bxSize(c)
+	if err != nil {
+		return err
+	}
 	dcfg := daemon.Config{Limits: lim,
 		Socket: c.String("socket"), SocketGroup: gid,
 		Engine: ecfg,
-		AxSize: c.Int("ax-size"), BxSize: c.Int("bx-size"), BufSize: c.Int("buf-size"),
+		AxSize: c.Int("ax-size"), BxSize: bx, BufSize: c.Int("buf-size"),
 		MaxTenants: c.Int("max-tenants"), NoHugePages: c.Bool("no-huge-pages"),
 		MetricsAddr: c.String("metrics-addr"), Log: log, Version: version,
 	}

@@ -30,7 +30,13 @@ func checkGeometry(c *cli.Context, local bool) (warnings []string, err error) {
 	if err := ringSize("ax-size"); err != nil {
 		return nil, err
 	}
-	if err := ringSize("bx-size"); err != nil {
+	if c.Int("bx-size") != 0 {
+		if err := ringSize("bx-size"); err != nil {
+			return nil, err
+		}
+	}
+	bx, err := bxSize(c)
+	if err != nil {
 		return nil, err
 	}
 	bs := c.Int("buf-size")
@@ -40,7 +46,7 @@ func checkGeometry(c *cli.Context, local bool) (warnings []string, err error) {
 	if fs := c.Int("frame-size"); c.String("source") == "synth" && fs > bs {
 		return nil, fmt.Errorf("--frame-size %d does not fit in --buf-size %d; use --buf-size %d", fs, bs, (fs+63)/64*64)
 	}
-	ax, bx := c.Int("ax-size"), c.Int("bx-size")
+	ax := c.Int("ax-size")
 	if !local {
 		if ax < shm.MinAxSize {
 			warnings = append(warnings, fmt.Sprintf("--ax-size %d breaks the rule |Ax| >= %d (DESIGN.md §2): a core's ring runs dry within one burst; use %d or more", ax, shm.MinAxSize, shm.MinAxSize))
@@ -51,6 +57,7 @@ func checkGeometry(c *cli.Context, local bool) (warnings []string, err error) {
 	if q < 1 || q > shm.MaxRings {
 		return nil, fmt.Errorf("--queues %d: give 1 to %d", q, shm.MaxRings)
 	}
+	ax = localAx(c, bx, q)
 	bufs := c.Int("buffers")
 	if bufs < 0 || bufs > shm.MaxBufCount {
 		return nil, fmt.Errorf("--buffers %d: give 0 (queues*ax-size + 2*bx-size) or up to %d", bufs, shm.MaxBufCount)

@@ -45,7 +45,8 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "pause-max", Value: nic.DefaultPauseMax, Usage: "with --policy pause, the longest one starved tenant may hold the wire (every tenant waits behind it): a tenant whose stalls add up to this falls back to drop alone, its frames counted as drops_pause_timeout, until its stalled queue has a buffer again and it went 16 times this long without stalling (100us..1s)"},
 			&cli.IntFlag{Name: "queues", Value: 4, Usage: "receive queues (cores) of the demo tenant"},
 			&cli.IntFlag{Name: "ax-size", Value: 256, Usage: "entries per Ax (allocation) ring, a power of two; vnicd gives an attaching tenant that does not choose at least bx-size/queues, so that its queues' Ax rings can fill a Bx ring (k·|Ax| >= |Bx|)"},
-			&cli.IntFlag{Name: "bx-size", Value: 1024, Usage: "entries per Bx (reception) ring, a power of two"},
+			&cli.IntFlag{Name: "bx-size", Value: 0, Usage: "entries per Bx (reception) ring of a tenant that does not choose, a power of two (0: the peak frame rate times --latency-budget, 1024..16384; docs/operations.md, Ring sizing)"},
+			&cli.DurationFlag{Name: "latency-budget", Value: defaultLatencyBudget, Usage: "how long vnicd's engine or a tenant's thread may wait for a CPU while frames arrive at the interface's line rate (--rate with --source synth) without one being lost: --xsk-ring-size and --bx-size at 0 size the rings to hold that many frames, within memory bounds"},
 			&cli.IntFlag{Name: "buffers", Value: 0, Usage: "packet buffers per tenant (0: queues*ax-size + 2*bx-size)"},
 			&cli.IntFlag{Name: "buf-size", Value: shm.DefaultBufSize, Usage: "bytes per packet buffer, a multiple of 64 (the default, 2 KiB and one cache line, keeps buffers' first lines from all falling into the same cache sets)"},
 			&cli.StringFlag{Name: "key", Value: "microsoft", Usage: "RSS key: microsoft, symmetric, random or hex"},
@@ -53,7 +54,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "emulator-priority", Value: "normal", Usage: "scheduling of the emulated NIC's thread: normal, or idle (SCHED_IDLE: it runs only when nothing else on its CPU wants to, so with --idle busy it polls a CPU it shares with applications without delaying them; a CPU-bound neighbour starves it)"},
 			&cli.StringFlag{Name: "idle", Value: "adaptive", Usage: "what the engine does without work: adaptive (busy-poll, then after --spin-budget sleep in epoll on the AF_XDP sockets, the tenants' doorbells and the control plane) or busy (poll forever, one core at 100%)"},
 			&cli.DurationFlag{Name: "spin-budget", Value: nic.DefaultSpinBudget, Usage: "with --idle adaptive, how long the engine polls without work before it sleeps"},
-			&cli.IntFlag{Name: "xsk-ring-size", Value: 2048, Usage: "with --source xsk, entries of each AF_XDP socket's RX and fill rings (a power of two, 64..65536): the frames the kernel can hold for vnicd while it waits for a CPU"},
+			&cli.IntFlag{Name: "xsk-ring-size", Value: 0, Usage: "with --source xsk, entries of each AF_XDP socket's RX and fill rings (a power of two, 64..65536): the frames the kernel can hold for vnicd while it waits for a CPU (0: the interface's line rate times --latency-budget, 2048..32768)"},
 			&cli.IntFlag{Name: "rx-coalesce-usecs", Value: defaultRxCoalesceUsecs, Usage: "with --idle adaptive, interrupt moderation: when the wire is under-loaded (a batch was not full) the engine naps this many microseconds instead of polling, and frames wait up to that long more (0: poll; at most 10000)"},
 			&cli.IntFlag{Name: "rx-coalesce-max-usecs", Value: 0, Usage: "adaptive moderation (like ethtool's adaptive-rx): the nap doubles while naps collect under a quarter of a batch and halves when they collect most of one, from --rx-coalesce-usecs up to this latency budget (0: the nap stays at --rx-coalesce-usecs; at most 10000; keep it times the peak frame rate below --xsk-ring-size)"},
 			&cli.IntFlag{Name: "bx-post-batch", Value: nic.DefaultPostBatch, Usage: "Bx write-back threshold: while the source keeps full batches coming, a reception ring is posted to its core once it holds this many entries (or after 4 batches), not after every batch; a batch that is not full posts everything at once (1: post after every batch; at most 1024; a tenant's threshold is capped at a quarter of its rings)"},
@@ -137,7 +138,12 @@ func run(c *cli.Context) error {
 			return fmt.Errorf("CPU %d does not exist (this machine has %d); pick one below %d or use -1", cpu, runtime.NumCPU(), runtime.NumCPU())
 		}
 	}
-	q, axSize, bxSize := c.Int("queues"), c.Int("ax-size"), c.Int("bx-size")
+	q := c.Int("queues")
+	bxSize, err := bxSize(c)
+	if err != nil {
+		return err
+	}
+	axSize := localAx(c, bxSize, q)
 	bufs := c.Int("buffers")
 	if bufs == 0 {
 		bufs = q*axSize + 2*bxSize

@@ -72,8 +72,12 @@ func addXDPCounters(out map[string]uint64, objs *bpf.Objects) {
 // then generic, unless --xdp-mode says otherwise) and opens one AF_XDP
 // socket per RX queue.
 func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
-	if n := c.Int("xsk-ring-size"); n < 64 || n > 65536 || n&(n-1) != 0 {
-		return nil, fmt.Errorf("--xsk-ring-size %d: give a power of two from 64 to 65536, e.g. %d (the default)", n, xsk.DefaultRingSize)
+	if n := c.Int("xsk-ring-size"); n != 0 && (n < 64 || n > 65536 || n&(n-1) != 0) {
+		return nil, fmt.Errorf("--xsk-ring-size %d: give a power of two from 64 to 65536, or 0 (the default) to size it from the link's rate and --latency-budget", n)
+	}
+	budget, err := latencyBudget(c)
+	if err != nil {
+		return nil, err
 	}
 	x, err := attachXDP(c, "--source xsk", log)
 	if err != nil {
@@ -87,9 +91,13 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 	}
 	sc := xsk.DefaultConfig()
 	sc.TxSize = 2048
-	sc.RxSize = c.Int("xsk-ring-size")
 	chunk, fits := xskChunkFor(info.MTU)
 	sc.ChunkSize = chunk
+	mbps := linkMbps(name)
+	sc.RxSize = c.Int("xsk-ring-size")
+	if sc.RxSize == 0 {
+		sc.RxSize = xskRingFor(linePPS(mbps), budget, len(queues), chunk)
+	}
 	if !fits {
 		// Multi-buffer: the kernel spreads a longer frame over chunks
 		// (the program was loaded with frags), xsk gathers it.
@@ -113,7 +121,7 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 	}
 	claim := x.claims.describe()
 	log.Info().Str("iface", name).Str("xdp_mode", got.String()).Str("af_xdp_mode", fmt.Sprint(w.src.Mode())).
-		Int("rx_queues", len(queues)).Int("mtu", info.MTU).Int("umem_chunk", chunk).Bool("multi_buffer", !fits).Str("claims", claim).
+		Int("rx_queues", len(queues)).Int("mtu", info.MTU).Int("link_mbps", mbps).Int("xsk_ring_size", sc.RxSize).Int("umem_chunk", chunk).Bool("multi_buffer", !fits).Str("claims", claim).
 		Msg("XDP program attached through a bpf_link; frames it does not claim pass to the kernel")
 	if strings.Contains(got.String(), "generic") && len(queues) > 1 {
 		log.Warn().Msg("generic XDP on veth reports every frame as RX queue 0: only queue 0's socket receives; the engine's own RSS still spreads frames over the tenants' queues")

@@ -19,9 +19,10 @@ const (
 	ComputeSaturation              // Bx full: the core did not keep up
 	BufferExhaustion               // Ax starved: no buffer in the association set
 	NUMAAssociation                // Ax starved while buffers sat on a node the ring may not (or could not) borrow from
+	UpstreamLoss                   // lost before any tenant's ring: the kernel's AF_XDP socket or the engine (DiagnoseUpstream)
 )
 
-var causeNames = [...]string{"none", "compute saturation", "buffer exhaustion", "numa association"}
+var causeNames = [...]string{"none", "compute saturation", "buffer exhaustion", "numa association", "upstream loss"}
 
 func (c Cause) String() string {
 	if c < 0 || int(c) >= len(causeNames) {
@@ -124,11 +125,13 @@ func Diagnose(in Input) Verdict {
 			// the core is not keeping up, the starvation follows from it.
 			fc := &f[ComputeSaturation]
 			fc.Lost += starved
-			fc.Rings = append(fc.Rings, r.Queue)
 			fc.Evidence = append(fc.Evidence,
 				Evidence{r.Queue, counters.DropAxStarved.String(), starved,
-					fmt.Sprintf("core busy: %d of %d Bx entries unreleased at the end hold the buffers", occ, r.BxSize)},
-				Evidence{r.Queue, counters.Packets.String(), d[counters.Packets], "delivered in the interval"})
+					fmt.Sprintf("core busy: %d of %d Bx entries unreleased at the end hold the buffers", occ, r.BxSize)})
+			if !slices.Contains(fc.Rings, r.Queue) { // not already in for drops_bx_full
+				fc.Rings = append(fc.Rings, r.Queue)
+				fc.Evidence = append(fc.Evidence, Evidence{r.Queue, counters.Packets.String(), d[counters.Packets], "delivered in the interval"})
+			}
 			continue
 		}
 		set := r.Assoc
@@ -212,8 +215,8 @@ func Diagnose(in Input) Verdict {
 			Evidence{-1, counters.AllocFailures.String(), allocFail, "Ax refills postponed: the allocator was empty"})
 	}
 	f[ComputeSaturation].Action = "the cores of rings " + ringList(f[ComputeSaturation].Rings) +
-		" do not keep up: add queues (cores) and spread their flows (vnicctl rss), or lighten the per-packet work; a larger Bx ring only absorbs longer bursts"
-	f[BufferExhaustion].Action = "give the tenant more buffers or larger Ax rings for rings " + ringList(f[BufferExhaustion].Rings) +
+		" do not keep up: add queues (cores) and spread their flows (vnicctl rss), or lighten the per-packet work; a larger Bx ring (AttachOptions.BxSize, vnicd --bx-size or --latency-budget) only absorbs longer bursts"
+	f[BufferExhaustion].Action = "give the tenant more buffers or larger Ax rings (AttachOptions.Buffers, AxSize; vnicd --ax-size) for rings " + ringList(f[BufferExhaustion].Rings) +
 		" (under privring, run rxbisect so that starved queues borrow); with alloc_failures, a smaller allocator cache strands fewer buffers in idle cores"
 	f[NUMAAssociation].Action = "rings " + ringList(f[NUMAAssociation].Rings) +
 		" starved while another node had buffers: allow remote lending for bursts (nic.TenantConfig.AllowRemote), move the queue's core next to the spare capacity, or add buffers on its node"

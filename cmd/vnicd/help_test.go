@@ -1,0 +1,33 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// TestRunHelpFits80Columns: vnicd run --help wraps every line at 80
+// columns and still lists every flag with its whole usage.
+func TestRunHelpFits80Columns(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := newApp(&out, &errb).Run([]string{"vnicd", "run", "--help"}); err != nil {
+		t.Fatal(err)
+	}
+	help := out.String()
+	for i, l := range strings.Split(help, "\n") {
+		if n := utf8.RuneCountInString(l); n > 80 {
+			t.Errorf("line %d is %d columns:\n%s", i+1, n, l)
+		}
+	}
+	flat := strings.Join(strings.Fields(help), " ")
+	for _, f := range runCommand().Flags {
+		name := f.Names()[0]
+		if !strings.Contains(help, "--"+name+" ") && !strings.Contains(help, "--"+name+"\n") {
+			t.Errorf("flag --%s missing from the help", name)
+		}
+		if u, ok := f.(interface{ GetUsage() string }); ok && !strings.Contains(flat, strings.Join(strings.Fields(u.GetUsage()), " ")) {
+			t.Errorf("--%s's usage is not whole in the help: %q", name, u.GetUsage())
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vnic/vnic/shm"
+)
+
+// Ring sizing from burst tolerance.
+//
+// A ring between a producer that does not wait and a consumer thread that
+// can be off its CPU must hold what arrives while the consumer is away:
+//
+//	entries >= peak frame rate × the longest the consumer waits for a CPU
+//
+// A NIC driver sizes its descriptor rings the same way, from the line rate
+// and its interrupt latency. vnicd has two such rings per queue: the AF_XDP
+// socket's RX and fill rings (the kernel produces, vnicd's engine consumes;
+// past them the kernel drops, xsk_rx_dropped) and each tenant's Bx ring
+// (the engine produces, the application's thread consumes; past it the
+// engine drops, drops_bx_full). Both consumers sleep when idle (the engine
+// in epoll after --spin-budget, the client in Queue.Wait after its spin),
+// so the first frames of a burst find them asleep, and on a shared machine
+// they then wait for a CPU behind other work.
+//
+// The peak rate is the interface's: its link speed
+// (/sys/class/net/<iface>/speed) in minimum-size frames, 84 bytes on the
+// wire with preamble and inter-frame gap (14.88 Mpps at 10 Gb/s); an
+// interface that reports no speed counts as 10 Gb/s, and veth reports
+// 10 Gb/s itself. The synthetic source's peak is its --rate, or without one
+// the same 10 Gb/s. A single flow can take all of it, so every queue gets
+// the whole rate, as a driver's every ring does.
+//
+// The wait is --latency-budget, 10 ms by default. On the 2-vCPU test guest
+// an epoll sleeper's wake-up took 11-14 µs at the median but 3-5 ms at the
+// 99.9th percentile and up to 16-27 ms at a load average of 6 (other
+// builds on both CPUs); trafgen's back-to-back bursts there arrive at
+// 0.5-1.7 Mpps, so a 20,000-frame burst lasts 12-40 ms and a consumer
+// that misses 10 ms of it must find room for up to 17,000 frames.
+//
+// Memory bounds the result. An AF_XDP ring entry costs a UMEM chunk
+// (2 KiB at MTU 1500): each socket's ring stays within [2048, 32768]
+// entries and all sockets' UMEM within xskUMEMBudget. A Bx entry costs
+// about three packet buffers (the tenant's Ax rings fill a Bx ring, and
+// the default buffer count is queues × (|Ax| + |Tx|) + 2 × |Bx|): Bx
+// stays within [1024, 16384], about 100 MiB for a one-queue tenant at the
+// top, which --memory-budget and --max-region still bound. At the defaults
+// on veth both land on the upper bound: 32,768 AF_XDP entries hold 19 ms
+// at trafgen's 1.7 Mpps, 16,384 Bx entries 9.6 ms.
+const (
+	defaultLatencyBudget = 10 * time.Millisecond
+	minWireFrame         = 84    // bytes: 64-byte frame, 8 preamble, 12 inter-frame gap
+	defaultLinkMbps      = 10000 // for interfaces that report no speed
+	minXskRing           = 2048
+	maxXskRing           = 32768
+	xskUMEMBudget        = 512 << 20 // bytes of UMEM over all of vnicd's AF_XDP sockets
+	minBxAuto            = 1024
+	maxBxAuto            = 16384
+)
+
+// linePPS is the frame rate of a link of mbps Mb/s at minimum-size frames.
+func linePPS(mbps int) float64 { return float64(mbps) * 1e6 / (minWireFrame * 8) }
+
+// burstEntries is a ring depth that holds rate frames/s for budget: the
+// next power of two of their product, within [lo, hi].
+func burstEntries(rate float64, budget time.Duration, lo, hi int) int {
+	need := rate * budget.Seconds()
+	n := lo
+	for n < hi && float64(n) < need {
+		n *= 2
+	}
+	return n
+}
+
+// xskRingFor sizes each AF_XDP socket's RX and fill rings for queues
+// sockets with chunk-byte UMEM chunks at rate frames/s (the type comment
+// above gives the derivation).
+func xskRingFor(rate float64, budget time.Duration, queues, chunk int) int {
+	hi := maxXskRing
+	for hi > minXskRing && hi*max(queues, 1)*chunk > xskUMEMBudget {
+		hi /= 2
+	}
+	return burstEntries(rate, budget, minXskRing, hi)
+}
+
+// bxFor sizes a tenant's Bx rings at rate frames/s.
+func bxFor(rate float64, budget time.Duration) int {
+	return burstEntries(rate, budget, minBxAuto, maxBxAuto)
+}
+
+// linkMbps is an interface's link speed in Mb/s from sysfs, or
+// defaultLinkMbps when it reports none (-1, or no such file).
+func linkMbps(iface string) int {
+	b, err := os.ReadFile("/sys/class/net/" + iface + "/speed")
+	if err != nil {
+		return defaultLinkMbps
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n <= 0 {
+		return defaultLinkMbps
+	}
+	return n
+}
+
+// latencyBudget reads --latency-budget.
+func latencyBudget(c *cli.Context) (time.Duration, error) {
+	d := c.Duration("latency-budget")
+	if d <= 0 || d > time.Second {
+		return 0, fmt.Errorf("--latency-budget %v: give a duration in (0, 1s], e.g. %v (the default)", d, defaultLatencyBudget)
+	}
+	return d, nil
+}
+
+// peakRate is the frame rate vnicd sizes its rings for: the interface's
+// line rate with --source xsk, the synthetic --rate otherwise (or 10 Gb/s
+// of minimum-size frames for an unpaced one).
+func peakRate(c *cli.Context) float64 {
+	if c.String("source") == "xsk" {
+		return linePPS(linkMbps(c.String("iface")))
+	}
+	if r := c.Float64("rate"); r > 0 {
+		return r
+	}
+	return linePPS(defaultLinkMbps)
+}
+
+// bxSize is --bx-size, or at 0 (the default) the size for the peak rate
+// and --latency-budget.
+func bxSize(c *cli.Context) (int, error) {
+	if n := c.Int("bx-size"); n != 0 {
+		return n, nil
+	}
+	budget, err := latencyBudget(c)
+	if err != nil {
+		return 0, err
+	}
+	return bxFor(peakRate(c), budget), nil
+}
+
+// localAx is --ax-size for the in-process demo tenant (--local-consumers):
+// the flag when given, else at least large enough that the tenant's queues
+// can fill a Bx ring of bx entries (k·|Ax| >= |Bx|), as vnicd sizes an
+// attaching tenant's.
+func localAx(c *cli.Context, bx, queues int) int {
+	if c.IsSet("ax-size") {
+		return c.Int("ax-size")
+	}
+	return shm.SizedAx(c.Int("ax-size"), bx, queues)
+}
