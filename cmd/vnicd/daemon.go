@@ -22,12 +22,17 @@ import (
 	"github.com/vnic/vnic/wire/synth"
 )
 
-// runDaemon serves tenants over the control socket.
+// synthDstPorts is --dst-ports' default: the ports examples/quickstart
+// (the README's program) claims, so that the README's synthetic-source
+// command and its quickstart work together.
+const synthDstPorts = "9000-9099"
+
 // handoffBufSize is the buffer size of a --handoff tenant unless
 // --buf-size says otherwise (the default buffer size is not a power of
 // two: shm.DefaultBufSize).
 const handoffBufSize = 2048
 
+// runDaemon serves tenants over the control socket.
 func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.Policy, key rss.Key) error {
 	lim, err := limits(c)
 	if err != nil {
@@ -101,6 +106,9 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 		return err
 	}
 	sc := synth.Config{FrameSize: c.Int("frame-size"), Flows: c.Int("flows"), Dist: dist, Rate: c.Float64("rate"), Bucket: c.Int("rate-bucket"), Seed: 1}
+	if sc.DstPortLo, sc.DstPortHi, err = parsePortRange("--dst-ports", c.String("dst-ports")); err != nil {
+		return err
+	}
 	if dist == synth.Zipf {
 		sc.ZipfS = c.Float64("zipf-s")
 	}
@@ -109,7 +117,7 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 		return err
 	}
 	dcfg.Source = nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil })
-	dcfg.SourceName, dcfg.SourceMode = "synth", fmt.Sprintf("synthetic %d-byte UDP, %d flows, %s; TX frames are counted and dropped", sc.FrameSize, sc.Flows, dist)
+	dcfg.SourceName, dcfg.SourceMode = "synth", fmt.Sprintf("synthetic %d-byte UDP to ports %d-%d, %d flows, %s; TX frames are counted and dropped", sc.FrameSize, sc.DstPortLo, sc.DstPortHi, sc.Flows, dist)
 	return serve(c, dcfg)
 }
 

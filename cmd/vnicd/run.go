@@ -59,6 +59,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "consumer-cpu", Value: 1, Usage: "CPU the in-process demo consumers are pinned to (-1: unpinned)"},
 			&cli.IntFlag{Name: "frame-size", Value: 64, Usage: "synthetic frame size, 64..1514"},
 			&cli.IntFlag{Name: "flows", Value: 1024, Usage: "synthetic flows"},
+			&cli.StringFlag{Name: "dst-ports", Value: synthDstPorts, Usage: "UDP destination ports of the synthetic flows (9000 or 9000-9099; the default is the range examples/quickstart claims)"},
 			&cli.StringFlag{Name: "dist", Value: "uniform", Usage: "flow distribution: uniform, zipf, share or replay"},
 			&cli.Float64Flag{Name: "zipf-s", Value: 1.1, Usage: "Zipf exponent for --dist zipf"},
 			&cli.Float64Flag{Name: "rate", Value: 0, Usage: "synthetic packets per second (0: as fast as possible)"},
@@ -181,6 +182,9 @@ func run(c *cli.Context) error {
 		return fmt.Errorf("--dist: %w", err)
 	}
 	sc := synth.Config{FrameSize: c.Int("frame-size"), Flows: c.Int("flows"), Dist: dist, Queues: q, Rate: c.Float64("rate"), Seed: 1}
+	if sc.DstPortLo, sc.DstPortHi, err = parsePortRange("--dst-ports", c.String("dst-ports")); err != nil {
+		return err
+	}
 	switch dist {
 	case synth.Zipf:
 		sc.ZipfS = c.Float64("zipf-s")
