@@ -18,7 +18,6 @@ import (
 	"github.com/vnic/vnic/internal/buildinfo"
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/nic"
-	"github.com/vnic/vnic/rss"
 	"github.com/vnic/vnic/wire/synth"
 )
 
@@ -33,18 +32,7 @@ const synthDstPorts = "9000-9099"
 const handoffBufSize = 2048
 
 // runDaemon serves tenants over the control socket.
-func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.Policy, key rss.Key) error {
-	lim, err := limits(c)
-	if err != nil {
-		return err
-	}
-	ecfg, err := timingFlags(c)
-	if err != nil {
-		return err
-	}
-	if c.Bool("check") {
-		return checkDaemon(c)
-	}
+func runDaemon(c *cli.Context, log zerolog.Logger, set *settings) error {
 	gid := -1
 	if g := c.String("socket-group"); g != "" {
 		grp, err := user.LookupGroup(g)
@@ -57,8 +45,9 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 	if ecpu >= runtime.NumCPU() {
 		return fmt.Errorf("--emulator-cpu %d does not exist (this machine has %d CPUs); pick one below %d or use -1", ecpu, runtime.NumCPU(), runtime.NumCPU())
 	}
-	ecfg.Model, ecfg.Policy, ecfg.Key, ecfg.EmulatorCPU = model, policy, key, ecpu
-	dcfg := daemon.Config{Limits: lim,
+	ecfg := set.engine
+	ecfg.EmulatorCPU = ecpu
+	dcfg := daemon.Config{Limits: set.limits,
 		Socket: c.String("socket"), SocketGroup: gid,
 		Engine: ecfg,
 		AxSize: c.Int("ax-size"), BxSize: c.Int("bx-size"), BufSize: c.Int("buf-size"),
@@ -66,15 +55,7 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 		MetricsAddr: c.String("metrics-addr"), Log: log, Version: version,
 	}
 	if c.Bool("handoff") {
-		// The tenant's buffers are the AF_XDP UMEM's chunks, and xsk
-		// takes only power-of-two chunk sizes: 2 KiB unless set.
-		bs := handoffBufSize
-		if c.IsSet("buf-size") {
-			bs = c.Int("buf-size")
-		}
-		if bs&(bs-1) != 0 {
-			return fmt.Errorf("--handoff with --buf-size %d: the tenant's buffers are the AF_XDP UMEM's chunks, which must be a power of two; use %d or leave --buf-size out", bs, handoffBufSize)
-		}
+		bs := set.bufSize
 		dcfg.BufSize = bs
 		w, err := openHandoff(c, log)
 		if err != nil {
@@ -101,23 +82,13 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 		dcfg.SourceName, dcfg.SourceMode, dcfg.SourceStats = "xsk:"+c.String("iface"), w.mode, w.stats
 		return serve(c, dcfg)
 	}
-	dist, err := parseSynthDist(c)
-	if err != nil {
-		return err
-	}
-	sc := synth.Config{FrameSize: c.Int("frame-size"), Flows: c.Int("flows"), Dist: dist, Rate: c.Float64("rate"), Bucket: c.Int("rate-bucket"), Seed: 1}
-	if sc.DstPortLo, sc.DstPortHi, err = parsePortRange("--dst-ports", c.String("dst-ports")); err != nil {
-		return err
-	}
-	if dist == synth.Zipf {
-		sc.ZipfS = c.Float64("zipf-s")
-	}
+	sc := set.synth
 	gen, err := synth.New(sc, nil)
 	if err != nil {
 		return err
 	}
 	dcfg.Source = nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil })
-	dcfg.SourceName, dcfg.SourceMode = "synth", fmt.Sprintf("synthetic %d-byte UDP to ports %d-%d, %d flows, %s; TX frames are counted and dropped", sc.FrameSize, sc.DstPortLo, sc.DstPortHi, sc.Flows, dist)
+	dcfg.SourceName, dcfg.SourceMode = "synth", fmt.Sprintf("synthetic %d-byte UDP to ports %d-%d, %d flows, %s; TX frames are counted and dropped", sc.FrameSize, sc.DstPortLo, sc.DstPortHi, sc.Flows, sc.Dist)
 	return serve(c, dcfg)
 }
 
@@ -258,16 +229,4 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size; give bytes with an optional KiB, MiB, GiB or TiB suffix, e.g. 512MiB", s)
 	}
 	return n * mult, nil
-}
-
-// parseSynthDist reads --dist for the daemon's synthetic source.
-func parseSynthDist(c *cli.Context) (synth.Dist, error) {
-	dist, err := synth.ParseDist(c.String("dist"))
-	if err != nil {
-		return dist, fmt.Errorf("--dist: %w", err)
-	}
-	if dist == synth.QueueShare || dist == synth.Replay {
-		return dist, fmt.Errorf("--dist %s needs the tenant's queues, which the daemon learns only at attach; use uniform or zipf, or --local-consumers", dist)
-	}
-	return dist, nil
 }

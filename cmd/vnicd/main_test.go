@@ -245,3 +245,52 @@ func TestHandoffMTUWarning(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRefusesWhatRunRefuses: vnicd run --check and vnicd run share one
+// validation, so every flag a real start refuses is refused by --check with
+// the same sentence, and a configuration --check accepts starts.
+func TestCheckRefusesWhatRunRefuses(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "vnicd.sock")
+	base := []string{"vnicd", "run", "--socket", sock, "--metrics-addr", "", "--duration", "100ms", "--emulator-cpu", "-1",
+		"--consumer-cpu", "-1", "--no-huge-pages", "--report", "0", "--log-format", "json"}
+	for _, args := range [][]string{
+		{"--metrics-addr", "9464"},
+		{"--metrics-addr", "localhost:http"},
+		{"--metrics-addr", "127.0.0.1:70000"},
+		{"--source", "xsk", "--iface", "lo", "--xsk-ring-size", "100"},
+		{"--source", "xsk", "--iface", "lo", "--xsk-ring-size", "32"},
+		{"--source", "xsk"},
+		{"--source", "xsk", "--iface", "lo", "--handoff", "--buf-size", "2112"},
+		{"--dst-ports", "9100-9000"},
+		{"--frame-size", "40"},
+		{"--flows", "0"},
+		{"--rate", "-5"},
+		{"--rate-bucket", "-1"},
+		{"--dist", "zipf", "--zipf-s", "0"},
+		{"--dist", "share"},
+		{"--local-consumers", "--frame-size", "2000", "--buf-size", "4096"},
+		{"--local-consumers", "--flows", "0"},
+		{"--model", "ring"},
+		{"--spin-budget", "5s"},
+		{"--max-conns", "0"},
+		{"--max-region", "lots"},
+		{"--ax-size", "100"},
+		{"extra"},
+	} {
+		var out, errb bytes.Buffer
+		runErr := newApp(&out, &errb).Run(append(append([]string{}, base...), args...))
+		checkErr := newApp(&out, &errb).Run(append(append(append([]string{}, base...), args...), "--check"))
+		if runErr == nil || checkErr == nil || runErr.Error() != checkErr.Error() {
+			t.Errorf("%v: run says %v; --check says %v", args, runErr, checkErr)
+		}
+	}
+	for _, args := range [][]string{{}, {"--local-consumers"}, {"--metrics-addr", "127.0.0.1:0"}} {
+		var out, errb bytes.Buffer
+		if err := newApp(&out, &errb).Run(append(append(append([]string{}, base...), args...), "--check")); err != nil || !strings.Contains(out.String(), "configuration OK") {
+			t.Errorf("%v --check: %v %q", args, err, out.String())
+		}
+		if err := newApp(&out, &errb).Run(append(append([]string{}, base...), args...)); err != nil {
+			t.Errorf("%v: --check accepts it, run says %v\n%s", args, err, errb.String())
+		}
+	}
+}

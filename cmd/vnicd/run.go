@@ -87,50 +87,20 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q; vnicd run takes only flags", c.Args().First())
-	}
-	model, err := nic.ParseModel(c.String("model"))
+	set, err := validate(c)
 	if err != nil {
 		return err
 	}
-	policy, err := nic.ParsePolicy(c.String("policy"))
-	if err != nil {
-		return err
-	}
-	key, err := rss.ParseKey(c.String("key"))
-	if err != nil {
-		return fmt.Errorf("--key: %w", err)
-	}
-	if s := c.String("source"); s != "synth" && s != "xsk" {
-		return fmt.Errorf("--source %q: use synth or xsk", s)
-	}
-	if c.String("source") == "synth" {
-		for _, f := range []string{"iface", "xdp-mode", "claim-all", "claim-ports", "claim-udp-only", "claim-min-ip-len", "redirect-arp"} {
-			if c.IsSet(f) {
-				return fmt.Errorf("--%s works with --source xsk only, and --source is synth (the default, which generates frames itself): add --source xsk to take frames from the interface, or drop --%s", f, f)
-			}
-		}
-	}
-	if c.Bool("handoff") && (c.String("source") != "xsk" || c.Bool("local-consumers")) {
-		return fmt.Errorf("--handoff works with --source xsk only (and without --local-consumers): it lays the AF_XDP sockets over an attached tenant's region")
-	}
-	if c.String("source") == "xsk" && c.Bool("local-consumers") {
-		return fmt.Errorf("--local-consumers works with --source synth only; attach an application to take frames from --iface")
-	}
-	warnings, err := checkGeometry(c, c.Bool("local-consumers"))
-	if err != nil {
-		return err
-	}
-	for _, w := range warnings {
+	for _, w := range set.warnings {
 		log.Warn().Msg(w)
-	}
-	if !c.Bool("local-consumers") {
-		return runDaemon(c, log, model, policy, key)
 	}
 	if c.Bool("check") {
 		return checked(c)
 	}
+	if !c.Bool("local-consumers") {
+		return runDaemon(c, log, set)
+	}
+	model, policy := set.model, set.policy
 	ecpu, ccpu := c.Int("emulator-cpu"), c.Int("consumer-cpu")
 	for _, cpu := range []int{ecpu, ccpu} {
 		if cpu >= runtime.NumCPU() {
@@ -152,11 +122,8 @@ func run(c *cli.Context) error {
 		return fmt.Errorf("create the tenant region: %w", err)
 	}
 	defer region.Close()
-	ecfg, err := timingFlags(c)
-	if err != nil {
-		return err
-	}
-	ecfg.Model, ecfg.Policy, ecfg.Key, ecfg.EmulatorCPU = model, policy, key, ecpu
+	ecfg := set.engine
+	ecfg.EmulatorCPU = ecpu
 	ecfg.OnFault = func(t *nic.Tenant, err error) {
 		log.Error().Err(err).Str("tenant", t.Name).Msg("tenant wrote corrupt ring state; detaching it")
 	}
@@ -176,27 +143,8 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	hasher, _ := rss.NewHasher(key)
-	dist, err := synth.ParseDist(c.String("dist"))
-	if err != nil {
-		return fmt.Errorf("--dist: %w", err)
-	}
-	sc := synth.Config{FrameSize: c.Int("frame-size"), Flows: c.Int("flows"), Dist: dist, Queues: q, Rate: c.Float64("rate"), Seed: 1}
-	if sc.DstPortLo, sc.DstPortHi, err = parsePortRange("--dst-ports", c.String("dst-ports")); err != nil {
-		return err
-	}
-	switch dist {
-	case synth.Zipf:
-		sc.ZipfS = c.Float64("zipf-s")
-	case synth.Replay:
-		sc.Profile = synth.CAIDALike(q, 60, 1)
-	case synth.QueueShare:
-		sc.Share = make([]float64, q)
-		for i := range sc.Share {
-			sc.Share[i] = 1
-		}
-		sc.Share[0] = float64(q) // one hot queue
-	}
+	hasher, _ := rss.NewHasher(set.key)
+	sc := set.synth
 	gen, err := synth.New(sc, func(f synth.Flow) int {
 		t, _ := rss.NewTuple(rss.ProtoUDP, f.Src, f.Dst, f.SrcPort, f.DstPort)
 		return ten.RETA().Queue(hasher.HashTuple(&t))

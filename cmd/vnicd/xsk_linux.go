@@ -72,9 +72,6 @@ func addXDPCounters(out map[string]uint64, objs *bpf.Objects) {
 // then generic, unless --xdp-mode says otherwise) and opens one AF_XDP
 // socket per RX queue.
 func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
-	if n := c.Int("xsk-ring-size"); n < 64 || n > 65536 || n&(n-1) != 0 {
-		return nil, fmt.Errorf("--xsk-ring-size %d: give a power of two from 64 to 65536, e.g. %d (the default)", n, xsk.DefaultRingSize)
-	}
 	x, err := attachXDP(c, "--source xsk", log)
 	if err != nil {
 		return nil, err

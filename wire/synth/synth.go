@@ -219,6 +219,10 @@ func New(cfg Config, queueOf func(Flow) int) (*Generator, error) {
 	return g, nil
 }
 
+// Validate checks c as New does; withQueueOf says whether New will be
+// given a queueOf function.
+func (c *Config) Validate(withQueueOf bool) error { return c.check(withQueueOf) }
+
 // check validates everything that does not need queueOf's answers.
 func (c *Config) check(haveQueueOf bool) error {
 	if c.Sizes != nil {
