@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"os/user"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +41,9 @@ func runDaemon(c *cli.Context, log zerolog.Logger, set *settings) error {
 			return fmt.Errorf("--socket-group %q: %w; create it (groupadd %s) or leave the flag out", g, err, g)
 		}
 		gid, _ = strconv.Atoi(grp.Gid)
+		if !mayChownTo(gid) {
+			return fmt.Errorf("--socket-group %s: vnicd runs as uid %d, not root and not a member of %s, so it cannot give the socket to that group; run vnicd as root, or as a member of %s", g, os.Geteuid(), g, g)
+		}
 	}
 	ecpu := c.Int("emulator-cpu")
 	if ecpu >= runtime.NumCPU() {
@@ -229,4 +233,35 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size; give bytes with an optional KiB, MiB, GiB or TiB suffix, e.g. 512MiB", s)
 	}
 	return n * mult, nil
+}
+
+// mayChownTo reports whether this process may give a file it owns to group
+// gid: with CAP_CHOWN (root has it) to any group, else only to a group it
+// is a member of.
+func mayChownTo(gid int) bool {
+	if os.Geteuid() == 0 || os.Getegid() == gid || hasCapChown() {
+		return true
+	}
+	groups, err := os.Getgroups()
+	if err != nil {
+		return true // let the chown decide
+	}
+	return slices.Contains(groups, gid)
+}
+
+// hasCapChown reports whether CAP_CHOWN (bit 0) is in the effective set
+// that /proc/self/status shows; where it cannot be read, the chown
+// itself decides.
+func hasCapChown() bool {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return true
+	}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err != nil || caps&1 != 0
+		}
+	}
+	return true
 }
