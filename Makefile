@@ -77,7 +77,7 @@ vet:
 	$(GO) vet $(PKGS)
 
 # darwin checks that everything, tests included, builds off Linux
-# (DESIGN.md 6.6: Linux-only code in _linux.go files, stubs elsewhere).
+# (docs/design.md §8.6: Linux-only code in _linux.go files, stubs elsewhere).
 darwin:
 	GOOS=darwin $(GO) build $(PKGS)
 	GOOS=darwin $(GO) vet $(PKGS)

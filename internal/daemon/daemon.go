@@ -548,7 +548,7 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 	}
 	bxs, txs := pick(req.BxSize, d.cfg.BxSize), pick(req.TxSize, d.cfg.TxSize)
 	// A tenant that does not choose gets Ax rings large enough that its
-	// queues together can fill a Bx ring (k·|Ax| >= |Bx|, DESIGN.md §2).
+	// queues together can fill a Bx ring (k·|Ax| >= |Bx|, docs/design.md §2).
 	ax := req.AxSize
 	if ax == 0 {
 		ax = d.cfg.AxSize
