@@ -48,6 +48,11 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"run", "--local-consumers", "--emulator-priority", "realtime"}, "--emulator-priority \"realtime\""},
 		{[]string{"run", "--handoff", "--source", "xsk", "--iface", "lo", "--buf-size", "2112", "--metrics-addr", ""}, "must be a power of two; use 2048"},
 		{[]string{"run", "--local-consumers", "--bx-post-batch", "2000"}, "--bx-post-batch 2000"},
+		{[]string{"run", "--rate", "fast"}, `--rate "fast" is not a number; --rate takes a number: synthetic packets per second`},
+		{[]string{"run", "--spin-budget", "200"}, `--spin-budget "200" is not a duration; give a number with its unit (ns, us, ms, s, m or h), e.g. 200us`},
+		{[]string{"run", "--queues", "four"}, `--queues "four" is not a whole number`},
+		{[]string{"run", "--check=maybe"}, `--check "maybe" is not true or false`},
+		{[]string{"run", "--source", "xsk", "--iface", "vnic-nonexistent0"}, "--iface vnic-nonexistent0: this network namespace has no interface of that name"},
 		{[]string{"run", "--dst-ports", "9000-1"}, "--dst-ports \"9000-1\": the range is empty"},
 		{[]string{"run", "--dst-ports", "http"}, "--dst-ports \"http\": give a port (9000) or a range"},
 	} {

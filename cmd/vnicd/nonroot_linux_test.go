@@ -122,3 +122,17 @@ func TestIntegrationNonRootSocketGroup(t *testing.T) {
 		t.Fatalf("vnicd as nobody with --socket-group %s (its own): %v\n%s", own.Name, err, out)
 	}
 }
+
+// TestIntegrationNonRootXDP: vnicd started as nobody with --source xsk
+// gives its advice once, in one sentence, without the BPF library's note
+// on memlock.
+func TestIntegrationNonRootXDP(t *testing.T) {
+	bin, cred, dir := nobodyEnv(t)
+	out, err := runAs(t, bin, cred, time.Second, "--socket", filepath.Join(dir, "vnicd.sock"), "--source", "xsk", "--iface", "lo")
+	last := strings.TrimSpace(out)
+	last = last[strings.LastIndex(last, "\n")+1:]
+	want := "vnicd: load the XDP program: permission denied: vnicd needs CAP_BPF and CAP_NET_ADMIN, so run it as root or with the systemd unit"
+	if err == nil || last != want || strings.Contains(out, "RemoveMemlock") || strings.Count(out, "CAP_BPF") != 1 {
+		t.Fatalf("vnicd as nobody with --source xsk: %v\n%s", err, out)
+	}
+}

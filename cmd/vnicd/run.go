@@ -19,6 +19,7 @@ import (
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/counters"
 	"github.com/vnic/vnic/internal/affinity"
+	"github.com/vnic/vnic/internal/cliutil"
 	"github.com/vnic/vnic/internal/conserve"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/rss"
@@ -75,8 +76,8 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "check", Usage: "validate the flags (and --config) and exit 0 if vnicd would accept them; the host is not consulted (group, CPUs, interface)"},
 		), limitFlags()...)),
 		Before: loadConfig,
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return fmt.Errorf("%w; run vnicd run --help for the flags", err)
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return fmt.Errorf("%w; run vnicd run --help for the flags", cliutil.FlagError(c, err))
 		},
 		Action: run,
 	}

@@ -3,8 +3,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -139,6 +141,9 @@ func attachXDP(c *cli.Context, who string, log zerolog.Logger) (*xdp, error) {
 	}
 	ifc, err := net.InterfaceByName(x.name)
 	if err != nil {
+		if strings.Contains(err.Error(), "no such network interface") {
+			return nil, fmt.Errorf("--iface %s: this network namespace has no interface of that name; give one that ip link lists (run vnicd inside the interface's namespace: ip netns exec NS vnicd ...)", x.name)
+		}
 		return nil, fmt.Errorf("--iface %s: %w; list interfaces with ip link (inside the right network namespace)", x.name, err)
 	}
 	x.index = ifc.Index
@@ -157,6 +162,11 @@ func attachXDP(c *cli.Context, who string, log zerolog.Logger) (*xdp, error) {
 		log.Warn().Str("iface", x.name).Msg("--claim-all: vnicd takes every frame but ARP from this interface; the kernel gets no TCP, ICMP, neighbour discovery or DHCP on it, so the host loses it (use on a dedicated NIC or a test bed only)")
 	}
 	if x.objs, err = bpf.Load(bpf.Options{Queues: max(x.info.RXQueues, 1), Config: base, Frags: needsFrags(x.info.MTU)}); err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			// The loader's own advice (and the library's, about
+			// memlock) would repeat this one.
+			return nil, fmt.Errorf("load the XDP program: %w: vnicd needs CAP_BPF and CAP_NET_ADMIN, so run it as root or with the systemd unit", os.ErrPermission)
+		}
 		return nil, fmt.Errorf("load the XDP program: %w; vnicd needs CAP_BPF and CAP_NET_ADMIN (run it as root or with the systemd unit)", err)
 	}
 	x.claims = newClaimSet(base, x.objs.SetConfig, log)
