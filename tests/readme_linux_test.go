@@ -204,3 +204,49 @@ func TestREADMESynthQuickstart(t *testing.T) {
 	}
 	stopQuickstart(qs, qout)
 }
+
+// TestIntegrationREADMETestbed runs the README's testbed line as written
+// (as root, without sudo), then testbed list and testbed down with its
+// prefix, and requires the start hint it prints to name a socket of its
+// own. It leaves a testbed of that prefix that someone else made alone.
+func TestIntegrationREADMETestbed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("testbed up needs root (network namespaces)")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "vnicctl")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/vnic/vnic/cmd/vnicctl").CombinedOutput(); err != nil {
+		t.Fatalf("build vnicctl: %v\n%s", err, out)
+	}
+	line := readmeLine(t, "sudo vnicctl testbed up")
+	args := strings.Fields(strings.TrimPrefix(line, "sudo vnicctl "))
+	prefix := ""
+	for i := range args {
+		if args[i] == "--prefix" && i+1 < len(args) {
+			prefix = args[i+1]
+		}
+	}
+	if prefix == "" {
+		t.Fatalf("the README's testbed line %q has no --prefix", line)
+	}
+	if _, err := os.Stat("/run/netns/" + prefix + "-dut"); err == nil {
+		t.Skipf("a testbed %s exists already (not this test's): left alone", prefix)
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	defer exec.Command(bin, "testbed", "down", "--prefix", prefix).Run()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	if !strings.Contains(string(out), "--socket /run/vnic/"+prefix+"-dut.sock --metrics-addr ''") {
+		t.Errorf("%s suggests:\n%s", line, out)
+	}
+	if out, err := exec.Command(bin, "testbed", "list").CombinedOutput(); err != nil || !strings.Contains(string(out), prefix) {
+		t.Errorf("testbed list: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "testbed", "down", "--prefix", prefix).CombinedOutput(); err != nil || !strings.Contains(string(out), "removed") {
+		t.Errorf("testbed down --prefix %s: %v\n%s", prefix, err, out)
+	}
+	if _, err := os.Stat("/run/netns/" + prefix + "-dut"); err == nil {
+		t.Errorf("testbed down left %s-dut", prefix)
+	}
+}
