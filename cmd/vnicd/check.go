@@ -27,7 +27,7 @@ type settings struct {
 	warnings []string      // geometry that works but breaks the sizing rules
 	engine   nic.Config    // --idle, --spin-budget, ... with model, policy and key
 	limits   daemon.Limits // daemon mode
-	synth    synth.Config  // --source synth (QueueShare's shares and Replay's profile are --local-consumers' and set by run)
+	synth    synth.Config  // --source synth: the synthetic source, checked as synth.New checks it
 	bufSize  int           // --handoff: the tenant's buffer size
 }
 
