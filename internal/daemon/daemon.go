@@ -159,12 +159,15 @@ func (d *Daemon) listen() error {
 		if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
 			return fmt.Errorf("%s exists and this user may not connect to it, so it may be another vnicd's; give this one --socket PATH in a directory it may write, or run it as that vnicd's user", path)
 		}
-		if !errors.Is(err, syscall.ECONNREFUSED) {
+		switch {
+		case errors.Is(err, syscall.ENOENT): // gone since the Lstat
+		case !errors.Is(err, syscall.ECONNREFUSED):
 			return fmt.Errorf("%s exists and is not a socket vnicd can check (%w); remove it or give --socket PATH", path, err)
-		}
-		d.log.Info().Str("socket", path).Msg("removing the stale socket of a vnicd that did not stop cleanly")
-		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("remove stale socket %s: %w", path, err)
+		default:
+			d.log.Info().Str("socket", path).Msg("removing the stale socket of a vnicd that did not stop cleanly")
+			if err := os.Remove(path); err != nil {
+				return fmt.Errorf("remove stale socket %s: %w", path, err)
+			}
 		}
 	}
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
