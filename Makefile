@@ -18,7 +18,7 @@ BICHANNEL_SOAK ?= 2m
 
 # The version --version prints (else the build information's, see
 # internal/buildinfo).
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+VERSION   ?= $(shell git -c safe.directory='*' describe --tags --always --dirty 2>/dev/null)
 LDFLAGS   ?= $(if $(VERSION),-X github.com/vnic/vnic/internal/buildinfo.Override=$(VERSION))
 PREFIX    ?= /usr/local
 DESTDIR   ?=
@@ -42,17 +42,18 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/vnicd ./cmd/vnicctl
 
 # install copies the commands, the systemd unit (its paths follow PREFIX),
-# the sysusers.d file, shell completion and the operations guide under
+# the sysusers.d file, shell completion, the operations guide and the design under
 # DESTDIR/PREFIX. Then, as root: systemd-sysusers; systemctl daemon-reload.
 install: build
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(DOCDIR) \
 		$(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
 	install -m 0755 bin/vnicd bin/vnicctl $(DESTDIR)$(BINDIR)/
 	sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/usr/local/share/doc/vnic/|$(DOCDIR)/|g' \
+		-e '/^# Install (see docs\/operations.md):$$/,/enable --now vnicd$$/c\# Installed by make install as $(UNITDIR)/vnicd.service (make uninstall removes it);\n# then, as root: systemd-sysusers \&\& systemctl daemon-reload \&\& systemctl enable --now vnicd' \
 		contrib/systemd/vnicd.service >$(DESTDIR)$(UNITDIR)/vnicd.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/vnicd.service
 	install -m 0644 contrib/systemd/vnic.sysusers $(DESTDIR)$(SYSUSERSDIR)/vnic.conf
-	install -m 0644 docs/operations.md $(DESTDIR)$(DOCDIR)/operations.md
+	install -m 0644 docs/operations.md docs/design.md $(DESTDIR)$(DOCDIR)/
 	for c in vnicd vnicctl; do \
 		bin/$$c completion bash >$(DESTDIR)$(BASHCOMPDIR)/$$c && \
 		bin/$$c completion zsh >$(DESTDIR)$(ZSHCOMPDIR)/_$$c && \
@@ -62,9 +63,10 @@ install: build
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/vnicd $(DESTDIR)$(BINDIR)/vnicctl $(DESTDIR)$(UNITDIR)/vnicd.service \
-		$(DESTDIR)$(SYSUSERSDIR)/vnic.conf $(DESTDIR)$(DOCDIR)/operations.md \
+		$(DESTDIR)$(SYSUSERSDIR)/vnic.conf $(DESTDIR)$(DOCDIR)/operations.md $(DESTDIR)$(DOCDIR)/design.md \
 		$(DESTDIR)$(BASHCOMPDIR)/vnicd $(DESTDIR)$(BASHCOMPDIR)/vnicctl $(DESTDIR)$(ZSHCOMPDIR)/_vnicd \
 		$(DESTDIR)$(ZSHCOMPDIR)/_vnicctl $(DESTDIR)$(FISHCOMPDIR)/vnicd.fish $(DESTDIR)$(FISHCOMPDIR)/vnicctl.fish
+	rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 
 # deps installs what the tests need (Go modules come through the proxy).
 deps:
@@ -77,7 +79,7 @@ vet:
 	$(GO) vet $(PKGS)
 
 # darwin checks that everything, tests included, builds off Linux
-# (DESIGN.md 6.6: Linux-only code in _linux.go files, stubs elsewhere).
+# (docs/design.md §8.6: Linux-only code in _linux.go files, stubs elsewhere).
 darwin:
 	GOOS=darwin $(GO) build $(PKGS)
 	GOOS=darwin $(GO) vet $(PKGS)
@@ -137,7 +139,7 @@ image:
 	$(GO) run ./internal/image/mkimage -bin bin/static -o bin/vnic-image.tar
 
 demo: build
-	@scripts/demo.sh
+	@VERSION=$(VERSION) scripts/demo.sh
 
 # sim regenerates the simulator's CSVs and plots under docs/sim.
 sim:

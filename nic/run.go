@@ -58,7 +58,7 @@ const idleCheck = 64
 func (e *Engine) Run(ctx context.Context, src Source) error {
 	if e.cfg.EmulatorCPU >= 0 {
 		// The thread's previous mask comes back before it unlocks, so the
-		// thread never returns to Go's pool pinned (DESIGN.md §10).
+		// thread never returns to Go's pool pinned (docs/design.md §9).
 		unpin, err := affinity.Pin(e.cfg.EmulatorCPU)
 		if err != nil {
 			return fmt.Errorf("nic: pin the emulator: %w; or use --emulator-cpu -1", err)

@@ -10,9 +10,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
-go build -o bin/vnicd ./cmd/vnicd
-go build -o bin/vnicctl ./cmd/vnicctl
-go build -o bin/rxcount ./examples/rxcount
+# The version --version prints, as make build stamps it (the Makefile's
+# VERSION when make runs this); safe.directory lets root's git describe a
+# clone another user owns (sudo make demo).
+VERSION=${VERSION:-$(git -c safe.directory='*' describe --tags --always --dirty 2>/dev/null || true)}
+go build -ldflags "${VERSION:+-X github.com/vnic/vnic/internal/buildinfo.Override=$VERSION}" -o bin/ ./cmd/vnicd ./cmd/vnicctl ./examples/rxcount
+if [ "${1:-}" = "--build-only" ]; then # build what the demo runs, and stop
+	exit 0
+fi
 
 synthetic() {
 	echo "== synthetic-traffic mode ($1): vnicd generates frames itself; the tenant attaches over the control socket"

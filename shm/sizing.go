@@ -5,7 +5,7 @@ import (
 	"math/bits"
 )
 
-// MinAxSize is the paper's lower bound on an Ax ring (§4.5, DESIGN.md §2):
+// MinAxSize is the paper's lower bound on an Ax ring (§4.5, docs/design.md §2):
 // a smaller ring runs dry within one burst.
 const MinAxSize = 64
 
@@ -30,7 +30,7 @@ func SizedAx(axMin, bxSize, queues int) int {
 }
 
 // SizingAdvice returns, as sentences, the ways g breaks the paper's sizing
-// rules (DESIGN.md §2): |Ax| >= 64 and k·|Ax| >= |Bx|, where k is the
+// rules (docs/design.md §2): |Ax| >= 64 and k·|Ax| >= |Bx|, where k is the
 // number of Ax rings a Bx ring may borrow from (all of the tenant's under
 // rxbisect). A geometry that breaks them works, but starves under bursts.
 func (g Geometry) SizingAdvice() []string {

@@ -72,8 +72,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		}
 		return cli.ShowAppHelp(c)
 	}
-	app.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-		return usageError("%v; vnicctl --help lists the commands and flags", err)
+	app.OnUsageError = func(c *cli.Context, err error, _ bool) error {
+		return usageError("%v; vnicctl --help lists the commands and flags", cliutil.FlagError(c, err))
 	}
 	app.CustomAppHelpTemplate = cli.AppHelpTemplate + "\n" + exitHelp + "\n"
 	var setUsage func([]*cli.Command, string)
@@ -82,11 +82,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			name := strings.TrimSpace(parent + " " + cmd.Name)
 			if own := cmd.OnUsageError; own != nil {
 				cmd.OnUsageError = func(c *cli.Context, err error, sub bool) error {
-					return usageError("%v", own(c, err, sub))
+					return usageError("%v", own(c, cliutil.FlagError(c, err), sub))
 				}
 			} else {
-				cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-					return usageError("%v; vnicctl %s --help lists its flags", err, name)
+				cmd.OnUsageError = func(c *cli.Context, err error, _ bool) error {
+					return usageError("%v; vnicctl %s --help lists its flags", cliutil.FlagError(c, err), name)
 				}
 			}
 			if cmd.Action == nil && len(cmd.Subcommands) > 0 {

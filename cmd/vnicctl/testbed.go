@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -43,8 +44,11 @@ func testbedCommand() *cli.Command {
 					}
 					tb, err := testbed.Up(testbed.Config{Prefix: c.String("prefix"), Peers: c.Int("peers"), Queues: c.Int("queues"), MTU: c.Int("mtu"), Hosts: c.Int("hosts")})
 					if err != nil {
-						if strings.Contains(err.Error(), "operation not permitted") {
-							return fmt.Errorf("%w; creating network namespaces needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN): run with sudo", err)
+						if errors.Is(err, os.ErrPermission) {
+							// One sentence, not the namespace package's
+							// joined errors (among them a note on a
+							// discarded thread, of no use here).
+							return &ctlError{code: 1, err: err, msg: "testbed up: creating network namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN): run it with sudo"}
 						}
 						return err
 					}
@@ -57,7 +61,7 @@ func testbedCommand() *cli.Command {
 					for _, l := range tb.Links {
 						fmt.Fprintf(w, "  %s %s (%s) <-> netns %s %s %s (%s), %d queues\n", l.DUTIf, l.DUTIP, l.DUTMAC, l.PeerNS, l.PeerIf, l.PeerIP, l.PeerMAC, l.Queues)
 					}
-					fmt.Fprintf(w, "start vnicd there with: ip netns exec %s vnicd run --source xsk --iface %s\n", tb.DUT, tb.Links[0].DUTIf)
+					fmt.Fprint(w, dutHint(tb.DUT, tb.Links[0].DUTIf))
 					return nil
 				},
 			},
@@ -98,6 +102,9 @@ func testbedCommand() *cli.Command {
 				Flags: flags,
 				Action: func(c *cli.Context) error {
 					names := testbed.List(c.String("prefix"))
+					if len(names) == 0 {
+						return notFoundError("testbed down: no testbed has the prefix %q; vnicctl testbed list shows the testbeds", c.String("prefix"))
+					}
 					if err := testbed.Down(testbed.Config{Prefix: c.String("prefix")}); err != nil {
 						return err
 					}
@@ -155,6 +162,15 @@ func listTestbeds(names []string, only string) []testbedInfo {
 
 // printHosts describes a multi-host testbed and how to run vnicd on each
 // host.
+// dutHint says how to start vnicd in the device-under-test namespace: with
+// a socket of its own and no metrics port, so that it does not collide with
+// a vnicd already running on the host (the socket's directory is shared by
+// every namespace).
+func dutHint(ns, iface string) string {
+	sock := "/run/vnic/" + ns + ".sock"
+	return fmt.Sprintf("start vnicd there with: ip netns exec %s vnicd run --source xsk --iface %s --socket %s --metrics-addr '' &\nlook at it with: vnicctl --socket %s status\n", ns, iface, sock, sock)
+}
+
 func printHosts(c *cli.Context, tb *testbed.Testbed) {
 	w := c.App.Writer
 	fmt.Fprintf(w, "%d hosts on bridge %sbr (netns %s):\n", len(tb.Hosts), tb.Prefix, tb.BridgeNS)

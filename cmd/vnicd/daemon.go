@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"os/user"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,28 +19,21 @@ import (
 	"github.com/vnic/vnic/internal/buildinfo"
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/nic"
-	"github.com/vnic/vnic/rss"
 	"github.com/vnic/vnic/wire/synth"
 )
 
-// runDaemon serves tenants over the control socket.
+// synthDstPorts is --dst-ports' default: the ports examples/quickstart
+// (the README's program) claims, so that the README's synthetic-source
+// command and its quickstart work together.
+const synthDstPorts = "9000-9099"
+
 // handoffBufSize is the buffer size of a --handoff tenant unless
 // --buf-size says otherwise (the default buffer size is not a power of
 // two: shm.DefaultBufSize).
 const handoffBufSize = 2048
 
-func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.Policy, key rss.Key) error {
-	lim, err := limits(c)
-	if err != nil {
-		return err
-	}
-	ecfg, err := timingFlags(c)
-	if err != nil {
-		return err
-	}
-	if c.Bool("check") {
-		return checkDaemon(c)
-	}
+// runDaemon serves tenants over the control socket.
+func runDaemon(c *cli.Context, log zerolog.Logger, set *settings) error {
 	gid := -1
 	if g := c.String("socket-group"); g != "" {
 		grp, err := user.LookupGroup(g)
@@ -47,17 +41,18 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 			return fmt.Errorf("--socket-group %q: %w; create it (groupadd %s) or leave the flag out", g, err, g)
 		}
 		gid, _ = strconv.Atoi(grp.Gid)
+		if !mayChownTo(gid) {
+			return fmt.Errorf("--socket-group %s: vnicd runs as uid %d, not root and not a member of %s, so it cannot give the socket to that group; run vnicd as root, or as a member of %s", g, os.Geteuid(), g, g)
+		}
 	}
 	ecpu := c.Int("emulator-cpu")
 	if ecpu >= runtime.NumCPU() {
 		return fmt.Errorf("--emulator-cpu %d does not exist (this machine has %d CPUs); pick one below %d or use -1", ecpu, runtime.NumCPU(), runtime.NumCPU())
 	}
-	ecfg.Model, ecfg.Policy, ecfg.Key, ecfg.EmulatorCPU = model, policy, key, ecpu
-	bx, err := bxSize(c)
-	if err != nil {
-		return err
-	}
-	dcfg := daemon.Config{Limits: lim,
+	ecfg := set.engine
+	ecfg.EmulatorCPU = ecpu
+	bx := set.bx
+	dcfg := daemon.Config{Limits: set.limits,
 		Socket: c.String("socket"), SocketGroup: gid,
 		Engine: ecfg,
 		AxSize: c.Int("ax-size"), BxSize: bx, BufSize: c.Int("buf-size"),
@@ -65,15 +60,7 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 		MetricsAddr: c.String("metrics-addr"), Log: log, Version: version,
 	}
 	if c.Bool("handoff") {
-		// The tenant's buffers are the AF_XDP UMEM's chunks, and xsk
-		// takes only power-of-two chunk sizes: 2 KiB unless set.
-		bs := handoffBufSize
-		if c.IsSet("buf-size") {
-			bs = c.Int("buf-size")
-		}
-		if bs&(bs-1) != 0 {
-			return fmt.Errorf("--handoff with --buf-size %d: the tenant's buffers are the AF_XDP UMEM's chunks, which must be a power of two; use %d or leave --buf-size out", bs, handoffBufSize)
-		}
+		bs := set.bufSize
 		dcfg.BufSize = bs
 		w, err := openHandoff(c, log)
 		if err != nil {
@@ -100,20 +87,13 @@ func runDaemon(c *cli.Context, log zerolog.Logger, model nic.Model, policy nic.P
 		dcfg.SourceName, dcfg.SourceMode, dcfg.SourceStats = "xsk:"+c.String("iface"), w.mode, w.stats
 		return serve(c, dcfg)
 	}
-	dist, err := parseSynthDist(c)
-	if err != nil {
-		return err
-	}
-	sc := synth.Config{FrameSize: c.Int("frame-size"), Flows: c.Int("flows"), Dist: dist, Rate: c.Float64("rate"), Bucket: c.Int("rate-bucket"), Seed: 1}
-	if dist == synth.Zipf {
-		sc.ZipfS = c.Float64("zipf-s")
-	}
+	sc := set.synth
 	gen, err := synth.New(sc, nil)
 	if err != nil {
 		return err
 	}
 	dcfg.Source = nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil })
-	dcfg.SourceName, dcfg.SourceMode = "synth", fmt.Sprintf("synthetic %d-byte UDP, %d flows, %s; TX frames are counted and dropped", sc.FrameSize, sc.Flows, dist)
+	dcfg.SourceName, dcfg.SourceMode = "synth", fmt.Sprintf("synthetic %d-byte UDP to ports %d-%d, %d flows, %s; TX frames are counted and dropped", sc.FrameSize, sc.DstPortLo, sc.DstPortHi, sc.Flows, sc.Dist)
 	return serve(c, dcfg)
 }
 
@@ -269,14 +249,33 @@ func parseBytes(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// parseSynthDist reads --dist for the daemon's synthetic source.
-func parseSynthDist(c *cli.Context) (synth.Dist, error) {
-	dist, err := synth.ParseDist(c.String("dist"))
+// mayChownTo reports whether this process may give a file it owns to group
+// gid: with CAP_CHOWN (root has it) to any group, else only to a group it
+// is a member of.
+func mayChownTo(gid int) bool {
+	if os.Geteuid() == 0 || os.Getegid() == gid || hasCapChown() {
+		return true
+	}
+	groups, err := os.Getgroups()
 	if err != nil {
-		return dist, fmt.Errorf("--dist: %w", err)
+		return true // let the chown decide
 	}
-	if dist == synth.QueueShare || dist == synth.Replay {
-		return dist, fmt.Errorf("--dist %s needs the tenant's queues, which the daemon learns only at attach; use uniform or zipf, or --local-consumers", dist)
+	return slices.Contains(groups, gid)
+}
+
+// hasCapChown reports whether CAP_CHOWN (bit 0) is in the effective set
+// that /proc/self/status shows; where it cannot be read, the chown
+// itself decides.
+func hasCapChown() bool {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return true
 	}
-	return dist, nil
+	for _, l := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err != nil || caps&1 != 0
+		}
+	}
+	return true
 }

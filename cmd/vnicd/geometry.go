@@ -14,7 +14,7 @@ import (
 // checkGeometry checks the ring and buffer flags at startup, before any
 // tenant attaches. It refuses a geometry that cannot work with a sentence
 // that names the flag and a value that works, and returns as warnings the
-// ways a workable geometry breaks the paper's sizing rules (DESIGN.md §2).
+// ways a workable geometry breaks the paper's sizing rules (docs/design.md §2).
 // local is --local-consumers: the tenant's queue count is --queues; a
 // daemon's tenants choose theirs at attach, and vnicd sizes their Ax rings
 // by the rule (shm.SizedAx) unless they ask otherwise. Flags that are not
@@ -49,7 +49,7 @@ func checkGeometry(c *cli.Context, local bool) (warnings []string, err error) {
 	ax := c.Int("ax-size")
 	if !local {
 		if ax < shm.MinAxSize {
-			warnings = append(warnings, fmt.Sprintf("--ax-size %d breaks the rule |Ax| >= %d (DESIGN.md §2): a core's ring runs dry within one burst; use %d or more", ax, shm.MinAxSize, shm.MinAxSize))
+			warnings = append(warnings, fmt.Sprintf("--ax-size %d breaks the rule |Ax| >= %d (docs/design.md §2): a core's ring runs dry within one burst; use %d or more", ax, shm.MinAxSize, shm.MinAxSize))
 		}
 		return warnings, nil
 	}

@@ -32,8 +32,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Commands:       []*cli.Command{runCommand()},
 		HideVersion:    true,
 		ExitErrHandler: func(*cli.Context, error) {},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return fmt.Errorf("%w; run vnicd --help for the flags", err)
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return fmt.Errorf("%w; run vnicd --help for the flags", cliutil.FlagError(c, err))
 		},
 	}
 	cliutil.Setup(app)

@@ -48,6 +48,13 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"run", "--local-consumers", "--emulator-priority", "realtime"}, "--emulator-priority \"realtime\""},
 		{[]string{"run", "--handoff", "--source", "xsk", "--iface", "lo", "--buf-size", "2112", "--metrics-addr", ""}, "must be a power of two; use 2048"},
 		{[]string{"run", "--local-consumers", "--bx-post-batch", "2000"}, "--bx-post-batch 2000"},
+		{[]string{"run", "--rate", "fast"}, `--rate "fast" is not a number; --rate takes a number: synthetic packets per second`},
+		{[]string{"run", "--spin-budget", "200"}, `--spin-budget "200" is not a duration; give a number with its unit (ns, us, ms, s, m or h), e.g. 200us`},
+		{[]string{"run", "--queues", "four"}, `--queues "four" is not a whole number`},
+		{[]string{"run", "--check=maybe"}, `--check "maybe" is not true or false`},
+		{[]string{"run", "--source", "xsk", "--iface", "vnic-nonexistent0"}, "--iface vnic-nonexistent0: this network namespace has no interface of that name"},
+		{[]string{"run", "--dst-ports", "9000-1"}, "--dst-ports \"9000-1\": the range is empty"},
+		{[]string{"run", "--dst-ports", "http"}, "--dst-ports \"http\": give a port (9000) or a range"},
 	} {
 		var out, errb bytes.Buffer
 		err := newApp(&out, &errb).Run(append([]string{"vnicd"}, c.args...))
@@ -240,6 +247,55 @@ func TestHandoffMTUWarning(t *testing.T) {
 		got := handoffMTUWarning(c.mtu, c.buf)
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("MTU %d, buffers of %d: %q, want it to say %q", c.mtu, c.buf, got, c.want)
+		}
+	}
+}
+
+// TestCheckRefusesWhatRunRefuses: vnicd run --check and vnicd run share one
+// validation, so every flag a real start refuses is refused by --check with
+// the same sentence, and a configuration --check accepts starts.
+func TestCheckRefusesWhatRunRefuses(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "vnicd.sock")
+	base := []string{"vnicd", "run", "--socket", sock, "--metrics-addr", "", "--duration", "100ms", "--emulator-cpu", "-1",
+		"--consumer-cpu", "-1", "--no-huge-pages", "--report", "0", "--log-format", "json"}
+	for _, args := range [][]string{
+		{"--metrics-addr", "9464"},
+		{"--metrics-addr", "localhost:http"},
+		{"--metrics-addr", "127.0.0.1:70000"},
+		{"--source", "xsk", "--iface", "lo", "--xsk-ring-size", "100"},
+		{"--source", "xsk", "--iface", "lo", "--xsk-ring-size", "32"},
+		{"--source", "xsk"},
+		{"--source", "xsk", "--iface", "lo", "--handoff", "--buf-size", "2112"},
+		{"--dst-ports", "9100-9000"},
+		{"--frame-size", "40"},
+		{"--flows", "0"},
+		{"--rate", "-5"},
+		{"--rate-bucket", "-1"},
+		{"--dist", "zipf", "--zipf-s", "0"},
+		{"--dist", "share"},
+		{"--local-consumers", "--frame-size", "2000", "--buf-size", "4096"},
+		{"--local-consumers", "--flows", "0"},
+		{"--model", "ring"},
+		{"--spin-budget", "5s"},
+		{"--max-conns", "0"},
+		{"--max-region", "lots"},
+		{"--ax-size", "100"},
+		{"extra"},
+	} {
+		var out, errb bytes.Buffer
+		runErr := newApp(&out, &errb).Run(append(append([]string{}, base...), args...))
+		checkErr := newApp(&out, &errb).Run(append(append(append([]string{}, base...), args...), "--check"))
+		if runErr == nil || checkErr == nil || runErr.Error() != checkErr.Error() {
+			t.Errorf("%v: run says %v; --check says %v", args, runErr, checkErr)
+		}
+	}
+	for _, args := range [][]string{{}, {"--local-consumers"}, {"--metrics-addr", "127.0.0.1:0"}} {
+		var out, errb bytes.Buffer
+		if err := newApp(&out, &errb).Run(append(append(append([]string{}, base...), args...), "--check")); err != nil || !strings.Contains(out.String(), "configuration OK") {
+			t.Errorf("%v --check: %v %q", args, err, out.String())
+		}
+		if err := newApp(&out, &errb).Run(append(append([]string{}, base...), args...)); err != nil {
+			t.Errorf("%v: --check accepts it, run says %v\n%s", args, err, errb.String())
 		}
 	}
 }

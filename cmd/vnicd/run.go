@@ -19,6 +19,7 @@ import (
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/counters"
 	"github.com/vnic/vnic/internal/affinity"
+	"github.com/vnic/vnic/internal/cliutil"
 	"github.com/vnic/vnic/internal/conserve"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/rss"
@@ -61,6 +62,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "consumer-cpu", Value: 1, Usage: "CPU the in-process demo consumers are pinned to (-1: unpinned)"},
 			&cli.IntFlag{Name: "frame-size", Value: 64, Usage: "synthetic frame size, 64..1514"},
 			&cli.IntFlag{Name: "flows", Value: 1024, Usage: "synthetic flows"},
+			&cli.StringFlag{Name: "dst-ports", Value: synthDstPorts, Usage: "UDP destination ports of the synthetic flows (9000 or 9000-9099; the default is the range examples/quickstart claims)"},
 			&cli.StringFlag{Name: "dist", Value: "uniform", Usage: "flow distribution: uniform, zipf, share or replay"},
 			&cli.Float64Flag{Name: "zipf-s", Value: 1.1, Usage: "Zipf exponent for --dist zipf"},
 			&cli.Float64Flag{Name: "rate", Value: 0, Usage: "synthetic packets per second (0: as fast as possible)"},
@@ -76,8 +78,8 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "check", Usage: "validate the flags (and --config) and exit 0 if vnicd would accept them; the host is not consulted (group, CPUs, interface)"},
 		), limitFlags()...)),
 		Before: loadConfig,
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return fmt.Errorf("%w; run vnicd run --help for the flags", err)
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return fmt.Errorf("%w; run vnicd run --help for the flags", cliutil.FlagError(c, err))
 		},
 		Action: run,
 	}
@@ -88,50 +90,20 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q; vnicd run takes only flags", c.Args().First())
-	}
-	model, err := nic.ParseModel(c.String("model"))
+	set, err := validate(c)
 	if err != nil {
 		return err
 	}
-	policy, err := nic.ParsePolicy(c.String("policy"))
-	if err != nil {
-		return err
-	}
-	key, err := rss.ParseKey(c.String("key"))
-	if err != nil {
-		return fmt.Errorf("--key: %w", err)
-	}
-	if s := c.String("source"); s != "synth" && s != "xsk" {
-		return fmt.Errorf("--source %q: use synth or xsk", s)
-	}
-	if c.String("source") == "synth" {
-		for _, f := range []string{"iface", "xdp-mode", "claim-all", "claim-ports", "claim-udp-only", "claim-min-ip-len", "redirect-arp"} {
-			if c.IsSet(f) {
-				return fmt.Errorf("--%s works with --source xsk only, and --source is synth (the default, which generates frames itself): add --source xsk to take frames from the interface, or drop --%s", f, f)
-			}
-		}
-	}
-	if c.Bool("handoff") && (c.String("source") != "xsk" || c.Bool("local-consumers")) {
-		return fmt.Errorf("--handoff works with --source xsk only (and without --local-consumers): it lays the AF_XDP sockets over an attached tenant's region")
-	}
-	if c.String("source") == "xsk" && c.Bool("local-consumers") {
-		return fmt.Errorf("--local-consumers works with --source synth only; attach an application to take frames from --iface")
-	}
-	warnings, err := checkGeometry(c, c.Bool("local-consumers"))
-	if err != nil {
-		return err
-	}
-	for _, w := range warnings {
+	for _, w := range set.warnings {
 		log.Warn().Msg(w)
-	}
-	if !c.Bool("local-consumers") {
-		return runDaemon(c, log, model, policy, key)
 	}
 	if c.Bool("check") {
 		return checked(c)
 	}
+	if !c.Bool("local-consumers") {
+		return runDaemon(c, log, set)
+	}
+	model, policy := set.model, set.policy
 	ecpu, ccpu := c.Int("emulator-cpu"), c.Int("consumer-cpu")
 	for _, cpu := range []int{ecpu, ccpu} {
 		if cpu >= runtime.NumCPU() {
@@ -158,11 +130,8 @@ func run(c *cli.Context) error {
 		return fmt.Errorf("create the tenant region: %w", err)
 	}
 	defer region.Close()
-	ecfg, err := timingFlags(c)
-	if err != nil {
-		return err
-	}
-	ecfg.Model, ecfg.Policy, ecfg.Key, ecfg.EmulatorCPU = model, policy, key, ecpu
+	ecfg := set.engine
+	ecfg.EmulatorCPU = ecpu
 	ecfg.OnFault = func(t *nic.Tenant, err error) {
 		log.Error().Err(err).Str("tenant", t.Name).Msg("tenant wrote corrupt ring state; detaching it")
 	}
@@ -182,24 +151,8 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	hasher, _ := rss.NewHasher(key)
-	dist, err := synth.ParseDist(c.String("dist"))
-	if err != nil {
-		return fmt.Errorf("--dist: %w", err)
-	}
-	sc := synth.Config{FrameSize: c.Int("frame-size"), Flows: c.Int("flows"), Dist: dist, Queues: q, Rate: c.Float64("rate"), Seed: 1}
-	switch dist {
-	case synth.Zipf:
-		sc.ZipfS = c.Float64("zipf-s")
-	case synth.Replay:
-		sc.Profile = synth.CAIDALike(q, 60, 1)
-	case synth.QueueShare:
-		sc.Share = make([]float64, q)
-		for i := range sc.Share {
-			sc.Share[i] = 1
-		}
-		sc.Share[0] = float64(q) // one hot queue
-	}
+	hasher, _ := rss.NewHasher(set.key)
+	sc := set.synth
 	gen, err := synth.New(sc, func(f synth.Flow) int {
 		t, _ := rss.NewTuple(rss.ProtoUDP, f.Src, f.Dst, f.SrcPort, f.DstPort)
 		return ten.RETA().Queue(hasher.HashTuple(&t))

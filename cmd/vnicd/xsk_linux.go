@@ -3,8 +3,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -72,9 +74,6 @@ func addXDPCounters(out map[string]uint64, objs *bpf.Objects) {
 // then generic, unless --xdp-mode says otherwise) and opens one AF_XDP
 // socket per RX queue.
 func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
-	if n := c.Int("xsk-ring-size"); n != 0 && (n < 64 || n > 65536 || n&(n-1) != 0) {
-		return nil, fmt.Errorf("--xsk-ring-size %d: give a power of two from 64 to 65536, or 0 (the default) to size it from the link's rate and --latency-budget", n)
-	}
 	budget, err := latencyBudget(c)
 	if err != nil {
 		return nil, err
@@ -150,6 +149,9 @@ func attachXDP(c *cli.Context, who string, log zerolog.Logger) (*xdp, error) {
 	}
 	ifc, err := net.InterfaceByName(x.name)
 	if err != nil {
+		if strings.Contains(err.Error(), "no such network interface") {
+			return nil, fmt.Errorf("--iface %s: this network namespace has no interface of that name; give one that ip link lists (run vnicd inside the interface's namespace: ip netns exec NS vnicd ...)", x.name)
+		}
 		return nil, fmt.Errorf("--iface %s: %w; list interfaces with ip link (inside the right network namespace)", x.name, err)
 	}
 	x.index = ifc.Index
@@ -168,6 +170,11 @@ func attachXDP(c *cli.Context, who string, log zerolog.Logger) (*xdp, error) {
 		log.Warn().Str("iface", x.name).Msg("--claim-all: vnicd takes every frame but ARP from this interface; the kernel gets no TCP, ICMP, neighbour discovery or DHCP on it, so the host loses it (use on a dedicated NIC or a test bed only)")
 	}
 	if x.objs, err = bpf.Load(bpf.Options{Queues: max(x.info.RXQueues, 1), Config: base, Frags: needsFrags(x.info.MTU)}); err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			// The loader's own advice (and the library's, about
+			// memlock) would repeat this one.
+			return nil, fmt.Errorf("load the XDP program: %w: vnicd needs CAP_BPF and CAP_NET_ADMIN, so run it as root or with the systemd unit", os.ErrPermission)
+		}
 		return nil, fmt.Errorf("load the XDP program: %w; vnicd needs CAP_BPF and CAP_NET_ADMIN (run it as root or with the systemd unit)", err)
 	}
 	x.claims = newClaimSet(base, x.objs.SetConfig, log)

@@ -45,7 +45,7 @@ type Acked struct {
 // LoadResult is what the client saw.
 type LoadResult struct {
 	Offered, Answered, Failed uint64
-	Elapsed                   time.Duration // from the first send to the last answer
+	Elapsed                   time.Duration // from the first send to the last answer, at least the offering's duration
 	Latency                   *hist.Histogram
 	Acked                     []Acked
 	// OrderErrors counts dependent updates (one key, one connection)
@@ -82,7 +82,9 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	}
 	res := &LoadResult{Latency: hist.New()}
 	perConn := cfg.Rate / float64(cfg.Conns)
-	n := int(perConn*cfg.Duration.Seconds()) + 1
+	// Updates go out at 0, 1, ..., n-1 intervals: n per connection fill
+	// the duration (never more than rate × duration in all).
+	n := max(int(perConn*cfg.Duration.Seconds()), 1)
 	var (
 		mu       sync.Mutex
 		wg       sync.WaitGroup
@@ -215,6 +217,9 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	if res.Elapsed == 0 {
 		res.Elapsed = time.Since(start)
 	}
+	// The offering itself lasts the duration: answers that all came in
+	// time are the offered rate, not more.
+	res.Elapsed = max(res.Elapsed, cfg.Duration)
 	res.Failed = res.Offered - res.Answered
 	return res, errors.Join(errs...)
 }

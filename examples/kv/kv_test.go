@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -100,5 +103,80 @@ func TestKVQuorumOneReplicaDead(t *testing.T) {
 				t.Fatalf("only %d acknowledged updates", len(res.Acked))
 			}
 		})
+	}
+}
+
+// TestLoadRateNotAboveOffered: against a server that answers at once, the
+// load generator offers exactly rate × duration updates and reports at
+// most the offered rate as answered (it once offered one more per
+// connection and printed 2,001 answered/s for 2,000 offered).
+func TestLoadRateNotAboveOffered(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var req [ReqLen]byte
+				var rep [ReplyLen]byte
+				for ver := uint64(1); ; ver++ {
+					if _, err := io.ReadFull(c, req[:]); err != nil {
+						return
+					}
+					copy(rep[:8], req[:8])
+					binary.LittleEndian.PutUint64(rep[8:], ver)
+					if _, err := c.Write(rep[:]); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	for _, conns := range []int{1, 3} {
+		res, err := Load(context.Background(), LoadConfig{Addr: ln.Addr().String(), Rate: 2000, Duration: time.Second, Conns: conns, Keys: 10, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Offered > 2000 || res.Offered < 1997 || res.Answered != res.Offered {
+			t.Errorf("%d connections: %d offered, %d answered for 2,000/s over 1 s", conns, res.Offered, res.Answered)
+		}
+		if tp := res.Throughput(); tp > 2000 || tp < 1900 {
+			t.Errorf("%d connections: %.1f answered/s for 2,000 offered", conns, tp)
+		}
+	}
+}
+
+// TestPlotLatencyYLabels: latencies within one decade (here 150 to 900 µs)
+// still get several labelled ticks on the log axis, not one.
+func TestPlotLatencyYLabels(t *testing.T) {
+	var rows []Row
+	for i, tr := range []string{"hot", "tcp"} {
+		for k := 1; k <= 4; k++ {
+			f := float64(k + 2*i)
+			rows = append(rows, Row{Transport: tr, Throughput: 1000 * f, P50us: 150 + 10*f, P95us: 300 + 40*f, P99us: 500 + 50*f})
+		}
+	}
+	p, err := latencyPlot(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, tk := range p.Y.Tick.Marker.Ticks(p.Y.Min, p.Y.Max) {
+		if tk.Label != "" && tk.Value >= p.Y.Min && tk.Value <= p.Y.Max { // the axis shows no tick outside its range
+			labels = append(labels, tk.Label)
+		}
+	}
+	if len(labels) < 2 {
+		t.Fatalf("y axis from %.0f to %.0f µs has the labels %q", p.Y.Min, p.Y.Max, labels)
+	}
+	if err := PlotLatency(rows, t.TempDir()+"/kv.svg"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -11,12 +11,23 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/vnic/vnic/internal/figure"
 )
 
 // PlotLatency draws the paper's Figure 17 for the rows: p95 end-to-end
 // latency (solid) and p50/p99 (thin) against the achieved update rate, one
 // colour per replication network, into path (.png or .svg).
 func PlotLatency(rows []Row, path string) error {
+	p, err := latencyPlot(rows)
+	if err != nil {
+		return err
+	}
+	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}
+
+// latencyPlot builds PlotLatency's plot.
+func latencyPlot(rows []Row) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "Quorum-replicated KV: client latency vs update rate (1 primary, 2 secondaries)"
 	p.X.Label.Text = "updates/s (answered)"
@@ -25,7 +36,7 @@ func PlotLatency(rows []Row, path string) error {
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Tick.Marker = figure.LogTicks{}
 	styles := map[string]color.Color{"hot": color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 255}, "bi": color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, "tcp": color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255}}
 	names := map[string]string{"hot": "bi-channel, hot-path acks", "bi": "bi-channel, TCP acks", "tcp": "kernel TCP"}
 	for _, tr := range []string{"hot", "bi", "tcp"} {
@@ -50,7 +61,7 @@ func PlotLatency(rows []Row, path string) error {
 			}
 			l, pts, err := plotter.NewLinePoints(xys)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			l.Color, l.Width, l.Dashes = styles[tr], q.width, q.dash
 			pts.Color, pts.Shape = styles[tr], draw.CircleGlyph{}
@@ -59,7 +70,7 @@ func PlotLatency(rows []Row, path string) error {
 			p.Legend.Add(fmt.Sprintf("%s %s", names[tr], q.name), l)
 		}
 	}
-	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+	return p, nil
 }
 
 // readCSV reads rows written by writeCSV (to redraw a plot).

@@ -99,6 +99,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("shuffle: %w", err)
 	}
+	if err := msgFitsTestbed(o); err != nil {
+		return err
+	}
 	clusters := map[string]*Cluster{}
 	defer func() {
 		for _, c := range clusters {
@@ -193,4 +196,26 @@ func writeCSV(path string, rows []Row) error {
 		fmt.Fprintf(&b, "%s,%d,%d,%d,%d,%.3f,%.4f,%.4f,%.4f,%.3f,%.4f,%.4f\n", r.Transport, r.Hosts, r.Workers, r.Rows, r.Run, r.NetMB, r.Seconds, r.GBps, r.CPUs, r.CPUPerGB, r.UserCPUs, r.SysCPUs)
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// udpIPHeaders is what a UDP datagram adds to its payload on an IPv4 link.
+const udpIPHeaders = 28
+
+// msgFitsTestbed refuses a -msg that the testbed's MTU cannot carry in one
+// frame: the kernel would fragment every message (and the vNIC fast path
+// cannot send it), so the run would not measure what the size promises.
+func msgFitsTestbed(o options) error {
+	if o.testbed == "" {
+		return nil // loopback: MTU 65536
+	}
+	for i := range o.hosts {
+		mtu, err := casestudy.HostMTU(o.testbed, i)
+		if err != nil {
+			return fmt.Errorf("shuffle: %w", err)
+		}
+		if o.msg+udpIPHeaders > mtu {
+			return fmt.Errorf("shuffle: -msg %d needs an MTU of %d or more, and testbed %s has MTU %d: build it with vnicctl testbed up --hosts %d --prefix %s --mtu %d, or give -msg %d or less", o.msg, o.msg+udpIPHeaders, o.testbed, mtu, o.hosts, o.testbed, max(9000, o.msg+udpIPHeaders), mtu-udpIPHeaders)
+		}
+	}
+	return nil
 }

@@ -101,7 +101,7 @@ func Threads() ([]Thread, error) {
 // the mask; if the policy cannot come back (leaving SCHED_IDLE needs
 // CAP_SYS_NICE or a large enough RLIMIT_NICE) the thread stays locked and
 // dies with its goroutine instead of returning to Go's pool changed
-// (DESIGN.md §10).
+// (docs/design.md §9).
 func IdlePolicy() (restore func(), err error) {
 	runtime.LockOSThread()
 	prev, err := unix.SchedGetAttr(0, 0)

@@ -6,7 +6,7 @@
 // (sched_setaffinity) must restore the mask before it unlocks: otherwise
 // the thread goes back to the pool still pinned, later goroutines run on
 // one CPU without knowing it, and a process forked from that thread
-// (exec.Command) inherits the narrow mask. DESIGN.md §10 records the 100×
+// (exec.Command) inherits the narrow mask. docs/design.md §9 records the 100×
 // slowdown this once caused. Pin returns the function that restores the
 // mask; if the restore fails, the thread stays locked, so it exits with its
 // goroutine and Go never reuses it.

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -158,9 +159,20 @@ func (d *Daemon) listen() error {
 			c.Close()
 			return fmt.Errorf("another vnicd is listening on %s; stop it, or give this one --socket PATH", path)
 		}
-		d.log.Info().Str("socket", path).Msg("removing the stale socket of a vnicd that did not stop cleanly")
-		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("remove stale socket %s: %w", path, err)
+		// Only a refused connection proves nobody listens: a socket this
+		// user may not connect to may well be a live vnicd's.
+		if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
+			return fmt.Errorf("%s exists and this user may not connect to it, so it may be another vnicd's; give this one --socket PATH in a directory it may write, or run it as that vnicd's user", path)
+		}
+		switch {
+		case errors.Is(err, syscall.ENOENT): // gone since the Lstat
+		case !errors.Is(err, syscall.ECONNREFUSED):
+			return fmt.Errorf("%s exists and is not a socket vnicd can check (%w); remove it or give --socket PATH", path, err)
+		default:
+			d.log.Info().Str("socket", path).Msg("removing the stale socket of a vnicd that did not stop cleanly")
+			if err := os.Remove(path); err != nil {
+				return fmt.Errorf("remove stale socket %s: %w", path, err)
+			}
 		}
 	}
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
@@ -176,7 +188,10 @@ func (d *Daemon) listen() error {
 		return fmt.Errorf("chmod %s: %w", path, err)
 	}
 	if d.cfg.SocketGroup >= 0 {
-		os.Chown(path, -1, d.cfg.SocketGroup)
+		if err := os.Chown(path, -1, d.cfg.SocketGroup); err != nil {
+			ln.Close()
+			return fmt.Errorf("give %s to group %d (--socket-group): %w; run vnicd as root or as a member of that group", path, d.cfg.SocketGroup, err)
+		}
 	}
 	d.ln = ln
 	return nil
@@ -608,7 +623,7 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 	}
 	bxs, txs := pick(req.BxSize, d.cfg.BxSize), pick(req.TxSize, d.cfg.TxSize)
 	// A tenant that does not choose gets Ax rings large enough that its
-	// queues together can fill a Bx ring (k·|Ax| >= |Bx|, DESIGN.md §2).
+	// queues together can fill a Bx ring (k·|Ax| >= |Bx|, docs/design.md §2).
 	ax := req.AxSize
 	if ax == 0 {
 		ax = d.cfg.AxSize

@@ -85,11 +85,11 @@ func (p Panel) Build() (*plot.Plot, error) {
 	}
 	if p.LogX {
 		pl.X.Scale = plot.LogScale{}
-		pl.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		pl.X.Tick.Marker = LogTicks{}
 	}
 	if p.LogY {
 		pl.Y.Scale = plot.LogScale{}
-		pl.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		pl.Y.Tick.Marker = LogTicks{}
 	}
 	if p.ZeroY {
 		pl.Y.Min = 0
@@ -222,4 +222,35 @@ func write(path string, c io.WriterTo) error {
 		return err
 	}
 	return f.Close()
+}
+
+// LogTicks marks a log axis at 1, 2 and 5 × 10^k, labelled (powers of ten
+// only over more than three decades), with the other integer multiples as
+// unlabelled minor ticks. plot.LogTicks labels powers
+// of ten only, so an axis spanning less than a decade (latencies of 200 to
+// 900 µs) gets one label or none.
+type LogTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (LogTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(lo > 0) || !(hi >= lo) || math.IsInf(hi, 0) {
+		return nil
+	}
+	wide := math.Log10(hi/lo) > 3 // then 1, 2 and 5 of every decade would crowd: powers of ten only
+	var ticks []plot.Tick
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		p := math.Pow(10, e)
+		for m := 1; m <= 9; m++ {
+			v := float64(m) * p
+			if v < lo*(1-1e-9) || v > hi*(1+1e-9) { // the axis would not show it
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || (!wide && (m == 2 || m == 5)) {
+				t.Label = strconv.FormatFloat(v, 'g', -1, 64)
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	return ticks
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/plot/vg"
@@ -81,5 +82,27 @@ func TestSave(t *testing.T) {
 	}
 	if err := SaveFile(filepath.Join(dir, "none.svg"), w, h, 1); err == nil {
 		t.Error("SaveFile drew no plots without an error")
+	}
+}
+
+// TestLogTicks: less than a decade gets labels at 1, 2 and 5 × 10^k; many
+// decades get powers of ten only; a bad range gets none.
+func TestLogTicks(t *testing.T) {
+	labels := func(lo, hi float64) (out []string) {
+		for _, tk := range (LogTicks{}).Ticks(lo, hi) {
+			if tk.Label != "" {
+				out = append(out, tk.Label)
+			}
+		}
+		return out
+	}
+	if got := strings.Join(labels(150, 900), " "); got != "200 500" {
+		t.Errorf("150..900: %q", got)
+	}
+	if got := strings.Join(labels(1, 1e6), " "); got != "1 10 100 1000 10000 100000 1e+06" {
+		t.Errorf("1..1e6: %q", got)
+	}
+	if got := labels(0, 10); got != nil {
+		t.Errorf("0..10: %q", got)
 	}
 }

@@ -111,7 +111,8 @@ func start(t *testing.T, prefix []string, extra ...string) *harness {
 	h.strict.Store(true)
 	h.rssSlack = 24 << 20
 	args := append([]string{vnicdBin, "run", "--source", "synth", "--rate", strconv.Itoa(rate), "--socket", h.socket,
-		"--socket-group", "nogroup", "--metrics-addr", "", "--emulator-cpu", "-1", "--log-format", "json", "--no-huge-pages", "--rate-bucket", strconv.Itoa(catchUpSeconds * rate)}, extra...)
+		"--socket-group", "nogroup", "--metrics-addr", "", "--dst-ports", "64512-65535", // the puncher claims the top ports
+		"--emulator-cpu", "-1", "--log-format", "json", "--no-huge-pages", "--rate-bucket", strconv.Itoa(catchUpSeconds * rate)}, extra...)
 	args = append(prefix, args...)
 	logf, err := os.Create(h.logPath)
 	if err != nil {

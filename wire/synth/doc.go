@@ -5,7 +5,9 @@
 // It is for benchmarks and tests of package nic and for vnicd's synthetic
 // wire source. Frames use addresses from 198.18.0.0/15, the range reserved
 // for network benchmarking: flow i comes from 198.18.x.y (x.y derived from
-// i) and goes to 198.19.0.1, with its own UDP source and destination ports.
+// i) and goes to 198.19.0.1, with its own UDP source port; destination
+// ports walk down from 65535, or through Config.DstPortLo..DstPortHi (vnicd
+// uses 9000-9099, the ports its quickstart example claims).
 // Each frame carries a valid IPv4 header checksum and a valid UDP checksum;
 // its payload starts with the flow index (uint32, big endian) followed by a
 // fixed byte pattern.

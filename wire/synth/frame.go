@@ -43,6 +43,17 @@ func flowFor(i int) Flow {
 	}
 }
 
+// flowIn is flowFor(i) with the destination port walking lo..hi upwards
+// (Config.DstPortLo, DstPortHi) instead; the source tuple is flowFor's, so
+// (Src, SrcPort) stays unique.
+func flowIn(i int, lo, hi uint16) Flow {
+	f := flowFor(i)
+	if lo != 0 {
+		f.DstPort = lo + uint16(i%(int(hi)-int(lo)+1))
+	}
+	return f
+}
+
 // buildFrame writes an Ethernet/IPv4/UDP frame for f into b, which must be
 // between MinFrameSize and MaxFrameSize long. tag goes at the start of the
 // payload.

@@ -3,6 +3,7 @@ package synth
 import (
 	"encoding/binary"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -104,6 +105,34 @@ func TestFlowsDistinct(t *testing.T) {
 		}
 		if f.SrcPort < 1024 || f.DstPort < 1024 {
 			t.Fatalf("flow %d uses a privileged port: %+v", i, f)
+		}
+	}
+}
+
+// TestDstPortRange: with DstPortLo..DstPortHi every flow's destination
+// port is in the range and every port of it is used; a half-open or
+// reversed range is refused.
+func TestDstPortRange(t *testing.T) {
+	g, err := New(Config{FrameSize: 64, Flows: 1024, DstPortLo: 9000, DstPortHi: 9099}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[uint16]bool{}
+	for i, f := range g.Flows() {
+		if be := binary.BigEndian.Uint16(g.Frame(i)[ethHeaderLen+ipv4HeaderLen+2:]); be != f.DstPort {
+			t.Fatalf("flow %d: frame's port %d, flow's %d", i, be, f.DstPort)
+		}
+		if f.DstPort < 9000 || f.DstPort > 9099 {
+			t.Fatalf("flow %d: port %d outside 9000-9099", i, f.DstPort)
+		}
+		used[f.DstPort] = true
+	}
+	if len(used) != 100 {
+		t.Fatalf("%d of the 100 ports used", len(used))
+	}
+	for _, c := range []Config{{FrameSize: 64, Flows: 1, DstPortLo: 9000}, {FrameSize: 64, Flows: 1, DstPortHi: 9000}, {FrameSize: 64, Flows: 1, DstPortLo: 9100, DstPortHi: 9000}} {
+		if _, err := New(c, nil); err == nil || !strings.Contains(err.Error(), "give a range") {
+			t.Errorf("%d-%d: %v", c.DstPortLo, c.DstPortHi, err)
 		}
 	}
 }

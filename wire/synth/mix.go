@@ -71,7 +71,7 @@ func (g *Generator) buildMix(cfg Config) {
 	backing := make([]byte, cfg.Flows*per)
 	off := 0
 	for i := range g.flows {
-		g.flows[i] = flowFor(i)
+		g.flows[i] = flowIn(i, cfg.DstPortLo, cfg.DstPortHi)
 		for k, s := range cfg.Sizes {
 			f := backing[off : off+s.Size : off+s.Size]
 			off += s.Size

@@ -66,6 +66,10 @@ type Config struct {
 	Sizes []SizeWeight
 	// Flows is the number of distinct UDP flows, 1..MaxFlows.
 	Flows int
+	// DstPortLo..DstPortHi, inclusive, is the range the flows' destination
+	// ports walk (flow i goes to DstPortLo + i mod the range's size). Both
+	// 0: the ports walk down from 65535 over 64,512 ports.
+	DstPortLo, DstPortHi uint16
 	// Dist spreads frames over flows.
 	Dist Dist
 	// ZipfS is the Zipf exponent, > 0; only with Dist Zipf.
@@ -145,7 +149,7 @@ func New(cfg Config, queueOf func(Flow) int) (*Generator, error) {
 	} else {
 		backing := make([]byte, cfg.Flows*cfg.FrameSize)
 		for i := range g.flows {
-			g.flows[i] = flowFor(i)
+			g.flows[i] = flowIn(i, cfg.DstPortLo, cfg.DstPortHi)
 			off := i * cfg.FrameSize
 			// Full slice expression: appending to a frame must not spill into
 			// the next template.
@@ -215,6 +219,10 @@ func New(cfg Config, queueOf func(Flow) int) (*Generator, error) {
 	return g, nil
 }
 
+// Validate checks c as New does; withQueueOf says whether New will be
+// given a queueOf function.
+func (c *Config) Validate(withQueueOf bool) error { return c.check(withQueueOf) }
+
 // check validates everything that does not need queueOf's answers.
 func (c *Config) check(haveQueueOf bool) error {
 	if c.Sizes != nil {
@@ -229,6 +237,8 @@ func (c *Config) check(haveQueueOf bool) error {
 		return fmt.Errorf("synth: Flows is %d; use 1..%d", c.Flows, MaxFlows)
 	case c.Flows*c.FrameSize > MaxTemplateBytes:
 		return fmt.Errorf("synth: %d flows of %d bytes need %d MiB of frame templates, more than the %d MiB limit; lower Flows or FrameSize", c.Flows, c.FrameSize, c.Flows*c.FrameSize>>20, MaxTemplateBytes>>20)
+	case (c.DstPortLo == 0) != (c.DstPortHi == 0) || c.DstPortLo > c.DstPortHi:
+		return fmt.Errorf("synth: destination ports %d-%d: give a range lo-hi with 1 <= lo <= hi (or both 0 for the default)", c.DstPortLo, c.DstPortHi)
 	case c.Dist < Uniform || c.Dist > Replay:
 		return fmt.Errorf("synth: unknown distribution %v; use Uniform, Zipf, QueueShare or Replay", c.Dist)
 	case c.Dist == Zipf && !(c.ZipfS > 0 && !math.IsInf(c.ZipfS, 1)):

@@ -1,0 +1,252 @@
+//go:build linux
+
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// readmeLines returns the command lines of the README's ```sh blocks,
+// without their comments.
+func readmeLines(t *testing.T) []string {
+	t.Helper()
+	md, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	in := false
+	sc := bufio.NewScanner(bytes.NewReader(md))
+	for sc.Scan() {
+		l := strings.TrimSpace(sc.Text())
+		switch {
+		case l == "```sh":
+			in = true
+		case l == "```":
+			in = false
+		case in && l != "" && !strings.HasPrefix(l, "#"):
+			if i := strings.Index(l, " #"); i >= 0 {
+				l = strings.TrimSpace(l[:i])
+			}
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// readmeLine returns the one README command line that starts with prefix.
+func readmeLine(t *testing.T, prefix string) string {
+	t.Helper()
+	var found []string
+	for _, l := range readmeLines(t) {
+		if strings.HasPrefix(l, prefix) {
+			found = append(found, l)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("the README has %d command lines starting with %q, want 1: %q", len(found), prefix, found)
+	}
+	return found[0]
+}
+
+// TestREADMESynthQuickstart runs the README's synthetic-source vnicd line
+// as written (its own socket, no metrics port, so it cannot collide with a
+// vnicd already running here) and the README's quickstart program, and
+// requires the quickstart to receive traffic within a second of
+// attaching; then it runs every vnicctl line of the README against that
+// vnicd. The lines that need an interface (--source xsk --iface eth1),
+// root and a host change (groupadd, make install, testbed up) are not run
+// here: the testbed and xsk lines have their own privileged tests.
+func TestREADMESynthQuickstart(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	dir := t.TempDir()
+	for _, p := range []string{"vnicctl", "quickstart"} {
+		pkg := "github.com/vnic/vnic/cmd/" + p
+		if p == "quickstart" {
+			pkg = "github.com/vnic/vnic/examples/quickstart"
+		}
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, p), pkg).CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", p, err, out)
+		}
+	}
+	line := readmeLine(t, "sudo vnicd run --source synth")
+	args := strings.Fields(strings.TrimPrefix(line, "sudo vnicd "))
+	sock := filepath.Join(dir, "vnicd.sock")
+	for i := range args {
+		if args[i] == "--socket-group" && i+1 < len(args) {
+			if _, err := user.LookupGroup(args[i+1]); err != nil {
+				// The README creates the group first (groupadd); this
+				// host has none, so the socket goes to a group that exists.
+				g, gerr := user.LookupGroupId(strconv.Itoa(os.Getgid()))
+				if gerr != nil {
+					t.Fatal(gerr)
+				}
+				t.Logf("group %s does not exist here (the README creates it with groupadd): using %s", args[i+1], g.Name)
+				args[i+1] = g.Name
+			}
+		}
+	}
+	args = append(args, "--socket", sock, "--metrics-addr", "", "--emulator-cpu", "-1", "--no-huge-pages", "--log-format", "json")
+	var vlog bytes.Buffer
+	vnicd := exec.Command(filepath.Join(binDir, "vnicd"), args...)
+	vnicd.Stdout, vnicd.Stderr = &vlog, &vlog
+	if err := vnicd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stopProcess(vnicd)
+		if t.Failed() {
+			t.Logf("vnicd %q:\n%s", args, vlog.String())
+		}
+	}()
+	env := append(os.Environ(), "VNIC_SOCKET="+sock)
+	vnicctl := func(args ...string) (string, error) {
+		cmd := exec.Command(filepath.Join(dir, "vnicctl"), args...)
+		cmd.Env, cmd.Dir = env, dir
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := vnicctl("status"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("vnicd did not come up within 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	if q := readmeLine(t, "go run ./examples/quickstart"); q != "go run ./examples/quickstart" {
+		t.Fatalf("the README's quickstart line is %q", q)
+	}
+	// startQuickstart runs the quickstart until it has attached.
+	startQuickstart := func() (*exec.Cmd, *bytes.Buffer) {
+		var qout bytes.Buffer
+		qs := exec.Command(filepath.Join(dir, "quickstart"))
+		qs.Env, qs.Stdout, qs.Stderr = env, &qout, &qout
+		if err := qs.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if out, _ := vnicctl("tenants"); strings.Contains(out, "app") {
+				return qs, &qout
+			}
+			if time.Now().After(deadline) {
+				qs.Process.Kill()
+				qs.Wait()
+				t.Fatalf("the quickstart did not attach within 10 s:\n%s", qout.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// stopQuickstart interrupts it (Ctrl-C) and returns its count.
+	stopQuickstart := func(qs *exec.Cmd, qout *bytes.Buffer) int {
+		qs.Process.Signal(os.Interrupt)
+		if err := qs.Wait(); err != nil {
+			t.Fatalf("quickstart: %v\n%s", err, qout.String())
+		}
+		m := regexp.MustCompile(`received (\d+) packets`).FindStringSubmatch(qout.String())
+		if m == nil {
+			t.Fatalf("the quickstart printed no count:\n%s", qout.String())
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+
+	qs, qout := startQuickstart()
+	time.Sleep(time.Second)
+	if n := stopQuickstart(qs, qout); n == 0 {
+		out, _ := vnicctl("rings")
+		t.Fatalf("the quickstart received 0 packets in a second from the README's synthetic source:\n%s", out)
+	}
+	t.Logf("quickstart, 1 s: %s", strings.TrimSpace(qout.String()))
+
+	// Every vnicctl line of the README but testbed (root, namespaces),
+	// with the quickstart attached again as "app".
+	qs, qout = startQuickstart()
+	for _, l := range readmeLines(t) {
+		if !strings.HasPrefix(l, "vnicctl ") || strings.HasPrefix(l, "vnicctl testbed") {
+			continue
+		}
+		f := strings.Fields(l)[1:]
+		if f[0] == "watch" { // until Ctrl-C
+			cmd := exec.Command(filepath.Join(dir, "vnicctl"), f...)
+			var out bytes.Buffer
+			cmd.Env, cmd.Stdout, cmd.Stderr = env, &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(1500 * time.Millisecond)
+			cmd.Process.Signal(syscall.SIGINT)
+			if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "app") {
+				t.Errorf("%s: %v\n%s", l, err, out.String())
+			}
+			continue
+		}
+		if out, err := vnicctl(f...); err != nil {
+			t.Errorf("%s: %v\n%s", l, err, out)
+		}
+	}
+	stopQuickstart(qs, qout)
+}
+
+// TestIntegrationREADMETestbed runs the README's testbed line as written
+// (as root, without sudo), then testbed list and testbed down with its
+// prefix, and requires the start hint it prints to name a socket of its
+// own. It leaves a testbed of that prefix that someone else made alone.
+func TestIntegrationREADMETestbed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("testbed up needs root (network namespaces)")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "vnicctl")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/vnic/vnic/cmd/vnicctl").CombinedOutput(); err != nil {
+		t.Fatalf("build vnicctl: %v\n%s", err, out)
+	}
+	line := readmeLine(t, "sudo vnicctl testbed up")
+	args := strings.Fields(strings.TrimPrefix(line, "sudo vnicctl "))
+	prefix := ""
+	for i := range args {
+		if args[i] == "--prefix" && i+1 < len(args) {
+			prefix = args[i+1]
+		}
+	}
+	if prefix == "" {
+		t.Fatalf("the README's testbed line %q has no --prefix", line)
+	}
+	if _, err := os.Stat("/run/netns/" + prefix + "-dut"); err == nil {
+		t.Skipf("a testbed %s exists already (not this test's): left alone", prefix)
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	defer exec.Command(bin, "testbed", "down", "--prefix", prefix).Run()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	if !strings.Contains(string(out), "--socket /run/vnic/"+prefix+"-dut.sock --metrics-addr ''") {
+		t.Errorf("%s suggests:\n%s", line, out)
+	}
+	if out, err := exec.Command(bin, "testbed", "list").CombinedOutput(); err != nil || !strings.Contains(string(out), prefix) {
+		t.Errorf("testbed list: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "testbed", "down", "--prefix", prefix).CombinedOutput(); err != nil || !strings.Contains(string(out), "removed") {
+		t.Errorf("testbed down --prefix %s: %v\n%s", prefix, err, out)
+	}
+	if _, err := os.Stat("/run/netns/" + prefix + "-dut"); err == nil {
+		t.Errorf("testbed down left %s-dut", prefix)
+	}
+}
