@@ -182,7 +182,7 @@ func TestIntegrationHostileMaxima(t *testing.T) {
 	last := fmt.Sprintf("%s%d", name, n-1)
 	check := func() {
 		t.Helper()
-		for _, args := range [][]string{{"tenants"}, {"rings"}, {"counters"}, {"counters", "-o", "json"}, {"watch", "--interval", "200ms", "--count", "1"}} {
+		for _, args := range [][]string{{"tenants"}, {"rings"}, {"counters"}, {"counters", "-o", "json"}, {"watch", "-o", "wide", "--interval", "200ms", "--count", "1"}} {
 			if out := ctl(args...); !strings.Contains(out, last) {
 				t.Errorf("vnicctl %v does not show %s:\n%s", args, last, tail(out, 5))
 			}
