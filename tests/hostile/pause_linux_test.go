@@ -48,7 +48,6 @@ func TestIntegrationHostilePause(t *testing.T) {
 	}
 }
 
-
 // tenantNIC sums the NIC counters of the attached tenant named name, nil
 // if none is.
 func tenantNIC(st proto.Stats, name string) map[string]uint64 {
