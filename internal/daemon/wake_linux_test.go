@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/netip"
 	"os"
 	"sort"
@@ -20,6 +19,7 @@ import (
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testutil"
 	"github.com/vnic/vnic/rss"
 	"github.com/vnic/vnic/shm"
 )
@@ -71,14 +71,17 @@ func TestHostileWakeChannel(t *testing.T) {
 	fd := int(bell.Fd())
 
 	// A descriptor cannot travel on the doorbell: it is not a socket.
-	lingering := lingeringSocket(t)
+	lingering, release, err := testutil.LingeringSocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
 	rights := unix.UnixRights(lingering)
 	if err := unix.Sendmsg(fd, []byte{1}, rights, nil, unix.MSG_DONTWAIT); err == nil {
 		t.Fatal("sendmsg with SCM_RIGHTS on the doorbell succeeded: a tenant could make vnicd's thread run its descriptor's final close")
 	} else {
 		t.Logf("SCM_RIGHTS on the doorbell: %v", err)
 	}
-	unix.Close(lingering)
 
 	if err := unix.SetNonblock(fd, false); err != nil { // vnicd shares this file description
 		t.Fatal(err)
@@ -162,52 +165,6 @@ func TestHostileWakeChannel(t *testing.T) {
 	}
 	t.Logf("good tenant received %d frames; vnicd: %d wake-ups sent, %d sleeps, %d doorbells",
 		got.Load(), is.Signals, is.Sleeps, is.Doorbells)
-}
-
-// lingeringSocket returns a connected TCP socket on loopback with SO_LINGER
-// set (a minute) and unsent data queued behind a peer that never reads:
-// its final close blocks in the kernel until the data leaves or the
-// linger time passes.
-func lingeringSocket(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		c.(*net.TCPConn).SetReadBuffer(4096)
-		accepted <- c
-	}()
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().(*net.TCPAddr)
-	if err := unix.Connect(fd, &unix.SockaddrInet4{Port: addr.Port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		unix.Close(fd)
-		t.Fatal(err)
-	}
-	peer := <-accepted
-	if peer != nil {
-		t.Cleanup(func() { peer.Close() })
-	}
-	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 60})
-	unix.SetNonblock(fd, true)
-	junk := make([]byte, 1<<16)
-	for i := 0; i < 64; i++ {
-		if _, err := unix.Write(fd, junk); err != nil {
-			break
-		}
-	}
-	unix.SetNonblock(fd, false)
-	return fd
 }
 
 // wireSource is a Waitable test source: frames the test injects, and an

@@ -26,6 +26,11 @@
 // socket) and skip with the kernel's error when the probe fails. They never
 // look at the uid.
 //
+// # Hostile descriptors
+//
+// [LingeringSocket] is a TCP socket whose final close blocks: the descriptor
+// a hostile tenant passes to make whoever drops it stall.
+//
 // # Leaks
 //
 // [CheckLeaks] (per test) and [MainWithLeakCheck] (per test binary, from

@@ -3,7 +3,6 @@ package hostile
 import (
 	"fmt"
 	"math"
-	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/internal/futex"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testutil"
 	"github.com/vnic/vnic/shm"
 )
 
@@ -54,7 +54,7 @@ func wakeAbuse(sock string, p params) (string, func() string) {
 	fd := int(bell.Fd())
 
 	rights := "refused"
-	ls, err := lingering()
+	ls, release, err := testutil.LingeringSocket()
 	if err != nil {
 		rights = "no lingering socket: " + err.Error()
 	} else {
@@ -127,44 +127,12 @@ func wakeAbuse(sock string, p params) (string, func() string) {
 				unix.Close(d)
 			}
 			unix.Close(ep)
+			if release != nil { // a plain close would block this child for the linger time
+				release()
+			}
 			bell.Close()
 			region.Close()
 			conn.Close()
 			return fmt.Sprintf("%d frames received, %d rings", got.Load(), rings.Load())
 		}
-}
-
-// lingering returns a TCP socket on loopback with SO_LINGER (a minute) and
-// data queued behind a peer that never reads: its final close blocks.
-func lingering() (int, error) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		return -1, err
-	}
-	defer ln.Close()
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			c.(*net.TCPConn).SetReadBuffer(4096)
-			time.AfterFunc(10*time.Second, func() { c.Close() })
-		}
-	}()
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return -1, err
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	if err := unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 60})
-	unix.SetNonblock(fd, true)
-	junk := make([]byte, 1<<16)
-	for i := 0; i < 64; i++ {
-		if _, err := unix.Write(fd, junk); err != nil {
-			break
-		}
-	}
-	unix.SetNonblock(fd, false)
-	return fd, nil
 }
