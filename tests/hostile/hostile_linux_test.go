@@ -252,4 +252,5 @@ func TestIntegrationHostileHolePunch(t *testing.T) {
 		t.Errorf("want one log line about the puncher, got %d:\n%s", n, tail(h.log(), 10))
 	}
 	win.check(t, h.baseRate, 0.9)
+	h.census()
 }

@@ -21,7 +21,8 @@ const stuckShare = float64(stuckHi-stuckLo+1) / 1024
 // at most --pause-max (10 ms), then drops its frames alone
 // (drops_pause_timeout): the good tenant's rate in every 250 ms window
 // stays >= 90% of its baseline (less the stuck tenant's share) with no
-// empty window, and vnicd's pid is unchanged.
+// empty window, vnicd's pid is unchanged, and every buffer of the good
+// tenant is in one place at the end (census).
 func TestIntegrationHostilePause(t *testing.T) {
 	needRoot(t)
 	h := start(t, nil, "--policy", "pause")
@@ -43,6 +44,7 @@ func TestIntegrationHostilePause(t *testing.T) {
 	// The stuck tenant's claim takes its share of the traffic from the
 	// good (default) tenant.
 	win.check(t, h.baseRate*(1-stuckShare), 0.9)
+	h.census()
 	if stuckNIC["drops_pause_timeout"] == 0 || stuckNIC["paused_batches"] == 0 {
 		t.Errorf("the stuck tenant was not paused and then dropped past the bound: %v", stuckNIC)
 	}

@@ -13,7 +13,8 @@ import (
 // hangs 4,000 epoll waiters on it, parks 64 threads on its signal word and
 // makes vnicd signal it on every batch while it rings without pause. The
 // descriptor must be refused, and the good tenant keeps >= 90% of its rate
-// in every 250 ms window (none empty), with vnicd's pid unchanged.
+// in every 250 ms window (none empty), with vnicd's pid unchanged and every buffer of the good tenant in one
+// place at the end (census).
 func TestIntegrationHostileWakeChannel(t *testing.T) {
 	needRoot(t)
 	const claimed = 32 // ports of the attacker's rule: frames, so that vnicd signals it
@@ -37,4 +38,5 @@ func TestIntegrationHostileWakeChannel(t *testing.T) {
 	// The attacker's rule takes its share of the synthetic source's 1,024
 	// destination ports from the good (default) tenant.
 	win.check(t, h.baseRate*(1024-claimed)/1024, 0.9)
+	h.census()
 }
