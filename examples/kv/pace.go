@@ -24,7 +24,7 @@ type pacer struct {
 
 const (
 	coarseSlack = 1500 * time.Microsecond
-	fineSlack   = 50 * time.Microsecond
+	fineSlack   = 10 * time.Microsecond
 )
 
 // wait returns at or after target (since start), as close to it as it can,
