@@ -153,6 +153,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		return PlotLatency(rows, o.plot)
 	}
+	if err := o.place.Check(); err != nil {
+		return fmt.Errorf("kv: -place: %w", err)
+	}
 	fast, err := bichannel.ParseFastMode(o.fast)
 	if err != nil {
 		return err
@@ -234,7 +237,7 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 		}
 		unpin, err := cpuacct.PinSelf(hostCPUs)
 		if err != nil {
-			return Row{}, err
+			return Row{}, fmt.Errorf("kv: -place %s: %w (give -place none to run unpinned)", o.place.Name, err)
 		}
 		defer unpin()
 	}

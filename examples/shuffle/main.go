@@ -128,7 +128,7 @@ func runPinned(ctx context.Context, o options, fast bichannel.FastMode, c *Clust
 	if cpus != nil {
 		unpin, err := cpuacct.PinSelf(cpus)
 		if err != nil {
-			return nil, Row{}, err
+			return nil, Row{}, fmt.Errorf("shuffle: -place %s: %w (give -place none to run unpinned)", o.place.Name, err)
 		}
 		defer unpin()
 	}
@@ -156,6 +156,9 @@ func runPinned(ctx context.Context, o options, fast bichannel.FastMode, c *Clust
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
+	if err := o.place.Check(); err != nil {
+		return fmt.Errorf("shuffle: -place: %w", err)
+	}
 	fast, err := bichannel.ParseFastMode(o.fast)
 	if err != nil {
 		return err

@@ -110,3 +110,23 @@ func TestStartPinned(t *testing.T) {
 		t.Error("StartPinned took CPU 99999")
 	}
 }
+
+// TestPlacementCheck refuses a CPU this process may not use, naming the
+// ones it may.
+func TestPlacementCheck(t *testing.T) {
+	allowed, err := Allowed(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Placement{Name: "host=" + Format(allowed), Host: allowed}
+	if err := p.Check(); err != nil {
+		t.Errorf("the CPUs this process may use: %v", err)
+	}
+	p = Placement{Name: "host=4000", Host: []int{4000}}
+	if err := p.Check(); err == nil || !strings.Contains(err.Error(), "it may use "+Format(allowed)) {
+		t.Errorf("CPU 4000: %v", err)
+	}
+	if err := (Placement{Name: "none"}).Check(); err != nil {
+		t.Error(err)
+	}
+}
