@@ -10,8 +10,14 @@
 // and retransmissions over TCP) or kernel TCP, with the same code.
 //
 // A load-generating client offers increasing update rates (open loop) and
-// records latency on its side; each step prints the answered rate and
-// p50/p95/p99. With -kill, secondary 2 is killed half-way through each
+// records latency on its side, from each update's actual send (the
+// service latency) and from its scheduled time (coordinated omission
+// included), with its own schedule lag; each step prints the answered
+// rate, both latencies, the lag (and a warning when its p99 exceeds a
+// tenth of the service p50), the busy share of each CPU and the host and
+// NIC CPU-seconds per million updates. Every node and the client run on
+// the host CPUs of -place (default CPU 1), whatever the transport;
+// tcp-both runs kernel TCP on the host and NIC CPUs, its best case. With -kill, secondary 2 is killed half-way through each
 // step: the primary goes on with its quorum, and at the end every live
 // replica is compared with the acknowledged log.
 //
