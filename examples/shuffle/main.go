@@ -32,6 +32,7 @@ import (
 
 	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/examples/internal/casestudy"
+	"github.com/vnic/vnic/internal/cpuacct"
 )
 
 type options struct {
@@ -43,6 +44,8 @@ type options struct {
 	flows, buffers       int
 	rto                  time.Duration
 	msg                  int
+	place                cpuacct.Placement
+	nicPids              []int
 }
 
 func main() { casestudy.Main(parseFlags, run) }
@@ -54,7 +57,9 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.workers, "workers", 2, "workers (sender + receiver goroutine pairs) per host")
 	fs.IntVar(&o.runs, "runs", 1, "runs per transport and size (interleaved)")
 	rows := fs.String("rows", "100000", "rows per host, a comma-separated sweep (a row is 128 bytes)")
-	tr := fs.String("transport", "bi,tcp", "transports: bi (bi-channel), tcp (kernel TCP), comma-separated")
+	tr := fs.String("transport", "bi,tcp", "transports: bi (bi-channel), tcp (kernel TCP), tcp-both (kernel TCP on the host and NIC CPUs: its best case, the reference line), comma-separated")
+	place := fs.String("place", "host=1,nic=0", "CPU placement: host=CPUS,nic=CPUS (every host runs on the host CPUs, whatever the transport; the NIC process on the NIC CPUs) or none (no pinning)")
+	nicPids := fs.String("nic-pids", "", "pids of the NIC processes (each host's vnicd), comma-separated, whose CPU time is reported as NIC CPU-s")
 	fs.StringVar(&o.testbed, "testbed", "", "put host i in namespace PREFIX-h<i> of `vnicctl testbed up --hosts N --prefix PREFIX` (default: loopback)")
 	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp (kernel sockets), vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock) or auto")
 	fs.StringVar(&o.csv, "csv", "", "also write the results to this CSV file")
@@ -74,8 +79,16 @@ func parseFlags(args []string) (options, error) {
 	if o.rows, err = casestudy.Ints("rows", *rows); err != nil {
 		return o, fmt.Errorf("shuffle: %w", err)
 	}
-	if o.transports, err = casestudy.Choices("transport", *tr, "bi", "tcp"); err != nil {
+	if o.transports, err = casestudy.Choices("transport", *tr, "bi", "tcp", "tcp-both"); err != nil {
 		return o, fmt.Errorf("shuffle: %w", err)
+	}
+	if o.place, err = cpuacct.ParsePlacement(*place); err != nil {
+		return o, fmt.Errorf("shuffle: -place: %w", err)
+	}
+	if *nicPids != "" {
+		if o.nicPids, err = casestudy.Ints("nic-pids", *nicPids); err != nil {
+			return o, fmt.Errorf("shuffle: %w", err)
+		}
 	}
 	return o, nil
 }
@@ -88,9 +101,64 @@ type Row struct {
 	NetMB, Seconds       float64
 	GBps, CPUs, CPUPerGB float64
 	UserCPUs, SysCPUs    float64
+	HostCPUs             string  // the CPU list the hosts ran on ("" unpinned)
+	NICCPUs, NICPerGB    float64 // the NIC processes' (-nic-pids) CPU-s, and per GB
+	HostBusy, NICBusy    float64 // mean busy share of the host and NIC CPUs (all work on them)
+	NICIdle              string  // for a run that should not use the NIC CPUs: under 5% busy, "yes" or "no"; "" not checked
+}
+
+// nicIdleLimit is the busy share under which the NIC CPUs count as idle.
+const nicIdleLimit = 0.05
+
+// hostCPUs is where transport t runs under placement p (nil: unpinned).
+func hostCPUs(p cpuacct.Placement, t string) []int {
+	if p.Name == "none" {
+		return nil
+	}
+	if t == "tcp-both" {
+		return p.Both()
+	}
+	return p.Host
+}
+
+// runPinned runs c once on the host CPUs of transport t and accounts for
+// the CPU time.
+func runPinned(ctx context.Context, o options, fast bichannel.FastMode, c *Cluster, t string, tables []*Table) (*Result, Row, error) {
+	cpus := hostCPUs(o.place, t)
+	if cpus != nil {
+		unpin, err := cpuacct.PinSelf(cpus)
+		if err != nil {
+			return nil, Row{}, fmt.Errorf("shuffle: -place %s: %w (give -place none to run unpinned)", o.place.Name, err)
+		}
+		defer unpin()
+	}
+	sampler := cpuacct.Sampler{NICPids: o.nicPids}
+	s0, err := sampler.Sample()
+	if err != nil {
+		return nil, Row{}, err
+	}
+	res, err := c.Run(ctx, tables)
+	if err != nil {
+		return res, Row{}, err
+	}
+	s1, err := sampler.Sample()
+	if err != nil {
+		return nil, Row{}, err
+	}
+	u := cpuacct.Since(s0, s1)
+	row := Row{HostCPUs: cpuacct.Format(cpus), NICCPUs: u.NIC.Seconds(), NICPerGB: cpuacct.PerGB(u.NIC, res.NetBytes),
+		HostBusy: u.MeanBusy(cpus), NICBusy: u.MeanBusy(o.place.NIC)}
+	if len(o.place.NIC) > 0 && t != "tcp-both" && (t == "tcp" || fast == bichannel.FastUDP) {
+		ok, _ := u.Idle(o.place.NIC, nicIdleLimit)
+		row.NICIdle = map[bool]string{true: "yes", false: "no"}[ok]
+	}
+	return res, row, nil
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
+	if err := o.place.Check(); err != nil {
+		return fmt.Errorf("shuffle: -place: %w", err)
+	}
 	fast, err := bichannel.ParseFastMode(o.fast)
 	if err != nil {
 		return err
@@ -109,7 +177,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 	}()
 	for _, t := range o.transports {
-		c, err := NewCluster(ctx, ClusterConfig{Places: places, Workers: o.workers, Transport: t, Fast: fast, Seed: 1, MaxMsg: o.msg,
+		tr := t
+		if t == "tcp-both" {
+			tr = "tcp"
+		}
+		c, err := NewCluster(ctx, ClusterConfig{Places: places, Workers: o.workers, Transport: tr, Fast: fast, Seed: 1, MaxMsg: o.msg,
 			Bi: bichannel.Config{Flows: o.flows, BuffersPerFlow: o.buffers, Window: max(1024, 2*o.buffers), RetransmitTimeout: o.rto, AckDelay: min(time.Millisecond, o.rto/4), HeartbeatTimeout: 10 * time.Second}})
 		if err != nil {
 			return err
@@ -122,7 +194,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	defer stopProfile()
 	var rows []Row
-	fmt.Fprintf(out, "%-4s %5s %7s %10s %3s %9s %8s %8s %8s %9s\n", "tr", "hosts", "workers", "rows/host", "run", "net MB", "s", "GB/s", "CPU-s", "CPU-s/GB")
+	fmt.Fprintf(out, "placement %s; host CPU-s: this process (every host); NIC CPU-s: -nic-pids; busy: all work on those CPUs\n", o.place.Name)
+	fmt.Fprintf(out, "%-8s %5s %7s %10s %3s %9s %8s %8s %8s %9s %4s %9s %6s %6s %s\n", "tr", "hosts", "workers", "rows/host", "run", "net MB", "s", "GB/s", "CPU-s", "CPU-s/GB", "cpus", "NIC s/GB", "host%", "NIC%", "NIC CPUs idle")
 	// A warm-up run per transport, not reported: first-touch page faults
 	// and the first retransmission-timeout estimate.
 	warm := make([]*Table, o.hosts)
@@ -142,15 +215,16 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		for r := range o.runs {
 			for _, t := range o.transports {
 				runtime.GC()
-				res, err := clusters[t].Run(ctx, tables)
+				res, row, err := runPinned(ctx, o, fast, clusters[t], t, tables)
 				if err != nil {
 					return fmt.Errorf("%s, %d rows per host: %w", t, n, err)
 				}
-				row := Row{Transport: t, Hosts: o.hosts, Workers: o.workers, Rows: n, Run: r, NetMB: float64(res.NetBytes) / 1e6,
-					Seconds: res.Elapsed.Seconds(), GBps: res.GBps(), CPUs: res.CPU.Seconds(), CPUPerGB: res.CPUPerGB(),
-					UserCPUs: res.UserCPU.Seconds(), SysCPUs: res.SystemCPU.Seconds()}
+				row.Transport, row.Hosts, row.Workers, row.Rows, row.Run = t, o.hosts, o.workers, n, r
+				row.NetMB, row.Seconds, row.GBps, row.CPUs, row.CPUPerGB = float64(res.NetBytes)/1e6, res.Elapsed.Seconds(), res.GBps(), res.CPU.Seconds(), res.CPUPerGB()
+				row.UserCPUs, row.SysCPUs = res.UserCPU.Seconds(), res.SystemCPU.Seconds()
 				rows = append(rows, row)
-				fmt.Fprintf(out, "%-4s %5d %7d %10d %3d %9.1f %8.3f %8.3f %8.3f %9.2f\n", t, o.hosts, o.workers, n, r, row.NetMB, row.Seconds, row.GBps, row.CPUs, row.CPUPerGB)
+				fmt.Fprintf(out, "%-8s %5d %7d %10d %3d %9.1f %8.3f %8.3f %8.3f %9.2f %4s %9.2f %6.1f %6.1f %s\n", t, o.hosts, o.workers, n, r, row.NetMB, row.Seconds, row.GBps, row.CPUs, row.CPUPerGB,
+					row.HostCPUs, row.NICPerGB, 100*row.HostBusy, 100*row.NICBusy, row.NICIdle)
 			}
 		}
 	}
@@ -191,9 +265,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 
 func writeCSV(path string, rows []Row) error {
 	var b strings.Builder
-	b.WriteString("transport,hosts,workers,rows_per_host,run,net_mb,seconds,gbps,cpu_s,cpu_s_per_gb,user_s,sys_s\n")
+	b.WriteString("transport,hosts,workers,rows_per_host,run,net_mb,seconds,gbps,cpu_s,cpu_s_per_gb,user_s,sys_s,host_cpus,nic_cpu_s,nic_cpu_s_per_gb,host_cpu_busy,nic_cpu_busy,nic_cpu_idle\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "%s,%d,%d,%d,%d,%.3f,%.4f,%.4f,%.4f,%.3f,%.4f,%.4f\n", r.Transport, r.Hosts, r.Workers, r.Rows, r.Run, r.NetMB, r.Seconds, r.GBps, r.CPUs, r.CPUPerGB, r.UserCPUs, r.SysCPUs)
+		fmt.Fprintf(&b, "%s,%d,%d,%d,%d,%.3f,%.4f,%.4f,%.4f,%.3f,%.4f,%.4f,%s,%.4f,%.3f,%.4f,%.4f,%s\n", r.Transport, r.Hosts, r.Workers, r.Rows, r.Run, r.NetMB, r.Seconds, r.GBps, r.CPUs, r.CPUPerGB, r.UserCPUs, r.SysCPUs,
+			strings.ReplaceAll(r.HostCPUs, ",", " "), r.NICCPUs, r.NICPerGB, r.HostBusy, r.NICBusy, r.NICIdle)
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
