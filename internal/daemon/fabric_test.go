@@ -1,0 +1,100 @@
+//go:build linux
+
+package daemon_test
+
+import (
+	"context"
+	"encoding/hex"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vnic/vnic/client"
+	"github.com/vnic/vnic/internal/daemon"
+	"github.com/vnic/vnic/rss"
+	"github.com/vnic/vnic/wire/fabric"
+)
+
+// startFabric runs a daemon whose source and TX sink are a fabric.
+func startFabric(t *testing.T, fc fabric.Config) (*testDaemon, *fabric.Fabric) {
+	t.Helper()
+	fab, err := fabric.New(fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	td := startDaemon(t, fab.Source(), func(c *daemon.Config) {
+		c.Engine.Tx = fab
+		c.RequireHost = true
+		c.OnAttach, c.OnDetach = fab.Attach, fab.Detach
+		c.SourceName, c.SourceStats = "fabric", fab.Stats
+	})
+	return td, fab
+}
+
+func TestFabricTwoHosts(t *testing.T) {
+	td, fab := startFabric(t, fabric.Config{})
+	ctx := context.Background()
+	if _, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "nohost", Match: client.Match{Proto: "udp"}}); err == nil || !strings.Contains(err.Error(), "host") {
+		t.Fatalf("a tenant without a host identity attached to a fabric: %v", err)
+	}
+	own := append(rss.Key(nil), rss.MicrosoftKey...)
+	own[0] ^= 0xff
+	a, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "a", Queues: 1, Match: client.Match{Proto: "udp", DstPortLo: 9000}, Host: &client.Host{Addr: "198.18.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "b", Queues: 2, Match: client.Match{Proto: "udp", DstPortLo: 9000}, Host: &client.Host{Addr: "198.18.0.2", Key: own}})
+	if err != nil {
+		t.Fatalf("a second host claiming the same port on another address: %v", err)
+	}
+	defer b.Close()
+	if hex.EncodeToString(b.RSS.Key) != hex.EncodeToString(own) {
+		t.Fatalf("host b's RSS reply reports key %x, it asked for %x", b.RSS.Key, own)
+	}
+	if _, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "c", Match: client.Match{Proto: "udp", DstPortLo: 9001}, Host: &client.Host{Addr: "198.18.0.2"}}); err == nil {
+		t.Fatal("a second tenant took host b's address")
+	}
+	// a sends to b: 300 frames on 300 flows, 50 to a port b does not claim.
+	var frames [][]byte
+	for i := range 300 {
+		frames = append(frames, rss.BuildUDP4(nil, [6]byte{2}, [6]byte{2, 1}, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), uint16(2000+i), 9000, 18))
+	}
+	for i := range 50 {
+		frames = append(frames, rss.BuildUDP4(nil, [6]byte{2}, [6]byte{2, 1}, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), uint16(2000+i), 9001, 18))
+	}
+	var got [2]atomic.Int64
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	for q := range 2 {
+		go func() { receive(rctx, b.Queue(q), &got[q]) }()
+	}
+	for sent := 0; sent < len(frames); {
+		n, err := a.Queue(0).Send(frames[sent:min(sent+32, len(frames))])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent += n
+		if n == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitFor(t, 10*time.Second, func() bool { return got[0].Load()+got[1].Load() == 300 })
+	if got[0].Load() == 0 || got[1].Load() == 0 {
+		t.Fatalf("b's queues got %d and %d frames: RSS did not spread 300 flows", got[0].Load(), got[1].Load())
+	}
+	waitFor(t, 5*time.Second, func() bool { return fab.Totals()[fabric.Sent] == 350 })
+	tot := fab.Totals()
+	if tot[fabric.Delivered] != 300 || tot[fabric.NoHost] != 50 || tot[fabric.Received] != 300 {
+		t.Fatalf("ledger %v", tot)
+	}
+	st := td.d.Stats()
+	if st.Source["fabric_sent"] != 350 || st.Source["fabric_no_host"] != 50 {
+		t.Fatalf("vnicctl counters' source section: %v", st.Source)
+	}
+	if g := st.Global["drops_no_tenant"]; g != 0 {
+		t.Fatalf("the engine saw %d unclaimed frames: the fabric should have dropped them as no_host", g)
+	}
+}

@@ -1,0 +1,97 @@
+package fabric
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Profile is a cloud network's limits scaled to what this engine carries.
+type Profile struct {
+	Name   string
+	Config Config
+	// Scale is the factor the paper's rates were multiplied by, Note says
+	// so in one line (logs, vnicctl status).
+	Scale float64
+	Note  string
+}
+
+// The paper's c7gn.16xlarge figures (200 Gbit/s ENA, cluster placement
+// group) that aws-c7gn scales.
+const (
+	paperFlowBps = 8e9   // measured per UDP port pair (the limit is 10 Gbit/s)
+	paperDPUPps  = 2.4e6 // one flow of 64-byte frames stalls here
+	paperNICBps  = 200e9 // the ENA's line rate
+	paperMaxPps  = 25e6  // 64 flows of 64-byte frames, sending
+	paperDPUs    = 16    // port scaling is flat past 16 port pairs
+	engineMpps   = 10.0  // host-to-host 64-byte frames on one engine core (BenchmarkHostToHost)
+	engineScale  = engineMpps * 1e6 / paperMaxPps
+)
+
+// Profiles lists the built-in profiles.
+func Profiles() []Profile {
+	s := engineScale
+	return []Profile{{
+		Name:  "aws-c7gn",
+		Scale: s,
+		Config: Config{
+			FlowBps: paperFlowBps * s,
+			DPUs:    paperDPUs, DPUPps: paperDPUPps * s,
+			NICBps: paperNICBps * s,
+		},
+		Note: fmt.Sprintf("aws-c7gn scaled by %.2f (this engine's %.0f Mpps over the paper's %.0f Mpps): flow %.2f Gbit/s, %d DPUs at %.2f Mpps, NIC %.0f Gbit/s",
+			s, engineMpps, paperMaxPps/1e6, paperFlowBps*s/1e9, paperDPUs, paperDPUPps*s/1e6, paperNICBps*s/1e9),
+	}}
+}
+
+// LookupProfile returns the profile of that name.
+func LookupProfile(name string) (Profile, error) {
+	var names []string
+	for _, p := range Profiles() {
+		if strings.EqualFold(p.Name, name) {
+			return p, nil
+		}
+		names = append(names, p.Name)
+	}
+	return Profile{}, fmt.Errorf("unknown profile %q; use %s", name, strings.Join(names, ", "))
+}
+
+// Describe states the model in one line.
+func (f *Fabric) Describe() string {
+	c := f.cfg
+	var parts []string
+	if c.FlowBps > 0 {
+		parts = append(parts, fmt.Sprintf("flow %.3g Gbit/s", c.FlowBps/1e9))
+	}
+	if c.FlowPps > 0 {
+		parts = append(parts, fmt.Sprintf("flow %.3g Mpps", c.FlowPps/1e6))
+	}
+	if c.DPUs > 0 {
+		parts = append(parts, fmt.Sprintf("%d DPUs at %.3g Mpps", c.DPUs, c.DPUPps/1e6))
+	}
+	if c.NICBps > 0 {
+		parts = append(parts, fmt.Sprintf("NIC %.3g Gbit/s", c.NICBps/1e9))
+	}
+	if c.Delay > 0 {
+		parts = append(parts, fmt.Sprintf("delay %v (%d slots)", c.Delay, c.DelaySlots))
+	}
+	if c.Loss > 0 {
+		parts = append(parts, fmt.Sprintf("loss %g seed %d", c.Loss, c.Seed))
+	}
+	if len(parts) == 0 {
+		return "fabric between the hosts, no limits"
+	}
+	return "fabric between the hosts: " + strings.Join(parts, ", ")
+}
+
+// Stats returns the ledger's totals for vnicctl counters and /metrics
+// (daemon.Config.SourceStats), named fabric_<column>, with the frames
+// waiting in the delay line as fabric_delayed.
+func (f *Fabric) Stats() map[string]uint64 {
+	tot := f.Totals()
+	m := make(map[string]uint64, len(tot)+1)
+	for r, v := range tot {
+		m["fabric_"+Reason(r).String()] = v
+	}
+	m["fabric_delayed"] = uint64(f.Delayed())
+	return m
+}
