@@ -62,7 +62,7 @@ type Tenant struct {
 	reta   *rss.RETA
 	key    rss.Key     // the key the tenant's frames are hashed with
 	hasher *rss.Hasher // its own key's; nil: the engine's
-	assoc  [][]int // per Bx ring: Ax rings in borrowing order
+	assoc  [][]int     // per Bx ring: Ax rings in borrowing order
 	ax     []*ax.NIC
 	bx     []*bx.NIC
 	blocks []counters.Block // NIC block per queue
