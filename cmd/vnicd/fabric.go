@@ -84,7 +84,7 @@ func runFabric(c *cli.Context, log zerolog.Logger, dcfg daemon.Config, fc fabric
 	if note != "" {
 		dcfg.SourceMode += "; " + note
 	}
-	dcfg.SourceStats = fab.Stats
+	dcfg.SourceStats, dcfg.HostLedger = fab.Stats, fab.Ledger
 	log.Info().Str("model", fab.Describe()).Str("profile", note).Msg("emulating a network between the tenants")
 	return serve(c, dcfg)
 }

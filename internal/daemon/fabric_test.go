@@ -28,7 +28,7 @@ func startFabric(t *testing.T, fc fabric.Config) (*testDaemon, *fabric.Fabric) {
 		c.Engine.Tx = fab
 		c.RequireHost = true
 		c.OnAttach, c.OnDetach = fab.Attach, fab.Detach
-		c.SourceName, c.SourceStats = "fabric", fab.Stats
+		c.SourceName, c.SourceStats, c.HostLedger = "fabric", fab.Stats, fab.Ledger
 	})
 	return td, fab
 }
@@ -93,6 +93,15 @@ func TestFabricTwoHosts(t *testing.T) {
 	st := td.d.Stats()
 	if st.Source["fabric_sent"] != 350 || st.Source["fabric_no_host"] != 50 {
 		t.Fatalf("vnicctl counters' source section: %v", st.Source)
+	}
+	for _, ts := range st.Tenants {
+		want := map[string]uint64{"a": 350, "b": 0}[ts.Name]
+		if ts.Fabric["sent"] != want || ts.Host == nil {
+			t.Fatalf("tenant %s: host %+v, ledger %v: want %d sent", ts.Name, ts.Host, ts.Fabric, want)
+		}
+		if ts.Name == "b" && ts.Fabric["received"] != 300 {
+			t.Fatalf("host b's ledger %v: want 300 received", ts.Fabric)
+		}
 	}
 	if g := st.Global["drops_no_tenant"]; g != 0 {
 		t.Fatalf("the engine saw %d unclaimed frames: the fabric should have dropped them as no_host", g)

@@ -3,6 +3,8 @@ package fabric
 import (
 	"fmt"
 	"strings"
+
+	"github.com/vnic/vnic/nic"
 )
 
 // Profile is a cloud network's limits scaled to what this engine carries.
@@ -94,4 +96,21 @@ func (f *Fabric) Stats() map[string]uint64 {
 	}
 	m["fabric_delayed"] = uint64(f.Delayed())
 	return m
+}
+
+// Ledger returns a function that reads tenant t's ledger as a host
+// (daemon.Config.HostLedger), by column name; it keeps reading the same
+// host after t detached. It returns nil for a tenant that is not a host.
+func (f *Fabric) Ledger(t *nic.Tenant) func() map[string]uint64 {
+	h := f.hosts.Load().sender(t)
+	if h == nil {
+		return nil
+	}
+	return func() map[string]uint64 {
+		m := make(map[string]uint64, numReasons)
+		for r := range h.pub {
+			m[Reason(r).String()] = h.pub[r].Load()
+		}
+		return m
+	}
 }
