@@ -238,3 +238,28 @@ func TestDelayLineOrderAndBound(t *testing.T) {
 	}
 	r.balanced()
 }
+
+// In a flow table of one slot, two flows active at once share its bucket
+// (counted as collisions); a flow that comes after the other went idle
+// takes the slot over with a full bucket of its own.
+func TestFlowTableCollisionPolicy(t *testing.T) {
+	r := newRig(t, fabric.Config{FlowPps: 1e6, FlowBuckets: 1}, nic.Drop)
+	a := r.addHost("198.18.0.1", 1, 0, nil)
+	r.addHost("198.18.0.2", 2, 0, nil)
+	two := [][]byte{frame("198.18.0.1", "198.18.0.2", 1000, 9000, 18), frame("198.18.0.1", "198.18.0.2", 1001, 9000, 18)}
+	// Both at 2 Mpps (4 in all) for 50 ms: together 1 Mpps.
+	got := r.offer(a, two, 3125, 16000)
+	within(t, "two colliding flows at 2 Mpps each", float64(got), 1e6*0.05+1000, 0.02)
+	c1 := r.fab.Stats()["fabric_flow_collisions"]
+	if c1 == 0 {
+		t.Fatal("no collision counted")
+	}
+	// Idle for 10 ms (the bucket refills), then the second flow alone.
+	r.now += 10_000_000
+	got = r.offer(a, two[1:], 3125, 32000) // 2 Mpps for 100 ms
+	within(t, "a flow that took an idle slot over", float64(got), 1e6*0.1+1000, 0.02)
+	if c2 := r.fab.Stats()["fabric_flow_collisions"]; c2 != c1 {
+		t.Fatalf("collisions went from %d to %d with one flow: it should have taken the idle slot over", c1, c2)
+	}
+	r.balanced()
+}

@@ -87,7 +87,8 @@ func (f *Fabric) Describe() string {
 
 // Stats returns the ledger's totals for vnicctl counters and /metrics
 // (daemon.Config.SourceStats), named fabric_<column>, with the frames
-// waiting in the delay line as fabric_delayed.
+// waiting in the delay line as fabric_delayed and, with a flow limit,
+// the frames whose flow shared another's bucket as fabric_flow_collisions.
 func (f *Fabric) Stats() map[string]uint64 {
 	tot := f.Totals()
 	m := make(map[string]uint64, len(tot)+1)
@@ -95,6 +96,9 @@ func (f *Fabric) Stats() map[string]uint64 {
 		m["fabric_"+Reason(r).String()] = v
 	}
 	m["fabric_delayed"] = uint64(f.Delayed())
+	if f.flows != nil {
+		m["fabric_flow_collisions"] = f.collisions.Load()
+	}
 	return m
 }
 
