@@ -25,8 +25,12 @@ const (
 	paperNICBps  = 200e9 // the ENA's line rate
 	paperMaxPps  = 25e6  // 64 flows of 64-byte frames, sending
 	paperDPUs    = 16    // port scaling is flat past 16 port pairs
-	engineMpps   = 10.0  // host-to-host 64-byte frames on one engine core (BenchmarkHostToHost)
-	engineScale  = engineMpps * 1e6 / paperMaxPps
+	// engineMpps is what one engine core carries here, host to host, in
+	// 64-byte frames with every limit on (BenchmarkHostToHost/limits:
+	// 12.2-13.8 Mpps of engine CPU on a 2-CPU AMD EPYC guest under a load
+	// average of 6; docs/operations.md, "The fabric").
+	engineMpps  = 12.0
+	engineScale = engineMpps * 1e6 / paperMaxPps
 )
 
 // Profiles lists the built-in profiles.
