@@ -94,7 +94,7 @@ func runFabric(c *cli.Context, log zerolog.Logger, dcfg daemon.Config, fc fabric
 func profileHelp() string {
 	var parts []string
 	for _, p := range fabric.Profiles() {
-		parts = append(parts, p.Note)
+		parts = append(parts, p.Note+": "+p.Config.Limits())
 	}
 	return strings.Join(parts, "; ")
 }

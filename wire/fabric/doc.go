@@ -43,7 +43,7 @@
 // A frame goes through these stages, in order, and the first that refuses
 // it is its drop reason:
 //
-//  1. no_host: it is not IPv4 TCP/UDP, or no host has its destination
+//  1. no_host: it is not an IPv4 packet, or no host has its destination
 //     address, or that host's rule does not claim its protocol and port;
 //  2. nic_cap: the sending host's NIC rate cap (a token bucket per host);
 //  3. flow_limit: its 5-tuple flow's limit (a token bucket per flow, in

@@ -44,8 +44,7 @@ func Profiles() []Profile {
 			DPUs:    paperDPUs, DPUPps: paperDPUPps * s,
 			NICBps: paperNICBps * s,
 		},
-		Note: fmt.Sprintf("aws-c7gn scaled by %.2f (this engine's %.0f Mpps over the paper's %.0f Mpps): flow %.2f Gbit/s, %d DPUs at %.2f Mpps, NIC %.0f Gbit/s",
-			s, engineMpps, paperMaxPps/1e6, paperFlowBps*s/1e9, paperDPUs, paperDPUPps*s/1e6, paperNICBps*s/1e9),
+		Note: fmt.Sprintf("aws-c7gn scaled by %.2f (this engine's %.0f Mpps over the paper's %.0f Mpps)", s, engineMpps, paperMaxPps/1e6),
 	}}
 }
 
@@ -63,7 +62,15 @@ func LookupProfile(name string) (Profile, error) {
 
 // Describe states the model in one line.
 func (f *Fabric) Describe() string {
-	c := f.cfg
+	if l := f.cfg.Limits(); l != "" {
+		return "fabric between the hosts: " + l
+	}
+	return "fabric between the hosts, no limits"
+}
+
+// Limits lists the limits that are on, e.g. "flow 8 Gbit/s, 16 DPUs at
+// 2.4 Mpps" ("" when none is).
+func (c Config) Limits() string {
 	var parts []string
 	if c.FlowBps > 0 {
 		parts = append(parts, fmt.Sprintf("flow %.3g Gbit/s", c.FlowBps/1e9))
@@ -83,10 +90,7 @@ func (f *Fabric) Describe() string {
 	if c.Loss > 0 {
 		parts = append(parts, fmt.Sprintf("loss %g seed %d", c.Loss, c.Seed))
 	}
-	if len(parts) == 0 {
-		return "fabric between the hosts, no limits"
-	}
-	return "fabric between the hosts: " + strings.Join(parts, ", ")
+	return strings.Join(parts, ", ")
 }
 
 // Stats returns the ledger's totals for vnicctl counters and /metrics
