@@ -66,6 +66,9 @@ func fabricCommand() *cli.Command {
 				hosts = append(hosts, hostRows(st.History, true)...)
 			}
 			if format == outJSON {
+				if hosts == nil {
+					hosts = []hostRow{}
+				}
 				return writeJSON(c.App.Writer, struct {
 					Model string            `json:"model"`
 					Total map[string]uint64 `json:"total"`
