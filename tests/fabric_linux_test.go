@@ -33,17 +33,21 @@ func TestFabricHostsExchange(t *testing.T) {
 	if first != second {
 		t.Fatalf("seed 5 lost %d frames, then %d", first, second)
 	}
+	// With a one-way delay (the loss comes first: the same draws).
+	if delayed := fabricRun(t, "5", "--fabric-delay", "200us"); delayed != first {
+		t.Fatalf("seed 5 lost %d frames with a delay, %d without", delayed, first)
+	}
 }
 
 // fabricRun is one run of TestFabricHostsExchange; it returns the frames lost.
-func fabricRun(t *testing.T, seed string) uint64 {
+func fabricRun(t *testing.T, seed string, extra ...string) uint64 {
 	socket := filepath.Join(t.TempDir(), "vnicd.sock")
 	logf, err := os.CreateTemp(t.TempDir(), "vnicd-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(binDir, "vnicd"), "run", "--source", "fabric", "--socket", socket, "--metrics-addr", "",
-		"--emulator-cpu", "-1", "--log-format", "json", "--fabric-loss", "0.05", "--fabric-seed", seed)
+	cmd := exec.Command(filepath.Join(binDir, "vnicd"), append([]string{"run", "--source", "fabric", "--socket", socket, "--metrics-addr", "",
+		"--emulator-cpu", "-1", "--log-format", "json", "--fabric-loss", "0.05", "--fabric-seed", seed}, extra...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
