@@ -34,11 +34,24 @@ type Match struct {
 	Default   bool   // receive what no other tenant claims
 }
 
+// Host is a tenant's identity on vnicd's emulated network (vnicd run
+// --source fabric): frames other hosts send to Addr reach this tenant.
+type Host struct {
+	Addr string // IPv4 address, e.g. "198.18.0.1"
+	MAC  string // e.g. "02:00:c6:12:00:01" (empty: derived from Addr)
+	// Key is the host's own RSS key (nil: vnicd's). Tenant.RSS reports the
+	// key vnicd uses either way.
+	Key []byte
+}
+
 // AttachOptions configure Attach.
 type AttachOptions struct {
-	Name    string // shown by vnicctl tenants
-	Queues  int    // receive queues (cores), default 1
-	Match   Match
+	Name   string // shown by vnicctl tenants
+	Queues int    // receive queues (cores), default 1
+	Match  Match
+	// Host, if set, is the host this tenant is on vnicd's emulated network
+	// (required with --source fabric).
+	Host    *Host
 	AxSize  int // 0: vnicd's default
 	BxSize  int
 	TxSize  int
@@ -96,10 +109,14 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 		conn.Unix().SetDeadline(dl)
 	}
 	var rep proto.AttachReply
-	files, err := conn.Call(proto.TAttach, proto.Attach{
+	req := proto.Attach{
 		Name: o.Name, Queues: o.Queues, AxSize: o.AxSize, BxSize: o.BxSize, TxSize: o.TxSize, Buffers: o.Buffers,
 		Match: proto.Match{Proto: o.Match.Proto, DstPortLo: o.Match.DstPortLo, DstPortHi: o.Match.DstPortHi, Dst: o.Match.Dst, Default: o.Match.Default},
-	}, &rep)
+	}
+	if h := o.Host; h != nil {
+		req.Host = &proto.Host{Addr: h.Addr, MAC: h.MAC, Key: hex.EncodeToString(h.Key)}
+	}
+	files, err := conn.Call(proto.TAttach, req, &rep)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("client: attach: %w", err)

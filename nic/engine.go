@@ -49,6 +49,10 @@ type Engine struct {
 	txDesc   []shm.TxDesc
 	txFrames [][]byte
 	txSegs   []txSeg
+	// txFrom, with a TenantTxSink, names the tenant of each frame in
+	// txFrames; fromSink is that sink (nil: Config.Tx is a plain TxSink).
+	txFrom   []*Tenant
+	fromSink TenantTxSink
 
 	mu      sync.Mutex // guards ops
 	ops     []func()
@@ -91,6 +95,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, hasher: h, global: counters.New(), opsFlag: make(chan struct{}, 1), started: make(chan struct{}),
 		txDesc: make([]shm.TxDesc, 0, txBatchMax), txFrames: make([][]byte, 0, txBatchMax), txSegs: make([]txSeg, 0, txBatchMax)}
+	if fs, ok := cfg.Tx.(TenantTxSink); ok {
+		e.fromSink, e.txFrom = fs, make([]*Tenant, 0, txBatchMax)
+	}
 	e.now = cfg.Now
 	if e.now == nil {
 		start := time.Now()
@@ -98,6 +105,11 @@ func New(cfg Config) (*Engine, error) {
 	}
 	return e, nil
 }
+
+// Now returns the engine's clock, in nanoseconds (Config.Now, or the
+// monotonic time since New): the clock of the Bx entries' stamps, for
+// models that run on the engine's time (wire/fabric).
+func (e *Engine) Now() uint64 { return e.now() }
 
 // Config returns the engine's configuration.
 func (e *Engine) Config() Config { return e.cfg }
@@ -117,6 +129,13 @@ func (e *Engine) AddTenant(cfg TenantConfig, r *shm.Region) (*Tenant, error) {
 	t, err := newTenant(cfg, r, e.cfg.Model, e.cfg.ShGroup)
 	if err != nil {
 		return nil, err
+	}
+	t.key = e.cfg.Key
+	if cfg.Key != nil && !slices.Equal(cfg.Key, e.cfg.Key) {
+		if t.hasher, err = rss.NewHasher(cfg.Key); err != nil {
+			return nil, fmt.Errorf("nic: tenant %q: %w", cfg.Name, err)
+		}
+		t.key = t.hasher.Key()
 	}
 	if e.cfg.Model == DynShRing {
 		t.dyn = newDynState(t, e.cfg.ShGroup, e.cfg.Dyn)
@@ -210,7 +229,7 @@ func (e *Engine) runOps() {
 func (e *Engine) pick(t *rss.Tuple, parsed bool) *Tenant {
 	if parsed {
 		for _, x := range e.specific {
-			if x.Match.matches(t) {
+			if x.claim.matches(t) {
 				return x
 			}
 		}
@@ -232,6 +251,12 @@ func (e *Engine) listSpecific() {
 // all of them, unless the Pause policy stopped the batch on starvation, in
 // which case the caller must offer the rest again. Step(nil) refreshes the
 // occupancy gauges.
+//
+// Besides Run, a TxSink may call Step from its Send (it runs on the engine
+// goroutine) to loop transmitted frames back into the receive path, as
+// wire/fabric does: Step and TxStep share no scratch state, and the frames
+// (slices of the sender's buffers) are copied into the receiver's buffers
+// before Send returns and TxStep completes them.
 func (e *Engine) Step(frames [][]byte) int {
 	if len(frames) == 0 {
 		e.finish(false)
@@ -267,7 +292,7 @@ func (e *Engine) Step(frames [][]byte) int {
 		}
 		ten := e.deflt
 		for _, x := range e.specific {
-			if x.Match.matches(t) {
+			if x.claim.matches(t) {
 				ten = x
 				break
 			}
@@ -278,6 +303,9 @@ func (e *Engine) Step(frames [][]byte) int {
 				return i
 			}
 			continue
+		}
+		if ten.hasher != nil { // a tenant with its own RSS key
+			hash = ten.hasher.HashTuple(t)
 		}
 		q := ten.reta.Queue(hash)
 		qs := &ten.qs[q]
@@ -347,7 +375,11 @@ func (e *Engine) steer(f []byte, ten *Tenant, err error, now uint64) bool {
 	var hash uint32
 	q := 0
 	if err == nil {
-		hash = e.hasher.HashTuple(&e.tuple)
+		h := e.hasher
+		if ten.hasher != nil {
+			h = ten.hasher
+		}
+		hash = h.HashTuple(&e.tuple)
 		q = ten.reta.Queue(hash)
 	}
 	return e.deliver(f, ten, err, hash, q, now)

@@ -32,6 +32,11 @@ type TenantConfig struct {
 	Assoc [][]int
 	// Checker, if set, verifies buffer conservation on every move (debug).
 	Checker *conserve.Checker
+	// Key is the tenant's own RSS key (nil: the engine's Config.Key).
+	// Frames of a tenant with its own key are hashed twice, once with the
+	// engine's key by the fast parser and once, after the match, with the
+	// tenant's: tenants that share the engine's key cost nothing more.
+	Key rss.Key
 	// Wake, if set, holds one descriptor per queue: the queue's TX
 	// doorbell, an eventfd whose other copy the tenant holds. The engine
 	// watches them, edge-triggered, while it sleeps in IdleAdaptive mode,
@@ -55,7 +60,10 @@ type Tenant struct {
 
 	queues int
 	reta   *rss.RETA
-	assoc  [][]int // per Bx ring: Ax rings in borrowing order
+	claim  claim       // Match, compiled for the per-frame path
+	key    rss.Key     // the key the tenant's frames are hashed with
+	hasher *rss.Hasher // its own key's; nil: the engine's
+	assoc  [][]int     // per Bx ring: Ax rings in borrowing order
 	ax     []*ax.NIC
 	bx     []*bx.NIC
 	blocks []counters.Block // NIC block per queue
@@ -151,6 +159,14 @@ func (t *Tenant) CursorLoads() (ax, bx uint64) {
 // Queues returns the tenant's queue count.
 func (t *Tenant) Queues() int { return t.queues }
 
+// Key returns the RSS key the engine hashes the tenant's frames with (its
+// TenantConfig.Key, or the engine's). Do not modify it.
+func (t *Tenant) Key() rss.Key { return t.key }
+
+// Matches reports whether the tenant's match rule claims a frame of tuple
+// tup (the Default flag aside).
+func (t *Tenant) Matches(tup *rss.Tuple) bool { return t.claim.matches(tup) }
+
 // RETA returns the tenant's indirection table.
 func (t *Tenant) RETA() *rss.RETA { return t.reta }
 
@@ -193,7 +209,7 @@ func newTenant(cfg TenantConfig, r *shm.Region, m Model, shGroup int) (*Tenant, 
 		return nil, fmt.Errorf("nic: tenant %q: %w", cfg.Name, err)
 	}
 	t := &Tenant{
-		ID: cfg.ID, Name: cfg.Name, Match: cfg.Match, Region: r, queues: n, reta: reta,
+		ID: cfg.ID, Name: cfg.Name, Match: cfg.Match, claim: compileMatch(cfg.Match), Region: r, queues: n, reta: reta,
 		ax: make([]*ax.NIC, n), bx: make([]*bx.NIC, n), blocks: make([]counters.Block, n),
 		delta: make([][counters.NumIDs]uint64, n), qs: make([]qstate, n), used: make([]int, 0, n),
 		bxList: make([]int, 0, n), posted: make([]int, 0, n), shared: make([]int, n),

@@ -21,6 +21,15 @@ type TxSink interface {
 	Send(frames [][]byte) (int, error)
 }
 
+// TenantTxSink is a TxSink that also learns which tenant transmitted each
+// frame: from[i] sent frames[i]. The engine calls SendFrom instead of Send
+// when Config.Tx implements it (wire/fabric keeps its ledger per sender
+// with it, whatever source address a tenant writes).
+type TenantTxSink interface {
+	TxSink
+	SendFrom(frames [][]byte, from []*Tenant) (int, error)
+}
+
 const (
 	// txBatch bounds the TX descriptors taken from one ring per pass.
 	txBatch = 32
@@ -82,7 +91,7 @@ func (e *Engine) TxStep() int {
 	if e.txNext++; e.txNext >= nr {
 		e.txNext = 0
 	}
-	descs, frames, segs := e.txDesc[:0], e.txFrames[:0], e.txSegs[:0]
+	descs, frames, segs, from := e.txDesc[:0], e.txFrames[:0], e.txSegs[:0], e.txFrom[:0]
 	for k := 0; k < nr && len(descs) < txBatchMax; k++ {
 		r := e.txRings[(start+k)%nr]
 		ten := r.ten
@@ -118,6 +127,9 @@ func (e *Engine) TxStep() int {
 				continue // counted when released below
 			}
 			frames = append(frames, buf[:d.Len])
+			if e.fromSink != nil {
+				from = append(from, ten)
+			}
 		}
 		s.fhi = len(frames)
 		segs = append(segs, s)
@@ -131,7 +143,11 @@ func (e *Engine) TxStep() int {
 	sent, drop := len(frames), 0
 	if e.cfg.Tx != nil && len(frames) > 0 {
 		var err error
-		sent, err = e.cfg.Tx.Send(frames)
+		if e.fromSink != nil {
+			sent, err = e.fromSink.SendFrom(frames, from)
+		} else {
+			sent, err = e.cfg.Tx.Send(frames)
+		}
 		sent = max(0, min(sent, len(frames)))
 		if err != nil && sent < len(frames) {
 			drop = 1 // the frame the sink refused: dropped, not retried
@@ -141,7 +157,8 @@ func (e *Engine) TxStep() int {
 	for _, s := range segs {
 		total += e.txRelease(&s, descs[s.lo:s.lo+s.n], frames, sent, drop)
 	}
-	e.txDesc, e.txFrames, e.txSegs = descs[:0], frames[:0], segs[:0]
+	clear(from) // no tenant kept alive by the scratch list
+	e.txDesc, e.txFrames, e.txSegs, e.txFrom = descs[:0], frames[:0], segs[:0], from[:0]
 	return total
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/rss"
+	"github.com/vnic/vnic/wire/fabric"
 	"github.com/vnic/vnic/wire/synth"
 )
 
@@ -29,6 +30,9 @@ type settings struct {
 	synth    synth.Config  // --source synth: the synthetic source, checked as synth.New checks it
 	bufSize  int           // --handoff: the tenant's buffer size
 	bx       int           // --bx-size, or the size for the peak rate and --latency-budget
+	fabric   fabric.Config // --source fabric: the network model
+	// fabricNote states --fabric-profile's scaling (empty without one).
+	fabricNote string
 }
 
 // validate is every check of vnicd run's flags that does not consult the
@@ -51,13 +55,19 @@ func validate(c *cli.Context) (*settings, error) {
 		return nil, fmt.Errorf("--key: %w", err)
 	}
 	source, local := c.String("source"), c.Bool("local-consumers")
-	if source != "synth" && source != "xsk" {
-		return nil, fmt.Errorf("--source %q: use synth or xsk", source)
+	if source != "synth" && source != "xsk" && source != "fabric" {
+		return nil, fmt.Errorf("--source %q: use synth, xsk or fabric", source)
 	}
-	if source == "synth" {
+	if s.fabric, s.fabricNote, err = fabricConfig(c); err != nil {
+		return nil, err
+	}
+	if source == "fabric" && local {
+		return nil, fmt.Errorf("--local-consumers works with --source synth only; attach applications as hosts of the fabric")
+	}
+	if source != "xsk" {
 		for _, f := range []string{"iface", "xdp-mode", "claim-all", "claim-ports", "claim-udp-only", "claim-min-ip-len", "redirect-arp"} {
 			if c.IsSet(f) {
-				return nil, fmt.Errorf("--%s works with --source xsk only, and --source is synth (the default, which generates frames itself): add --source xsk to take frames from the interface, or drop --%s", f, f)
+				return nil, fmt.Errorf("--%s works with --source xsk only, and --source is %s: add --source xsk to take frames from the interface, or drop --%s", f, source, f)
 			}
 		}
 	}

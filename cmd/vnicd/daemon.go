@@ -87,6 +87,9 @@ func runDaemon(c *cli.Context, log zerolog.Logger, set *settings) error {
 		dcfg.SourceName, dcfg.SourceMode, dcfg.SourceStats = "xsk:"+c.String("iface"), w.mode, w.stats
 		return serve(c, dcfg)
 	}
+	if c.String("source") == "fabric" {
+		return runFabric(c, log, dcfg, set.fabric, set.fabricNote)
+	}
 	sc := set.synth
 	gen, err := synth.New(sc, nil)
 	if err != nil {

@@ -32,7 +32,7 @@ func runCommand() *cli.Command {
 		Name:  "run",
 		Usage: "run the emulated NIC",
 		Flags: withConfig(append(append(logFlags(),
-			&cli.StringFlag{Name: "source", Value: "synth", Usage: "frame source: synth (synthetic traffic) or xsk (XDP + AF_XDP on --iface)"},
+			&cli.StringFlag{Name: "source", Value: "synth", Usage: "frame source: synth (synthetic traffic), xsk (XDP + AF_XDP on --iface) or fabric (an emulated network between the attached tenants, each a host: see --fabric-*)"},
 			&cli.StringFlag{Name: "iface", Usage: "interface to take frames from with --source xsk"},
 			&cli.BoolFlag{Name: "handoff", Usage: "with --source xsk: zero-copy hand-off for a single tenant: the AF_XDP sockets open over the tenant's region at attach, the kernel writes frames into its buffers and vnicd only moves descriptors (experimental: see docs/handoff.md)"},
 			&cli.StringFlag{Name: "xdp-mode", Value: "auto", Usage: "XDP attach mode: auto (native, then generic), native or generic"},
@@ -76,7 +76,7 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "no-huge-pages", Usage: "do not try huge pages for tenant regions"},
 			&cli.IntFlag{Name: "max-tenants", Value: 64, Usage: "most tenants attached at once"},
 			&cli.BoolFlag{Name: "check", Usage: "validate the flags (and --config) and exit 0 if vnicd would accept them; the host is not consulted (group, CPUs, interface)"},
-		), limitFlags()...)),
+		), append(limitFlags(), fabricFlags()...)...)),
 		Before: loadConfig,
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
 			return fmt.Errorf("%w; run vnicd run --help for the flags", cliutil.FlagError(c, err))

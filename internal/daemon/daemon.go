@@ -47,6 +47,14 @@ type Config struct {
 	// zero-copy hand-off opens and closes its sockets there.
 	OnAttach func(eng *nic.Engine, t *nic.Tenant) error
 	OnDetach func(eng *nic.Engine, t *nic.Tenant)
+	// RequireHost refuses tenants that do not say which host they are
+	// (proto.Attach.Host): the emulated network (--source fabric) routes
+	// by host address.
+	RequireHost bool
+	// HostLedger, if set, returns for an attached tenant a function that
+	// reads its ledger on the emulated network (TenantStats.Fabric); the
+	// function keeps working after the tenant detached (its history).
+	HostLedger func(t *nic.Tenant) func() map[string]uint64
 	// Defaults for tenants that do not ask for sizes.
 	AxSize, BxSize, TxSize, BufSize int
 	// BuffersPerQueue is the default buffer count per queue (0: ax+2*bx... see Attach).
@@ -96,8 +104,9 @@ type tenant struct {
 	wake   []int // vnicd's copies of the queues' doorbell eventfds
 	conn   *proto.Conn
 	match  nic.Match
-	size   int64        // region bytes counted against the memory budget
-	dump   *dumpSession // the running dump of this tenant, under mu
+	size   int64                    // region bytes counted against the memory budget
+	dump   *dumpSession             // the running dump of this tenant, under mu
+	ledger func() map[string]uint64 // Config.HostLedger's; nil: none
 }
 
 // New checks the configuration and builds the engine.
@@ -593,6 +602,41 @@ func parseMatch(m proto.Match) (nic.Match, error) {
 	return out, nil
 }
 
+// hostMatch checks a tenant's host identity and narrows its match rule to
+// the host's address; it normalises h (the MAC, derived from the address
+// when not given) and returns the host's own RSS key (nil: vnicd's).
+func hostMatch(h *proto.Host, m *nic.Match) (rss.Key, error) {
+	a, err := netip.ParseAddr(h.Addr)
+	if err != nil || !a.Is4() {
+		return nil, fmt.Errorf("host address %q is not an IPv4 address; give one, e.g. 198.18.0.1", h.Addr)
+	}
+	p := netip.PrefixFrom(a, 32)
+	if m.Dst.IsValid() && m.Dst != p {
+		return nil, fmt.Errorf("match destination %s differs from the host's address %s; leave the match's destination empty (a host claims its address)", m.Dst, a)
+	}
+	m.Dst = p
+	m.Default = false // a host claims its own address, nothing more
+	if h.MAC == "" {
+		b := a.As4()
+		h.MAC = fmt.Sprintf("02:00:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3])
+	} else if hw, err := net.ParseMAC(h.MAC); err != nil || len(hw) != 6 {
+		return nil, fmt.Errorf("host MAC %q is not an Ethernet address; give six hex bytes, e.g. 02:00:c6:12:00:01, or leave it empty", h.MAC)
+	} else {
+		h.MAC = hw.String()
+	}
+	if h.Key == "" {
+		return nil, nil
+	}
+	k, err := hex.DecodeString(h.Key)
+	if err == nil {
+		err = rss.Key(k).Validate()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("host RSS key: %v; give %d to %d bytes in hex, or leave it empty for vnicd's key", err, rss.KeyLen, rss.MaxKeyLen)
+	}
+	return rss.Key(k), nil
+}
+
 // maxRingEntries and maxCount bound the sizes an attach may ask for before
 // any arithmetic or conversion to the region's uint32 fields.
 const maxRingEntries = 1 << 24
@@ -614,6 +658,16 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 	if err != nil {
 		d.ctl.refusedClaim.Add(1)
 		return nil, err
+	}
+	var hostKey rss.Key
+	if req.Host != nil {
+		if hostKey, err = hostMatch(req.Host, &match); err != nil {
+			d.ctl.refusedClaim.Add(1)
+			return nil, err
+		}
+	} else if d.cfg.RequireHost {
+		d.ctl.refusedClaim.Add(1)
+		return nil, fmt.Errorf("vnicd emulates a network (--source fabric): say which host this tenant is, with its IPv4 address (client.AttachOptions.Host), e.g. 198.18.0.1")
 	}
 	pick := func(v, def int) int {
 		if v == 0 {
@@ -717,7 +771,7 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 	d.shmem += size // reserved now; released by detach (or below on failure)
 	// Hold the name and the claim while the region is built: a placeholder
 	// in live (nt nil) keeps concurrent attaches from taking them.
-	ph := &tenant{info: proto.TenantInfo{ID: id, Name: req.Name, PID: pid, UID: uid, Queues: req.Queues, Match: req.Match}, match: match, size: size}
+	ph := &tenant{info: proto.TenantInfo{ID: id, Name: req.Name, PID: pid, UID: uid, Queues: req.Queues, Match: req.Match, Host: req.Host}, match: match, size: size}
 	d.live[id] = ph
 	d.mu.Unlock()
 	fail := func(err error) (*tenant, error) {
@@ -740,7 +794,7 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 	}
 	defer closeFDs(theirs) // sent to the tenant (or not): vnicd keeps only its copies
 	nt, err := d.eng.AddTenant(nic.TenantConfig{ID: id, Name: req.Name, Match: match, RETASize: d.cfg.RETASize,
-		Wake: wake}, region)
+		Wake: wake, Key: hostKey}, region)
 	if err == nil && d.cfg.OnAttach != nil {
 		if err = d.cfg.OnAttach(d.eng, nt); err != nil {
 			d.eng.RemoveTenant(nt)
@@ -751,8 +805,12 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 		region.Close()
 		return fail(err)
 	}
-	t := &tenant{region: region, nt: nt, wake: wake, conn: conn, match: match, size: size, info: proto.TenantInfo{
-		ID: id, Name: req.Name, PID: pid, UID: uid, Queues: req.Queues, Match: req.Match, Attached: time.Now().UTC().Format(time.RFC3339)}}
+	var ledger func() map[string]uint64
+	if d.cfg.HostLedger != nil {
+		ledger = d.cfg.HostLedger(nt)
+	}
+	t := &tenant{region: region, nt: nt, wake: wake, conn: conn, match: match, size: size, ledger: ledger, info: proto.TenantInfo{
+		ID: id, Name: req.Name, PID: pid, UID: uid, Queues: req.Queues, Match: req.Match, Host: req.Host, Attached: time.Now().UTC().Format(time.RFC3339)}}
 	d.mu.Lock()
 	d.live[id] = t
 	d.mu.Unlock()
@@ -766,7 +824,7 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 	g := region.Geo
 	rep := proto.AttachReply{Tenant: id, Model: d.eng.Config().Model.String(), FDs: len(fds),
 		Geometry: proto.Geometry{NumQueues: int(g.NumBx), AxSize: int(g.AxSize), BxSize: int(g.BxSize), TxSize: int(g.TxSize), BufSize: int(g.BufSize), Buffers: int(g.BufCount), Model: int(g.Model)},
-		RSS:      proto.RSS{Profile: "toeplitz", Key: hex.EncodeToString(d.eng.Config().Key), RETA: reta}}
+		RSS:      proto.RSS{Profile: "toeplitz", Key: hex.EncodeToString(nt.Key()), RETA: reta}}
 	if ec := d.eng.Config(); ec.Idle == nic.IdleAdaptive {
 		rep.RxCoalesceUs = int(ec.RxCoalesce / time.Microsecond)
 	}
@@ -861,6 +919,9 @@ func (d *Daemon) detachID(id int, why string) {
 
 func tenantStats(t *tenant) proto.TenantStats {
 	st := proto.TenantStats{TenantInfo: t.info}
+	if t.ledger != nil {
+		st.Fabric = t.ledger()
+	}
 	for q := 0; q < int(t.region.Geo.NumBx); q++ {
 		g := t.region.Geo
 		rs := proto.RingStats{Queue: q, Node: t.nt.Node(q), Assoc: append([]int(nil), t.nt.Assoc(q)...),

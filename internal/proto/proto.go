@@ -135,6 +135,19 @@ type Attach struct {
 	BxSize  int    `json:"bx_size,omitempty"`
 	TxSize  int    `json:"tx_size,omitempty"`
 	Buffers int    `json:"buffers,omitempty"`
+	// Host says which host of an emulated network the tenant is
+	// (vnicd run --source fabric, where it is required): the tenant then
+	// claims frames to Host.Addr (its match rule's destination).
+	Host *Host `json:"host,omitempty"`
+}
+
+// Host is a tenant's identity on vnicd's emulated network: its IPv4
+// address, its MAC (informational: the fabric routes by address) and
+// optionally its own RSS key (hex; empty: vnicd's key).
+type Host struct {
+	Addr string `json:"addr"`
+	MAC  string `json:"mac,omitempty"`
+	Key  string `json:"key,omitempty"`
 }
 
 // Geometry mirrors shm.Geometry on the wire.
@@ -181,6 +194,7 @@ type TenantInfo struct {
 	UID      uint32 `json:"uid"`
 	Queues   int    `json:"queues"`
 	Match    Match  `json:"match"`
+	Host     *Host  `json:"host,omitempty"`
 	Faulty   string `json:"faulty,omitempty"`
 	Attached string `json:"attached"` // RFC 3339
 	Detached string `json:"detached,omitempty"`
@@ -223,6 +237,9 @@ type RingStats struct {
 type TenantStats struct {
 	TenantInfo
 	Rings []RingStats `json:"rings"`
+	// Fabric is the host's ledger on vnicd's emulated network (--source
+	// fabric): frames sent, delivered, received, and dropped by reason.
+	Fabric map[string]uint64 `json:"fabric,omitempty"`
 }
 
 // Stats answers TStats.

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/vnic/vnic/internal/daemon"
+	"github.com/vnic/vnic/wire/fabric"
+)
+
+// fabricFlags are --source fabric's model (docs/operations.md, "The
+// fabric"): every limit is off by default.
+func fabricFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.Float64Flag{Name: "fabric-flow-gbps", Usage: "with --source fabric, each 5-tuple flow's limit in Gbit/s (a token bucket per flow; 0: none)"},
+		&cli.Float64Flag{Name: "fabric-flow-pps", Usage: "with --source fabric, each 5-tuple flow's limit in frames per second (0: none)"},
+		&cli.IntFlag{Name: "fabric-dpus", Usage: "with --source fabric, processing units frames are hashed onto by 5-tuple, each limited to --fabric-dpu-pps (0: none)"},
+		&cli.Float64Flag{Name: "fabric-dpu-pps", Usage: "with --fabric-dpus, each DPU's packet rate in frames per second"},
+		&cli.Float64Flag{Name: "fabric-nic-gbps", Usage: "with --source fabric, each host's transmit rate cap in Gbit/s (0: none)"},
+		&cli.DurationFlag{Name: "fabric-delay", Usage: "with --source fabric, one-way delay (0: none; frames then wait in a delay line, one extra copy)"},
+		&cli.IntFlag{Name: "fabric-delay-slots", Value: fabric.DefaultDelaySlots, Usage: "with --fabric-delay, frames the delay line holds (a power of two); frames that find it full are dropped as delay_full"},
+		&cli.Float64Flag{Name: "fabric-loss", Usage: "with --source fabric, probability that a frame is lost, in [0, 1)"},
+		&cli.Uint64Flag{Name: "fabric-seed", Value: 1, Usage: "with --fabric-loss, the loss generator's seed (the same seed and traffic drop the same frames)"},
+		&cli.DurationFlag{Name: "fabric-burst", Value: fabric.DefaultBurst, Usage: "with --source fabric, each rate limit's bucket depth, in time at its rate"},
+		&cli.StringFlag{Name: "fabric-profile", Usage: "with --source fabric, a cloud network's limits scaled to what one engine core carries: " + profileHelp() + " (explicit --fabric-* flags win)"},
+	}
+}
+
+// fabricConfig reads fabricFlags; fabric flags without --source fabric
+// are refused.
+func fabricConfig(c *cli.Context) (fabric.Config, string, error) {
+	var fc fabric.Config
+	if c.String("source") != "fabric" {
+		for _, f := range fabricFlags() {
+			if n := f.Names()[0]; c.IsSet(n) {
+				return fc, "", fmt.Errorf("--%s works with --source fabric only: add --source fabric, or drop --%s", n, n)
+			}
+		}
+		return fc, "", nil
+	}
+	var note string
+	if p := c.String("fabric-profile"); p != "" {
+		pr, err := fabric.LookupProfile(p)
+		if err != nil {
+			return fc, "", fmt.Errorf("--fabric-profile: %w", err)
+		}
+		fc, note = pr.Config, pr.Note
+	}
+	set := func(name string, apply func()) {
+		if c.IsSet(name) || c.String("fabric-profile") == "" {
+			apply()
+		}
+	}
+	set("fabric-flow-gbps", func() { fc.FlowBps = c.Float64("fabric-flow-gbps") * 1e9 })
+	set("fabric-flow-pps", func() { fc.FlowPps = c.Float64("fabric-flow-pps") })
+	set("fabric-dpus", func() { fc.DPUs = c.Int("fabric-dpus") })
+	set("fabric-dpu-pps", func() { fc.DPUPps = c.Float64("fabric-dpu-pps") })
+	set("fabric-nic-gbps", func() { fc.NICBps = c.Float64("fabric-nic-gbps") * 1e9 })
+	set("fabric-delay", func() { fc.Delay = c.Duration("fabric-delay") })
+	set("fabric-loss", func() { fc.Loss = c.Float64("fabric-loss") })
+	fc.DelaySlots = c.Int("fabric-delay-slots")
+	fc.Seed = c.Uint64("fabric-seed")
+	fc.Burst = c.Duration("fabric-burst")
+	fc.SlotSize = c.Int("buf-size")
+	if err := fc.Validate(); err != nil {
+		return fc, "", fmt.Errorf("--fabric-*: %w", err)
+	}
+	return fc, note, nil
+}
+
+// runFabric serves tenants as hosts of the emulated network.
+func runFabric(c *cli.Context, log zerolog.Logger, dcfg daemon.Config, fc fabric.Config, note string) error {
+	fab, err := fabric.New(fc)
+	if err != nil {
+		return err
+	}
+	dcfg.Engine.Tx = fab
+	dcfg.Source = fab.Source()
+	dcfg.RequireHost = true
+	dcfg.OnAttach, dcfg.OnDetach = fab.Attach, fab.Detach
+	dcfg.SourceName, dcfg.SourceMode = "fabric", fab.Describe()
+	if note != "" {
+		dcfg.SourceMode += "; " + note
+	}
+	dcfg.SourceStats, dcfg.HostLedger = fab.Stats, fab.Ledger
+	log.Info().Str("model", fab.Describe()).Str("profile", note).Msg("emulating a network between the tenants")
+	return serve(c, dcfg)
+}
+
+// profileHelp names each profile with its scaling.
+func profileHelp() string {
+	var parts []string
+	for _, p := range fabric.Profiles() {
+		parts = append(parts, p.Note+": "+p.Config.Limits())
+	}
+	return strings.Join(parts, "; ")
+}

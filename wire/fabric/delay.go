@@ -1,0 +1,111 @@
+package fabric
+
+import (
+	"sync/atomic"
+
+	"github.com/vnic/vnic/nic"
+)
+
+// delayLine holds delayed frames in order of their due time (one delay
+// for all frames, so arrival order is due order): a ring of fixed slots,
+// allocated once.
+type delayLine struct {
+	slots []slot
+	data  []byte
+	size  int // bytes per slot
+	mask  uint64
+	delay uint64 // ns
+	head  uint64 // oldest frame
+	tail  uint64 // next free slot
+	lent  int    // frames the last Recv handed out, released by the next
+	count atomic.Int64
+}
+
+type slot struct {
+	due      uint64
+	n        int
+	src, dst *host
+}
+
+func newDelayLine(n, size int, delay uint64) *delayLine {
+	return &delayLine{slots: make([]slot, n), data: make([]byte, n*size), size: size, mask: uint64(n - 1), delay: delay}
+}
+
+// push copies frame fr into the line, due delay after now; false when the
+// line is full (or the frame longer than a slot).
+func (l *delayLine) push(fr []byte, now uint64, src, dst *host) bool {
+	if l.tail-l.head == uint64(len(l.slots)) || len(fr) > l.size {
+		return false
+	}
+	i := l.tail & l.mask
+	off := int(i) * l.size
+	n := copy(l.data[off:off+l.size], fr)
+	l.slots[i] = slot{due: now + l.delay, n: n, src: src, dst: dst}
+	l.tail++
+	l.count.Add(1)
+	return true
+}
+
+// release frees the slots the last take lent out.
+func (l *delayLine) release() {
+	for k := 0; k < l.lent; k++ {
+		s := &l.slots[l.head&l.mask]
+		s.src, s.dst = nil, nil
+		l.head++
+	}
+	l.lent = 0
+}
+
+// take appends the frames due by now, up to cap(dst), and lends them out
+// until the next take.
+func (l *delayLine) take(dst [][]byte, now uint64, f *Fabric) [][]byte {
+	l.release()
+	for p := l.head; p != l.tail && len(dst) < cap(dst); p++ {
+		s := &l.slots[p&l.mask]
+		if s.due > now {
+			break
+		}
+		off := int(p&l.mask) * l.size
+		dst = append(dst, l.data[off:off+s.n:off+s.n])
+		f.charge(s.src, Delivered)
+		f.charge(s.dst, Received)
+		l.lent++
+	}
+	if l.lent > 0 {
+		l.count.Add(int64(-l.lent)) // delivered now: no longer waiting
+	}
+	return dst
+}
+
+// Source returns the fabric's nic.Source, for nic.Engine.Run: it releases
+// delayed frames once due. Without a delay it has nothing of its own and
+// is nic.Waitable with no descriptor, so an idle engine sleeps until a
+// tenant's doorbell; with a delay it is polled (every millisecond while
+// the engine sleeps: a frame that falls due while the engine sleeps waits
+// up to that long more).
+func (f *Fabric) Source() nic.Source {
+	if f.delay == nil {
+		return quiet{}
+	}
+	return delayed{f}
+}
+
+type quiet struct{}
+
+func (quiet) Recv(dst [][]byte) ([][]byte, error) { return dst, nil }
+func (quiet) WaitFDs() []int                      { return nil }
+
+type delayed struct{ f *Fabric }
+
+func (d delayed) Recv(dst [][]byte) ([][]byte, error) {
+	f := d.f
+	var now uint64
+	if e := f.eng.Load(); e != nil {
+		now = e.Now()
+	}
+	dst = f.delay.take(dst, now, f)
+	if len(dst) > 0 {
+		f.publish(f.hosts.Load())
+	}
+	return dst, nil
+}
