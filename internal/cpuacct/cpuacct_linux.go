@@ -87,10 +87,14 @@ func cpuSet(cpus []int) (unix.CPUSet, error) {
 
 // PinSelf narrows every thread of this process to cpus, so that the
 // whole process (and every thread it creates later, which inherits the
-// mask) runs there, and sets GOMAXPROCS to len(cpus): a host given one
-// CPU runs one Go scheduler thread at a time, as it would on a machine
-// of one CPU. restore puts back the mask the calling thread had on every
-// thread and gives GOMAXPROCS back to the runtime's default. This is the
+// mask) runs there. GOMAXPROCS stays what it was (the runtime would
+// otherwise lower it to len(cpus) on its own, at some point during the
+// run): with one P, a goroutine in a syscall or spinning holds up every
+// network wake-up of the process until sysmon retakes its P, which
+// measures Go's scheduler, not the transport; with more Ps than CPUs the
+// OS time-shares the CPUs between them, the same for every transport.
+// restore puts back the mask the calling thread had on every thread and
+// gives GOMAXPROCS back to the runtime's default. This is the
 // process-wide counterpart of affinity.Pin (which narrows one locked
 // thread).
 func PinSelf(cpus []int) (restore func(), err error) {
@@ -106,7 +110,7 @@ func PinSelf(cpus []int) (restore func(), err error) {
 		setAll(&prev)
 		return func() {}, fmt.Errorf("cpuacct: pin to CPUs %s: %w; pick CPUs this process may use (taskset -p $$)", Format(cpus), err)
 	}
-	oldProcs := runtime.GOMAXPROCS(len(cpus))
+	oldProcs := runtime.GOMAXPROCS(runtime.GOMAXPROCS(0)) // freeze it
 	return func() {
 		setAll(&prev)
 		runtime.GOMAXPROCS(oldProcs)
