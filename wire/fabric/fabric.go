@@ -339,7 +339,7 @@ type HostStats struct {
 }
 
 // Get returns one ledger column.
-func (s *HostStats) Get(r Reason) uint64 { return s.Count[r] }
+func (s HostStats) Get(r Reason) uint64 { return s.Count[r] }
 
 // Hosts returns every attached host's ledger, as of the engine's last
 // Send (or delay-line release).
@@ -414,6 +414,7 @@ func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 	}
 	out, outIdx, outSrc, outDst := f.out[:0], f.outIdx[:0], f.outSrc[:0], f.outDst[:0]
 	t := &f.tuple
+	var lastDst *host // frames of a batch mostly go to few hosts
 	for i, fr := range frames {
 		src := f.gone
 		if from != nil {
@@ -431,8 +432,13 @@ func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 			f.drop(i, src, NoHost)
 			continue
 		}
-		d := t.Dst
-		dst := tab.lookup(uint32(d[0])<<24 | uint32(d[1])<<16 | uint32(d[2])<<8 | uint32(d[3]))
+		d := &t.Dst
+		a4 := uint32(d[0])<<24 | uint32(d[1])<<16 | uint32(d[2])<<8 | uint32(d[3])
+		dst := lastDst
+		if dst == nil || dst.a4 != a4 {
+			dst = tab.lookup(a4)
+			lastDst = dst
+		}
 		if dst == nil || !dst.ten.Matches(t) {
 			f.drop(i, src, NoHost)
 			continue
