@@ -28,6 +28,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +49,8 @@ type options struct {
 	fromCSV, cpuprofile              string
 	place                            cpuacct.Placement
 	nicPids                          []int
+	vnicd, fabricIdle                string
+	fabricArgs                       []string
 }
 
 func main() { casestudy.Main(parseFlags, run) }
@@ -66,7 +69,10 @@ func parseFlags(args []string) (options, error) {
 	nicPids := fs.String("nic-pids", "", "pids of the NIC processes (each host's vnicd), comma-separated, whose CPU time is reported as NIC CPU-s")
 	fs.DurationVar(&o.duration, "duration", 2*time.Second, "offering time per rate")
 	fs.StringVar(&o.testbed, "testbed", "", "put node i in namespace PREFIX-h<i> of `vnicctl testbed up --hosts N --prefix PREFIX` (the client in the next host if there is one)")
-	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp, vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock) or auto")
+	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp, vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock), auto, or fabric (every node a host of one vnicd run --source fabric that this command starts on the NIC CPUs for each bi-channel step, control paths on 127.0.0.x)")
+	fs.StringVar(&o.vnicd, "vnicd", "", "with -fast fabric, the vnicd binary (default: vnicd on PATH, else built from this module)")
+	fs.StringVar(&o.fabricIdle, "fabric-idle", "adaptive", "with -fast fabric, vnicd's --idle: adaptive or busy")
+	fabricArgs := fs.String("fabric-args", "", "with -fast fabric, more vnicd run flags, space-separated (e.g. --fabric-delay 20us)")
 	fs.StringVar(&o.csv, "csv", "", "write the results to this CSV file")
 	fs.StringVar(&o.plot, "plot", "", "draw latency against rate (the paper's Figure 17) into this .png or .svg")
 	fs.StringVar(&o.fromCSV, "from-csv", "", "run nothing: redraw -plot from this CSV (written by -csv)")
@@ -91,6 +97,13 @@ func parseFlags(args []string) (options, error) {
 	if o.place, err = cpuacct.ParsePlacement(*place); err != nil {
 		return o, fmt.Errorf("kv: -place: %w", err)
 	}
+	if o.fast == "fabric" && o.testbed != "" {
+		return o, fmt.Errorf("kv: -fast fabric runs every node on this machine's loopback: drop -testbed")
+	}
+	if o.fabricIdle != "adaptive" && o.fabricIdle != "busy" {
+		return o, fmt.Errorf("kv: -fabric-idle %q: give adaptive or busy", o.fabricIdle)
+	}
+	o.fabricArgs = strings.Fields(*fabricArgs)
 	if *nicPids != "" {
 		if o.nicPids, err = casestudy.Ints("nic-pids", *nicPids); err != nil {
 			return o, fmt.Errorf("kv: %w", err)
@@ -153,14 +166,23 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		return PlotLatency(rows, o.plot)
 	}
-	fast, err := bichannel.ParseFastMode(o.fast)
-	if err != nil {
-		return err
-	}
 	nodes := 1 + o.secondaries
-	places, err := casestudy.Places(o.testbed, nodes, fast, 9400)
-	if err != nil {
-		return fmt.Errorf("kv: %w", err)
+	var (
+		fast   bichannel.FastMode
+		places []Place
+		err    error
+	)
+	if o.fast == "fabric" {
+		// The socket is set per step (each bi-channel step starts its
+		// own vnicd); the control paths stay on loopback.
+		fast, places = bichannel.FastVNIC, casestudy.FabricPlaces("", nodes, 9400)
+	} else {
+		if fast, err = bichannel.ParseFastMode(o.fast); err != nil {
+			return err
+		}
+		if places, err = casestudy.Places(o.testbed, nodes, fast, 9400); err != nil {
+			return fmt.Errorf("kv: %w", err)
+		}
 	}
 	client := places[0] // the client: beside the primary...
 	if o.testbed != "" {
@@ -242,6 +264,18 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 	if t == "tcp-both" {
 		repl = "tcp"
 	}
+	nicPids := o.nicPids
+	if o.fast == "fabric" && repl != "tcp" {
+		// A vnicd of this step's own: kernel TCP steps run without one,
+		// so that the NIC CPUs' idleness shows they got no help.
+		fab, err := casestudy.StartFabric(ctx, casestudy.FabricConfig{Vnicd: o.vnicd, CPUs: o.place.NIC, Idle: o.fabricIdle, Args: o.fabricArgs})
+		if err != nil {
+			return Row{}, fmt.Errorf("kv: %w", err)
+		}
+		defer fab.Close()
+		places = casestudy.WithFabric(places, fab.Socket, 9400)
+		nicPids = append(slices.Clone(nicPids), fab.Pid)
+	}
 	cl, err := NewCluster(ctx, ClusterConfig{Places: places[:nodes], Shards: o.shards, Transport: repl, Fast: fast,
 		Bi: bichannel.Config{Flows: 2, BuffersPerFlow: 256, RetransmitTimeout: 5 * time.Millisecond, AckDelay: time.Millisecond, HeartbeatTimeout: 10 * time.Second}})
 	if err != nil {
@@ -253,7 +287,7 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 	if o.kill {
 		lc.OnHalf = func() { cl.Kill(2) }
 	}
-	sampler := cpuacct.Sampler{NICPids: o.nicPids}
+	sampler := cpuacct.Sampler{NICPids: nicPids}
 	s0, err := sampler.Sample()
 	if err != nil {
 		return Row{}, err
