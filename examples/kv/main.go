@@ -135,6 +135,10 @@ type Row struct {
 	// that they stayed under 5% busy: "yes", "no" or "" (not checked).
 	NICIdle                     string
 	Saturated, Killed, Verified bool
+	// DeliveredFast and DeliveredTCP are the replication messages every
+	// bi-channel endpoint took first from the fast path and from TCP
+	// retransmission (not in the CSV).
+	DeliveredFast, DeliveredTCP uint64
 	Notes                       string // the bi-channel's counters and verdicts (not in the CSV)
 }
 
@@ -166,33 +170,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		return PlotLatency(rows, o.plot)
 	}
-	nodes := 1 + o.secondaries
-	var (
-		fast   bichannel.FastMode
-		places []Place
-		err    error
-	)
-	if o.fast == "fabric" {
-		// The socket is set per step (each bi-channel step starts its
-		// own vnicd); the control paths stay on loopback.
-		fast, places = bichannel.FastVNIC, casestudy.FabricPlaces("", nodes, 9400)
-	} else {
-		if fast, err = bichannel.ParseFastMode(o.fast); err != nil {
-			return err
-		}
-		if places, err = casestudy.Places(o.testbed, nodes, fast, 9400); err != nil {
-			return fmt.Errorf("kv: %w", err)
-		}
+	fast, places, err := placesFor(o)
+	if err != nil {
+		return err
 	}
-	client := places[0] // the client: beside the primary...
-	if o.testbed != "" {
-		// ...or on a host of its own, whose namespace alone is opened
-		// (Places has opened the nodes').
-		if cp, err := casestudy.TestbedPlace(o.testbed, nodes); err == nil {
-			client = cp
-		}
-	}
-	places = append(places, client)
 	stopProfile, err := casestudy.StartCPUProfile(o.cpuprofile)
 	if err != nil {
 		return err
@@ -242,6 +223,39 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return PlotLatency(rows, o.plot)
 	}
 	return nil
+}
+
+// placesFor is where the nodes and, last, the client run, and the
+// bi-channel's fast path there.
+func placesFor(o options) (bichannel.FastMode, []Place, error) {
+	nodes := 1 + o.secondaries
+	var (
+		fast   bichannel.FastMode
+		places []Place
+		err    error
+	)
+	if o.fast == "fabric" {
+		// The socket is set per step (each bi-channel step starts its
+		// own vnicd); the control paths stay on loopback.
+		fast, places = bichannel.FastVNIC, casestudy.FabricPlaces("", nodes, 9400)
+	} else {
+		if fast, err = bichannel.ParseFastMode(o.fast); err != nil {
+			return fast, nil, err
+		}
+		if places, err = casestudy.Places(o.testbed, nodes, fast, 9400); err != nil {
+			return fast, nil, fmt.Errorf("kv: %w", err)
+		}
+	}
+	client := places[0] // the client: beside the primary...
+	if o.testbed != "" {
+		// ...or on a host of its own, whose namespace alone is opened
+		// (Places has opened the nodes').
+		if cp, err := casestudy.TestbedPlace(o.testbed, nodes); err == nil {
+			client = cp
+		}
+	}
+	places = append(places, client)
+	return fast, places, nil
 }
 
 // step runs one rate on a fresh cluster (so a killed secondary does not
@@ -319,6 +333,13 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 		row.Notes += msg + "; "
 	}
 	row.Notes += "busy " + u.BusyString() + "; "
+	for i := range nodes {
+		if e := cl.Endpoint(i); e != nil {
+			s := e.Stats()
+			row.DeliveredFast += s.DeliveredFast
+			row.DeliveredTCP += s.DeliveredTCP
+		}
+	}
 	if e := cl.Endpoint(0); e != nil {
 		s := e.Stats()
 		row.Notes += fmt.Sprintf("primary: %d sent, %d hot acks, resent %d fast + %d TCP, %d abandoned, %d stalls (%v)",

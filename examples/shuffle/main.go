@@ -129,22 +129,9 @@ type Row struct {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	var (
-		fast   bichannel.FastMode
-		places []Place
-		err    error
-	)
-	if o.fast == "fabric" {
-		// The socket is set per run (each bi-channel run starts its own
-		// vnicd); the control paths stay on loopback.
-		fast, places = bichannel.FastVNIC, casestudy.FabricPlaces("", o.hosts, 9300)
-	} else {
-		if fast, err = bichannel.ParseFastMode(o.fast); err != nil {
-			return err
-		}
-		if places, err = casestudy.Places(o.testbed, o.hosts, fast, 9300); err != nil {
-			return fmt.Errorf("shuffle: %w", err)
-		}
+	fast, places, err := placesFor(o)
+	if err != nil {
+		return err
 	}
 	if err := msgFitsTestbed(o); err != nil {
 		return err
@@ -190,6 +177,28 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return plotSweep(rows, o.plot)
 	}
 	return nil
+}
+
+// placesFor is where the hosts run, and the bi-channel's fast path there.
+func placesFor(o options) (bichannel.FastMode, []Place, error) {
+	var (
+		fast   bichannel.FastMode
+		places []Place
+		err    error
+	)
+	if o.fast == "fabric" {
+		// The socket is set per run (each bi-channel run starts its own
+		// vnicd); the control paths stay on loopback.
+		fast, places = bichannel.FastVNIC, casestudy.FabricPlaces("", o.hosts, 9300)
+	} else {
+		if fast, err = bichannel.ParseFastMode(o.fast); err != nil {
+			return fast, nil, err
+		}
+		if places, err = casestudy.Places(o.testbed, o.hosts, fast, 9300); err != nil {
+			return fast, nil, fmt.Errorf("shuffle: %w", err)
+		}
+	}
+	return fast, places, nil
 }
 
 func addStats(sum *bichannel.Stats, s bichannel.Stats) {
