@@ -50,6 +50,7 @@ type options struct {
 	place                            cpuacct.Placement
 	nicPids                          []int
 	vnicd, fabricIdle                string
+	vnicSpin                         time.Duration
 	fabricArgs                       []string
 }
 
@@ -72,6 +73,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp, vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock), auto, or fabric (every node a host of one vnicd run --source fabric that this command starts on the NIC CPUs for each bi-channel step, control paths on 127.0.0.x)")
 	fs.StringVar(&o.vnicd, "vnicd", "", "with -fast fabric, the vnicd binary (default: vnicd on PATH, else built from this module)")
 	fs.StringVar(&o.fabricIdle, "fabric-idle", "adaptive", "with -fast fabric, vnicd's --idle: adaptive or busy")
+	fs.DurationVar(&o.vnicSpin, "vnic-spin", 0, "with -fast vnic or fabric, how long a worker polls its queue before it sleeps (0: the bi-channel's default, 50µs; negative: sleep at once, which leaves a CPU that the hosts share to the ones with work)")
 	fabricArgs := fs.String("fabric-args", "", "with -fast fabric, more vnicd run flags, space-separated (e.g. --fabric-delay 20us)")
 	fs.StringVar(&o.csv, "csv", "", "write the results to this CSV file")
 	fs.StringVar(&o.plot, "plot", "", "draw latency against rate (the paper's Figure 17) into this .png or .svg")
@@ -288,6 +290,9 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 		}
 		defer fab.Close()
 		places = casestudy.WithFabric(places, fab.Socket, 9400)
+		for i := range places {
+			places[i].VNIC.Spin = o.vnicSpin
+		}
 		nicPids = append(slices.Clone(nicPids), fab.Pid)
 	}
 	cl, err := NewCluster(ctx, ClusterConfig{Places: places[:nodes], Shards: o.shards, Transport: repl, Fast: fast,

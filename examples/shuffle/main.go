@@ -49,6 +49,7 @@ type options struct {
 	msg                  int
 	place                cpuacct.Placement
 	vnicd, fabricIdle    string
+	vnicSpin             time.Duration
 	fabricArgs           []string
 }
 
@@ -65,6 +66,7 @@ func parseFlags(args []string) (options, error) {
 	place := fs.String("place", "none", "CPU placement: host=CPUS,nic=CPUS (every host runs on the host CPUs, whatever the transport; vnicd on the NIC CPUs) or none (no pinning; -fast fabric makes the default host=1,nic=0)")
 	fs.StringVar(&o.vnicd, "vnicd", "", "with -fast fabric, the vnicd binary (default: vnicd on PATH, else built from this module)")
 	fs.StringVar(&o.fabricIdle, "fabric-idle", "adaptive", "with -fast fabric, vnicd's --idle: adaptive or busy")
+	fs.DurationVar(&o.vnicSpin, "vnic-spin", 0, "with -fast vnic or fabric, how long a worker polls its queue before it sleeps (0: the bi-channel's default, 50µs; negative: sleep at once, which leaves a CPU that the hosts share to the ones with work)")
 	fabricArgs := fs.String("fabric-args", "", "with -fast fabric, more vnicd run flags, space-separated (e.g. --fabric-delay 20us)")
 	fs.StringVar(&o.testbed, "testbed", "", "put host i in namespace PREFIX-h<i> of `vnicctl testbed up --hosts N --prefix PREFIX` (default: loopback)")
 	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp (kernel sockets), vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock), auto, or fabric (every host a host of one vnicd run --source fabric that this command starts on the NIC CPUs for each bi-channel run, control paths on 127.0.0.x)")
@@ -251,8 +253,16 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 		if err != nil {
 			return Row{}, st, fmt.Errorf("shuffle: %w", err)
 		}
-		defer fab.Close()
+		defer func() {
+			fab.Close()
+			if os.Getenv("SHUFFLE_DEBUG") != "" {
+				fmt.Fprintln(os.Stderr, fab.Log())
+			}
+		}()
 		places = casestudy.WithFabric(places, fab.Socket, 9300)
+		for i := range places {
+			places[i].VNIC.Spin = o.vnicSpin
+		}
 		nicPids = []int{fab.Pid}
 	}
 	c, err := NewCluster(ctx, ClusterConfig{Places: places, Workers: o.workers, Transport: tr, Fast: fast, Seed: 1, MaxMsg: o.msg,
@@ -274,9 +284,22 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 	if err != nil {
 		return Row{}, st, err
 	}
+	r0, w0 := schedWait("self")
+	var nr0, nw0 time.Duration
+	if len(nicPids) > 0 {
+		nr0, nw0 = schedWait(strconv.Itoa(nicPids[0]))
+	}
 	res, err := c.Run(ctx, tables)
 	if err != nil {
 		return Row{}, st, err
+	}
+	if os.Getenv("SHUFFLE_DEBUG") != "" {
+		r1, w1 := schedWait("self")
+		fmt.Fprintf(os.Stderr, "SCHED %s hosts: ran %v, waited runnable %v (wall %v)\n", t, r1-r0, w1-w0, res.Elapsed)
+		if len(nicPids) > 0 {
+			nr1, nw1 := schedWait(strconv.Itoa(nicPids[0]))
+			fmt.Fprintf(os.Stderr, "SCHED %s vnicd: ran %v, waited runnable %v\n", t, nr1-nr0, nw1-nw0)
+		}
 	}
 	s1, err := sampler.Sample()
 	if err != nil {
@@ -355,4 +378,26 @@ func msgFitsTestbed(o options) error {
 		}
 	}
 	return nil
+}
+
+// schedWait sums, over the threads of process pid ("self" for this one),
+// their time on the CPU and their time runnable but waiting for it
+// (/proc/<pid>/task/*/schedstat, in ns).
+func schedWait(pid string) (run, wait time.Duration) {
+	dirs, _ := os.ReadDir("/proc/" + pid + "/task")
+	for _, d := range dirs {
+		b, err := os.ReadFile("/proc/" + pid + "/task/" + d.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		r, _ := strconv.ParseInt(f[0], 10, 64)
+		w, _ := strconv.ParseInt(f[1], 10, 64)
+		run += time.Duration(r)
+		wait += time.Duration(w)
+	}
+	return run, wait
 }

@@ -128,6 +128,7 @@ func StartFabric(ctx context.Context, c FabricConfig) (*Fabric, error) {
 	args = append(args, c.Args...)
 	f.cmd = exec.Command(bin, args...)
 	f.cmd.Stdout, f.cmd.Stderr = f.log, f.log
+	dieWithParent(f.cmd)
 	if len(c.CPUs) > 0 {
 		err = cpuacct.StartPinned(f.cmd, c.CPUs)
 	} else {
