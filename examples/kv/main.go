@@ -44,7 +44,7 @@ type options struct {
 	rates                            []float64
 	transports                       []string
 	duration                         time.Duration
-	testbed, fast, csv, plot         string
+	testbed, fast, csv, plot, plot18 string
 	kill                             bool
 	fromCSV, cpuprofile              string
 	place                            cpuacct.Placement
@@ -77,6 +77,7 @@ func parseFlags(args []string) (options, error) {
 	fabricArgs := fs.String("fabric-args", "", "with -fast fabric, more vnicd run flags, space-separated (e.g. --fabric-delay 20us)")
 	fs.StringVar(&o.csv, "csv", "", "write the results to this CSV file")
 	fs.StringVar(&o.plot, "plot", "", "draw latency against rate (the paper's Figure 17) into this .png or .svg")
+	fs.StringVar(&o.plot18, "plot18", "", "draw the latency spread (p99 − minimum) at half of kernel TCP's most updates/s (the paper's Figure 18) into this .png or .svg")
 	fs.StringVar(&o.fromCSV, "from-csv", "", "run nothing: redraw -plot from this CSV (written by -csv)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (every node and the client) to this file")
 	fs.BoolVar(&o.kill, "kill", false, "kill secondary 2 half-way through each step and check every live replica against the acknowledged log")
@@ -167,10 +168,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if o.plot == "" {
-			return fmt.Errorf("kv: -from-csv needs -plot")
+		if o.plot == "" && o.plot18 == "" {
+			return fmt.Errorf("kv: -from-csv needs -plot or -plot18")
 		}
-		return PlotLatency(rows, o.plot)
+		return plots(o, rows, out)
 	}
 	fast, places, err := placesFor(o)
 	if err != nil {
@@ -221,8 +222,26 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			return err
 		}
 	}
+	return plots(o, rows, out)
+}
+
+// plots draws -plot and -plot18 and prints Figure 18's numbers.
+func plots(o options, rows []Row, out io.Writer) error {
+	if sp, rate := Spreads(rows); len(sp) > 0 {
+		_, tcpMax := HalfTCPRate(rows)
+		fmt.Fprintf(out, "Figure 18: at %.0f updates/s offered (half of kernel TCP's most, %.0f/s), service latency p99 − min (median of runs):", rate, tcpMax)
+		for _, s := range sp {
+			fmt.Fprintf(out, " %s %.0f µs (%d runs);", s.Transport, s.P99MinUs, s.Runs)
+		}
+		fmt.Fprintln(out)
+	}
 	if o.plot != "" {
-		return PlotLatency(rows, o.plot)
+		if err := PlotLatency(rows, o.plot); err != nil {
+			return err
+		}
+	}
+	if o.plot18 != "" {
+		return PlotSpread(rows, o.plot18)
 	}
 	return nil
 }

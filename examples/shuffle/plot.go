@@ -16,8 +16,9 @@ import (
 // and CPU-seconds per GB against the table size, the median of the runs,
 // one colour per transport, side by side, into path.
 func plotSweep(rows []Row, path string) error {
-	cols := map[string]color.Color{"bi": color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, "tcp": color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255}}
-	names := map[string]string{"bi": "bi-channel", "tcp": "kernel TCP"}
+	cols := map[string]color.Color{"bi": color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, "tcp": color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255},
+		"tcp-both": color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 255}}
+	names := map[string]string{"bi": "bi-channel", "tcp": "kernel TCP", "tcp-both": "kernel TCP, host and NIC CPUs"}
 	panel := func(title, ylabel string, y func(Row) float64) (*plot.Plot, error) {
 		p := plot.New()
 		p.Title.Text = title
@@ -28,7 +29,7 @@ func plotSweep(rows []Row, path string) error {
 		p.Add(plotter.NewGrid())
 		p.Legend.Top = true
 		p.Y.Min = 0
-		for _, tr := range []string{"bi", "tcp"} {
+		for _, tr := range []string{"bi", "tcp", "tcp-both"} {
 			med := map[int][]float64{}
 			for _, r := range rows {
 				if r.Transport == tr {
