@@ -44,6 +44,7 @@ type options struct {
 	transports           []string
 	testbed, fast, csv   string
 	cpuprofile, plot     string
+	fromCSV              string
 	flows, buffers       int
 	rto                  time.Duration
 	msg                  int
@@ -72,6 +73,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp (kernel sockets), vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock), auto, or fabric (every host a host of one vnicd run --source fabric that this command starts on the NIC CPUs for each bi-channel run, control paths on 127.0.0.x)")
 	fs.StringVar(&o.csv, "csv", "", "also write the results to this CSV file")
 	fs.StringVar(&o.plot, "plot", "", "draw GB/s and CPU-s per GB against the table size into this .png or .svg")
+	fs.StringVar(&o.fromCSV, "from-csv", "", "run nothing: redraw -plot from this CSV (written by -csv)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the runs to this file")
 	fs.IntVar(&o.flows, "flows", 4, "bi-channel flows per worker and peer")
 	fs.IntVar(&o.msg, "msg", 1400, "message size in bytes (tuples per message: (msg-2)/128); above 1472 the testbed needs --mtu msg+28 or more")
@@ -131,6 +133,16 @@ type Row struct {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
+	if o.fromCSV != "" {
+		rows, err := readCSV(o.fromCSV)
+		if err != nil {
+			return err
+		}
+		if o.plot == "" {
+			return fmt.Errorf("shuffle: -from-csv needs -plot")
+		}
+		return plotSweep(rows, o.plot)
+	}
 	fast, places, err := placesFor(o)
 	if err != nil {
 		return err
