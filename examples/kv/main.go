@@ -10,8 +10,16 @@
 // and retransmissions over TCP) or kernel TCP, with the same code.
 //
 // A load-generating client offers increasing update rates (open loop) and
-// records latency on its side; each step prints the answered rate and
-// p50/p95/p99. With -kill, secondary 2 is killed half-way through each
+// records latency on its side, from each update's actual send (the
+// service latency) and from its scheduled time (coordinated omission
+// included), with its own schedule lag; each step prints the answered
+// rate, both latencies, the lag (and a warning when its p99 exceeds a
+// tenth of the service p50), the busy share of each CPU and the host and
+// NIC CPU-seconds per million updates. Every node and the client run on
+// the host CPUs of -place (default CPU 1), whatever the transport;
+// tcp-both runs kernel TCP on the host and NIC CPUs, its best case. With
+// -fast fabric every node is a host of one vnicd run --source fabric that
+// the command starts on the NIC CPUs. With -kill, secondary 2 is killed half-way through each
 // step: the primary goes on with its quorum, and at the end every live
 // replica is compared with the acknowledged log.
 //
@@ -173,6 +181,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		return plots(o, rows, out)
 	}
+	if err := o.place.Check(); err != nil {
+		return fmt.Errorf("kv: -place: %w", err)
+	}
 	fast, places, err := placesFor(o)
 	if err != nil {
 		return err
@@ -291,7 +302,7 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 		}
 		unpin, err := cpuacct.PinSelf(hostCPUs)
 		if err != nil {
-			return Row{}, err
+			return Row{}, fmt.Errorf("kv: -place %s: %w (give -place none to run unpinned)", o.place.Name, err)
 		}
 		defer unpin()
 	}

@@ -3,24 +3,24 @@
 package main
 
 import (
-	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/vnic/vnic/internal/affinity"
 )
 
 // nap sleeps d in the kernel (an hrtimer: tens of µs late, not Go's
-// millisecond), with the thread's timer slack at 1 µs for the nap (the
-// default 50 µs would stretch it) and put back before the thread may run
-// another goroutine.
+// millisecond). It first gives the thread it runs on a 1 µs timer slack,
+// so the kernel does not stretch the nap by the default 50 µs. The
+// goroutine is not locked to the thread for that: a locked goroutine
+// whose P was taken during the nap waits for two thread switches to run
+// again, each of which can take milliseconds on a loaded machine. The
+// prctl is a raw system call, so the goroutine is still on that thread
+// when it enters nanosleep; the threads that nap keep the small slack,
+// which in this load-generating process only makes their other timed
+// waits more precise.
 func nap(d time.Duration) {
-	runtime.LockOSThread()
-	old := affinity.SetTimerSlack(time.Microsecond)
+	unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_TIMERSLACK, uintptr(time.Microsecond), 0, 0, 0, 0)
 	ts := unix.NsecToTimespec(int64(d))
 	for unix.Nanosleep(&ts, &ts) == unix.EINTR {
 	}
-	affinity.RestoreTimerSlack(old)
-	runtime.UnlockOSThread()
 }

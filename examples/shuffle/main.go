@@ -49,6 +49,7 @@ type options struct {
 	rto                  time.Duration
 	msg                  int
 	place                cpuacct.Placement
+	nicPids              []int
 	vnicd, fabricIdle    string
 	vnicSpin             time.Duration
 	fabricArgs           []string
@@ -64,7 +65,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.runs, "runs", 1, "runs per transport and size (interleaved)")
 	rows := fs.String("rows", "100000", "rows per host, a comma-separated sweep (a row is 128 bytes)")
 	tr := fs.String("transport", "bi,tcp", "transports: bi (bi-channel), tcp (kernel TCP), tcp-both (kernel TCP on the host and NIC CPUs: its best case, the reference line), comma-separated")
-	place := fs.String("place", "none", "CPU placement: host=CPUS,nic=CPUS (every host runs on the host CPUs, whatever the transport; vnicd on the NIC CPUs) or none (no pinning; -fast fabric makes the default host=1,nic=0)")
+	place := fs.String("place", "host=1,nic=0", "CPU placement: host=CPUS,nic=CPUS (every host runs on the host CPUs, whatever the transport; the NIC process, vnicd with -fast fabric, on the NIC CPUs) or none (no pinning)")
+	nicPids := fs.String("nic-pids", "", "pids of the NIC processes (each host's vnicd), comma-separated, whose CPU time is reported as NIC CPU-s")
 	fs.StringVar(&o.vnicd, "vnicd", "", "with -fast fabric, the vnicd binary (default: vnicd on PATH, else built from this module)")
 	fs.StringVar(&o.fabricIdle, "fabric-idle", "adaptive", "with -fast fabric, vnicd's --idle: adaptive or busy")
 	fs.DurationVar(&o.vnicSpin, "vnic-spin", 0, "with -fast vnic or fabric, how long a worker polls its queue before it sleeps (0: the bi-channel's default, 50µs; negative: sleep at once, which leaves a CPU that the hosts share to the ones with work)")
@@ -99,20 +101,26 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("shuffle: -fabric-idle %q: give adaptive or busy", o.fabricIdle)
 	}
 	o.fabricArgs = strings.Fields(*fabricArgs)
-	ps := *place
-	if ps == "none" && o.fast == "fabric" && !placeSet(fs) {
-		ps = "host=1,nic=0"
-	}
-	if o.place, err = cpuacct.ParsePlacement(ps); err != nil {
+	if o.place, err = cpuacct.ParsePlacement(*place); err != nil {
 		return o, fmt.Errorf("shuffle: -place: %w", err)
+	}
+	if *nicPids != "" {
+		if o.nicPids, err = casestudy.Ints("nic-pids", *nicPids); err != nil {
+			return o, fmt.Errorf("shuffle: %w", err)
+		}
 	}
 	return o, nil
 }
 
-func placeSet(fs *flag.FlagSet) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "place" })
-	return set
+// hostCPUs is where transport t runs under placement p (nil: unpinned).
+func hostCPUs(p cpuacct.Placement, t string) []int {
+	if p.Name == "none" {
+		return nil
+	}
+	if t == "tcp-both" {
+		return p.Both()
+	}
+	return p.Host
 }
 
 // Row is one line of the results.
@@ -142,6 +150,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			return fmt.Errorf("shuffle: -from-csv needs -plot")
 		}
 		return plotSweep(rows, o.plot)
+	}
+	if err := o.place.Check(); err != nil {
+		return fmt.Errorf("shuffle: -place: %w", err)
 	}
 	fast, places, err := placesFor(o)
 	if err != nil {
@@ -238,15 +249,11 @@ const nicIdleLimit = 0.05
 // It returns the row and, for the bi-channel, every host's counters.
 func measure(ctx context.Context, o options, places []Place, fast bichannel.FastMode, t string, tables []*Table, run int) (Row, bichannel.Stats, error) {
 	var st bichannel.Stats
-	var hostCPUs []int
-	if o.place.Name != "none" {
-		hostCPUs = o.place.Host
-		if t == "tcp-both" {
-			hostCPUs = o.place.Both()
-		}
+	hostCPUs := hostCPUs(o.place, t)
+	if hostCPUs != nil {
 		unpin, err := cpuacct.PinSelf(hostCPUs)
 		if err != nil {
-			return Row{}, st, err
+			return Row{}, st, fmt.Errorf("shuffle: -place %s: %w (give -place none to run unpinned)", o.place.Name, err)
 		}
 		defer unpin()
 	}
@@ -254,7 +261,7 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 	if t == "tcp-both" {
 		tr = "tcp"
 	}
-	var nicPids []int
+	nicPids := o.nicPids
 	if o.fast == "fabric" && tr == "bi" {
 		args := o.fabricArgs
 		if o.msg+HeaderOverhead > shm.DefaultBufSize {
@@ -275,7 +282,7 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 		for i := range places {
 			places[i].VNIC.Spin = o.vnicSpin
 		}
-		nicPids = []int{fab.Pid}
+		nicPids = append(slices.Clone(nicPids), fab.Pid)
 	}
 	c, err := NewCluster(ctx, ClusterConfig{Places: places, Workers: o.workers, Transport: tr, Fast: fast, Seed: 1, MaxMsg: o.msg,
 		Bi: bichannel.Config{Flows: o.flows, BuffersPerFlow: o.buffers, Window: max(1024, 2*o.buffers), RetransmitTimeout: o.rto, AckDelay: min(time.Millisecond, o.rto/4), HeartbeatTimeout: 10 * time.Second}})

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -96,7 +97,9 @@ func cpuSet(cpus []int) (unix.CPUSet, error) {
 // restore puts back the mask the calling thread had on every thread and
 // gives GOMAXPROCS back to the runtime's default. This is the
 // process-wide counterpart of affinity.Pin (which narrows one locked
-// thread).
+// thread); a thread pinned on its own before PinSelf comes back with the
+// calling thread's mask, so pin the process first and single threads
+// inside it.
 func PinSelf(cpus []int) (restore func(), err error) {
 	set, err := cpuSet(cpus)
 	if err != nil {
@@ -190,4 +193,22 @@ func Allowed(pid int) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// Check reports whether this process may use every CPU of p, with a
+// sentence that says which it may not and what to give instead.
+func (p Placement) Check() error {
+	if p.Name == "none" {
+		return nil
+	}
+	allowed, err := Allowed(0)
+	if err != nil {
+		return err
+	}
+	for _, c := range p.Both() {
+		if !slices.Contains(allowed, c) {
+			return fmt.Errorf("cpuacct: placement %s: this process may not run on CPU %d (it may use %s); give CPUs among those, or none", p.Name, c, Format(allowed))
+		}
+	}
+	return nil
 }

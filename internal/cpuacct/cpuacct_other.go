@@ -35,3 +35,11 @@ func StartPinned(*exec.Cmd, []int) error { return errNotLinux }
 
 // Allowed needs Linux.
 func Allowed(int) ([]int, error) { return nil, errNotLinux }
+
+// Check needs Linux to pin: it refuses every placement but none.
+func (p Placement) Check() error {
+	if p.Name == "none" {
+		return nil
+	}
+	return errNotLinux
+}
