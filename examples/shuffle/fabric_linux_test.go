@@ -14,9 +14,10 @@ import (
 // counts and checksums), and the messages came by the fast path. No
 // performance is asserted.
 func TestFabricShuffle(t *testing.T) {
+	var nicCPU float64 // vnicd's CPU time, in clock ticks of 10 ms: summed over the runs
 	for _, msg := range []string{"1400", "8192"} {
 		t.Run(msg, func(t *testing.T) {
-			o, err := parseFlags([]string{"-fast", "fabric", "-place", "none", "-transport", "bi", "-hosts", "3", "-rows", "20000", "-msg", msg})
+			o, err := parseFlags([]string{"-fast", "fabric", "-place", "none", "-transport", "bi", "-hosts", "3", "-rows", "60000", "-msg", msg})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,9 +42,10 @@ func TestFabricShuffle(t *testing.T) {
 			if st.DeliveredFast < 4*st.DeliveredTCP {
 				t.Errorf("%d messages came by the fast path and %d by TCP: the fabric did not carry the shuffle", st.DeliveredFast, st.DeliveredTCP)
 			}
-			if row.NICCPUs <= 0 {
-				t.Errorf("vnicd's CPU time was not counted (%.3f s)", row.NICCPUs)
-			}
+			nicCPU += row.NICCPUs
 		})
+	}
+	if nicCPU <= 0 {
+		t.Errorf("vnicd's CPU time was not counted (%.3f s over the runs)", nicCPU)
 	}
 }
