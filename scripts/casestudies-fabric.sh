@@ -27,7 +27,7 @@ log="$out/casestudies-fabric-run.txt"
 : > "$log"
 note() { echo "== $* ($(date -u +%FT%TZ); $(uptime))" | tee -a "$log"; }
 note "KV sweep, placement $place"
-bench/kv -fast fabric -vnicd bench/vnicd -place "$place" -transport hot,bi,tcp,tcp-both -rates "$rates" -duration "$dur" -runs "$runs" \
+bench/kv -fast fabric -vnicd bench/vnicd -place "$place" -transport hot,bi,tcp,tcp-both -rates "$rates" -duration "$dur" -runs "$runs" -check \
 	-csv "$out/kv-fig17-fabric.csv" -plot "$out/kv-fig17-fabric.png" -plot18 "$out/kv-fig18-fabric.png" | tee -a "$log"
 note "KV, secondary 2 killed half-way"
 bench/kv -fast fabric -vnicd bench/vnicd -place "$place" -transport hot,bi,tcp -rates 20000,80000 -duration "$dur" -kill \

@@ -53,7 +53,7 @@ type options struct {
 	transports                       []string
 	duration                         time.Duration
 	testbed, fast, csv, plot, plot18 string
-	kill                             bool
+	kill, check                      bool
 	fromCSV, cpuprofile              string
 	place                            cpuacct.Placement
 	nicPids                          []int
@@ -88,6 +88,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.plot18, "plot18", "", "draw the latency spread (p99 − minimum) at half of kernel TCP's most updates/s (the paper's Figure 18) into this .png or .svg")
 	fs.StringVar(&o.fromCSV, "from-csv", "", "run nothing: redraw -plot from this CSV (written by -csv)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (every node and the client) to this file")
+	fs.BoolVar(&o.check, "check", false, "after every step, check every live replica against the acknowledged log (always with -kill)")
 	fs.BoolVar(&o.kill, "kill", false, "kill secondary 2 half-way through each step and check every live replica against the acknowledged log")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -211,6 +212,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 				}
 				if row.Killed {
 					notes += "secondary 2 killed; live replicas match the acknowledged log; "
+				} else if row.Verified {
+					notes += "every replica matches the acknowledged log; "
 				}
 				notes += row.Notes
 				fmt.Fprintf(out, "%-8s %3d %4s %9.0f %10.0f %8.0f %8.0f %8.0f %8.0f %7.0f %7.0f %7.2f %7.2f %6.1f %6.1f %s\n", t, r, row.HostCPUs, row.Offered, row.Throughput,
@@ -332,7 +335,7 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 	}
 	defer cl.Close()
 	runtime.GC()
-	lc := LoadConfig{Addr: cl.ClientAddr, Dial: places[nodes].Dial, Rate: rate, Duration: o.duration, Conns: o.conns, Keys: o.keys, Seed: uint64(run), KeepAcked: o.kill}
+	lc := LoadConfig{Addr: cl.ClientAddr, Dial: places[nodes].Dial, Rate: rate, Duration: o.duration, Conns: o.conns, Keys: o.keys, Seed: uint64(run), KeepAcked: o.kill || o.check}
 	if o.kill {
 		lc.OnHalf = func() { cl.Kill(2) }
 	}
@@ -383,7 +386,7 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 	if res.OrderErrors != 0 {
 		return row, fmt.Errorf("kv: %d dependent updates answered out of order", res.OrderErrors)
 	}
-	if o.kill {
+	if o.kill || o.check {
 		if err := cl.CatchUp(10 * time.Second); err != nil {
 			return row, err
 		}
