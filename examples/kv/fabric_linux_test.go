@@ -6,7 +6,19 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/vnic/vnic/examples/internal/casestudy"
 )
+
+// testVnicd builds vnicd into the test's temporary directory.
+func testVnicd(t *testing.T) string {
+	t.Helper()
+	p, err := casestudy.BuildVnicd(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 // The KV store on vnicd's fabric, at a small scale: the runner starts
 // vnicd --source fabric, every node attaches as a host of it, secondary 2
@@ -14,7 +26,7 @@ import (
 // the replication messages came by the fast path (the fabric), not by
 // TCP retransmission. No performance is asserted.
 func TestFabricKVKilledReplica(t *testing.T) {
-	o, err := parseFlags([]string{"-fast", "fabric", "-place", "none", "-transport", "hot,bi", "-rates", "2000",
+	o, err := parseFlags([]string{"-vnicd", testVnicd(t), "-fast", "fabric", "-place", "none", "-transport", "hot,bi", "-rates", "2000",
 		"-duration", "600ms", "-conns", "2", "-keys", "200", "-kill"})
 	if err != nil {
 		t.Fatal(err)

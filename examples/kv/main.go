@@ -172,6 +172,7 @@ func (l Lat) String() string {
 const nicIdleLimit = 0.05
 
 func run(ctx context.Context, o options, out io.Writer) error {
+	defer casestudy.RemoveVnicdBuild() // after every step's vnicd stopped
 	if o.fromCSV != "" {
 		rows, err := readCSV(o.fromCSV)
 		if err != nil {

@@ -141,6 +141,7 @@ type Row struct {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
+	defer casestudy.RemoveVnicdBuild() // after every step's vnicd stopped
 	if o.fromCSV != "" {
 		rows, err := readCSV(o.fromCSV)
 		if err != nil {

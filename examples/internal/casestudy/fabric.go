@@ -70,10 +70,24 @@ func (s *syncBuffer) String() string {
 var vnicdBuild struct {
 	once sync.Once
 	path string
+	dir  string // the temporary directory it was built in ("" for one on PATH)
 	err  error
 }
 
-// VnicdBinary finds vnicd (on PATH) or builds it from this module once.
+// BuildVnicd builds vnicd from this module into dir (the go tool must be
+// on PATH and the working directory inside the module) and returns its
+// path.
+func BuildVnicd(dir string) (string, error) {
+	p := filepath.Join(dir, "vnicd")
+	out, err := exec.Command("go", "build", "-o", p, "github.com/vnic/vnic/cmd/vnicd").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("fabric: no vnicd on PATH, and go build of it failed (run from the repository, or give its path): %w: %s", err, out)
+	}
+	return p, nil
+}
+
+// VnicdBinary finds vnicd (on PATH) or builds it from this module once,
+// into a temporary directory that RemoveVnicdBuild removes.
 func VnicdBinary() (string, error) {
 	vnicdBuild.once.Do(func() {
 		if p, err := exec.LookPath("vnicd"); err == nil {
@@ -85,15 +99,18 @@ func VnicdBinary() (string, error) {
 			vnicdBuild.err = fmt.Errorf("fabric: build vnicd: %w", err)
 			return
 		}
-		p := filepath.Join(dir, "vnicd")
-		out, err := exec.Command("go", "build", "-o", p, "github.com/vnic/vnic/cmd/vnicd").CombinedOutput()
-		if err != nil {
-			vnicdBuild.err = fmt.Errorf("fabric: no vnicd on PATH, and go build of it failed (run from the repository, or give its path): %w: %s", err, out)
-			return
-		}
-		vnicdBuild.path = p
+		vnicdBuild.dir = dir
+		vnicdBuild.path, vnicdBuild.err = BuildVnicd(dir)
 	})
 	return vnicdBuild.path, vnicdBuild.err
+}
+
+// RemoveVnicdBuild removes the vnicd VnicdBinary built, if it built one
+// (call it once every Fabric is closed).
+func RemoveVnicdBuild() {
+	if vnicdBuild.dir != "" {
+		os.RemoveAll(vnicdBuild.dir)
+	}
 }
 
 // StartFabric starts vnicd run --source fabric on a socket of its own and
