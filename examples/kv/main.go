@@ -17,7 +17,9 @@
 // tenth of the service p50), the busy share of each CPU and the host and
 // NIC CPU-seconds per million updates. Every node and the client run on
 // the host CPUs of -place (default CPU 1), whatever the transport;
-// tcp-both runs kernel TCP on the host and NIC CPUs, its best case. With -kill, secondary 2 is killed half-way through each
+// tcp-both runs kernel TCP on the host and NIC CPUs, its best case. With
+// -fast fabric every node is a host of one vnicd run --source fabric that
+// the command starts on the NIC CPUs. With -kill, secondary 2 is killed half-way through each
 // step: the primary goes on with its quorum, and at the end every live
 // replica is compared with the acknowledged log.
 //
@@ -34,6 +36,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,11 +52,14 @@ type options struct {
 	rates                            []float64
 	transports                       []string
 	duration                         time.Duration
-	testbed, fast, csv, plot         string
-	kill                             bool
+	testbed, fast, csv, plot, plot18 string
+	kill, check                      bool
 	fromCSV, cpuprofile              string
 	place                            cpuacct.Placement
 	nicPids                          []int
+	vnicd, fabricIdle                string
+	vnicSpin                         time.Duration
+	fabricArgs                       []string
 }
 
 func main() { casestudy.Main(parseFlags, run) }
@@ -72,11 +78,17 @@ func parseFlags(args []string) (options, error) {
 	nicPids := fs.String("nic-pids", "", "pids of the NIC processes (each host's vnicd), comma-separated, whose CPU time is reported as NIC CPU-s")
 	fs.DurationVar(&o.duration, "duration", 2*time.Second, "offering time per rate")
 	fs.StringVar(&o.testbed, "testbed", "", "put node i in namespace PREFIX-h<i> of `vnicctl testbed up --hosts N --prefix PREFIX` (the client in the next host if there is one)")
-	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp, vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock) or auto")
+	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp, vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock), auto, or fabric (every node a host of one vnicd run --source fabric that this command starts on the NIC CPUs for each bi-channel step, control paths on 127.0.0.x)")
+	fs.StringVar(&o.vnicd, "vnicd", "", "with -fast fabric, the vnicd binary (default: vnicd on PATH, else built from this module)")
+	fs.StringVar(&o.fabricIdle, "fabric-idle", "adaptive", "with -fast fabric, vnicd's --idle: adaptive or busy")
+	fs.DurationVar(&o.vnicSpin, "vnic-spin", 0, "with -fast vnic or fabric, how long a worker polls its queue before it sleeps (0: the bi-channel's default, 50µs; negative: sleep at once, which leaves a CPU that the hosts share to the ones with work)")
+	fabricArgs := fs.String("fabric-args", "", "with -fast fabric, more vnicd run flags, space-separated (e.g. --fabric-delay 20us)")
 	fs.StringVar(&o.csv, "csv", "", "write the results to this CSV file")
 	fs.StringVar(&o.plot, "plot", "", "draw latency against rate (the paper's Figure 17) into this .png or .svg")
+	fs.StringVar(&o.plot18, "plot18", "", "draw the latency spread (p99 − minimum) at half of kernel TCP's most updates/s (the paper's Figure 18) into this .png or .svg")
 	fs.StringVar(&o.fromCSV, "from-csv", "", "run nothing: redraw -plot from this CSV (written by -csv)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (every node and the client) to this file")
+	fs.BoolVar(&o.check, "check", false, "after every step, check every live replica against the acknowledged log (always with -kill)")
 	fs.BoolVar(&o.kill, "kill", false, "kill secondary 2 half-way through each step and check every live replica against the acknowledged log")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -97,6 +109,13 @@ func parseFlags(args []string) (options, error) {
 	if o.place, err = cpuacct.ParsePlacement(*place); err != nil {
 		return o, fmt.Errorf("kv: -place: %w", err)
 	}
+	if o.fast == "fabric" && o.testbed != "" {
+		return o, fmt.Errorf("kv: -fast fabric runs every node on this machine's loopback: drop -testbed")
+	}
+	if o.fabricIdle != "adaptive" && o.fabricIdle != "busy" {
+		return o, fmt.Errorf("kv: -fabric-idle %q: give adaptive or busy", o.fabricIdle)
+	}
+	o.fabricArgs = strings.Fields(*fabricArgs)
 	if *nicPids != "" {
 		if o.nicPids, err = casestudy.Ints("nic-pids", *nicPids); err != nil {
 			return o, fmt.Errorf("kv: %w", err)
@@ -128,6 +147,10 @@ type Row struct {
 	// that they stayed under 5% busy: "yes", "no" or "" (not checked).
 	NICIdle                     string
 	Saturated, Killed, Verified bool
+	// DeliveredFast and DeliveredTCP are the replication messages every
+	// bi-channel endpoint took first from the fast path and from TCP
+	// retransmission (not in the CSV).
+	DeliveredFast, DeliveredTCP uint64
 	Notes                       string // the bi-channel's counters and verdicts (not in the CSV)
 }
 
@@ -149,37 +172,24 @@ func (l Lat) String() string {
 const nicIdleLimit = 0.05
 
 func run(ctx context.Context, o options, out io.Writer) error {
+	defer casestudy.RemoveVnicdBuild() // after every step's vnicd stopped
 	if o.fromCSV != "" {
 		rows, err := readCSV(o.fromCSV)
 		if err != nil {
 			return err
 		}
-		if o.plot == "" {
-			return fmt.Errorf("kv: -from-csv needs -plot")
+		if o.plot == "" && o.plot18 == "" {
+			return fmt.Errorf("kv: -from-csv needs -plot or -plot18")
 		}
-		return PlotLatency(rows, o.plot)
+		return plots(o, rows, out)
 	}
 	if err := o.place.Check(); err != nil {
 		return fmt.Errorf("kv: -place: %w", err)
 	}
-	fast, err := bichannel.ParseFastMode(o.fast)
+	fast, places, err := placesFor(o)
 	if err != nil {
 		return err
 	}
-	nodes := 1 + o.secondaries
-	places, err := casestudy.Places(o.testbed, nodes, fast, 9400)
-	if err != nil {
-		return fmt.Errorf("kv: %w", err)
-	}
-	client := places[0] // the client: beside the primary...
-	if o.testbed != "" {
-		// ...or on a host of its own, whose namespace alone is opened
-		// (Places has opened the nodes').
-		if cp, err := casestudy.TestbedPlace(o.testbed, nodes); err == nil {
-			client = cp
-		}
-	}
-	places = append(places, client)
 	stopProfile, err := casestudy.StartCPUProfile(o.cpuprofile)
 	if err != nil {
 		return err
@@ -203,6 +213,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 				}
 				if row.Killed {
 					notes += "secondary 2 killed; live replicas match the acknowledged log; "
+				} else if row.Verified {
+					notes += "every replica matches the acknowledged log; "
 				}
 				notes += row.Notes
 				fmt.Fprintf(out, "%-8s %3d %4s %9.0f %10.0f %8.0f %8.0f %8.0f %8.0f %7.0f %7.0f %7.2f %7.2f %6.1f %6.1f %s\n", t, r, row.HostCPUs, row.Offered, row.Throughput,
@@ -225,10 +237,61 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			return err
 		}
 	}
+	return plots(o, rows, out)
+}
+
+// plots draws -plot and -plot18 and prints Figure 18's numbers.
+func plots(o options, rows []Row, out io.Writer) error {
+	if sp, rate := Spreads(rows); len(sp) > 0 {
+		_, tcpMax := HalfTCPRate(rows)
+		fmt.Fprintf(out, "Figure 18: at %.0f updates/s offered (half of kernel TCP's most, %.0f/s), service latency p99 − min (median of runs):", rate, tcpMax)
+		for _, s := range sp {
+			fmt.Fprintf(out, " %s %.0f µs (%d runs);", s.Transport, s.P99MinUs, s.Runs)
+		}
+		fmt.Fprintln(out)
+	}
 	if o.plot != "" {
-		return PlotLatency(rows, o.plot)
+		if err := PlotLatency(rows, o.plot); err != nil {
+			return err
+		}
+	}
+	if o.plot18 != "" {
+		return PlotSpread(rows, o.plot18)
 	}
 	return nil
+}
+
+// placesFor is where the nodes and, last, the client run, and the
+// bi-channel's fast path there.
+func placesFor(o options) (bichannel.FastMode, []Place, error) {
+	nodes := 1 + o.secondaries
+	var (
+		fast   bichannel.FastMode
+		places []Place
+		err    error
+	)
+	if o.fast == "fabric" {
+		// The socket is set per step (each bi-channel step starts its
+		// own vnicd); the control paths stay on loopback.
+		fast, places = bichannel.FastVNIC, casestudy.FabricPlaces("", nodes, 9400)
+	} else {
+		if fast, err = bichannel.ParseFastMode(o.fast); err != nil {
+			return fast, nil, err
+		}
+		if places, err = casestudy.Places(o.testbed, nodes, fast, 9400); err != nil {
+			return fast, nil, fmt.Errorf("kv: %w", err)
+		}
+	}
+	client := places[0] // the client: beside the primary...
+	if o.testbed != "" {
+		// ...or on a host of its own, whose namespace alone is opened
+		// (Places has opened the nodes').
+		if cp, err := casestudy.TestbedPlace(o.testbed, nodes); err == nil {
+			client = cp
+		}
+	}
+	places = append(places, client)
+	return fast, places, nil
 }
 
 // step runs one rate on a fresh cluster (so a killed secondary does not
@@ -251,6 +314,21 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 	if t == "tcp-both" {
 		repl = "tcp"
 	}
+	nicPids := o.nicPids
+	if o.fast == "fabric" && repl != "tcp" {
+		// A vnicd of this step's own: kernel TCP steps run without one,
+		// so that the NIC CPUs' idleness shows they got no help.
+		fab, err := casestudy.StartFabric(ctx, casestudy.FabricConfig{Vnicd: o.vnicd, CPUs: o.place.NIC, Idle: o.fabricIdle, Args: o.fabricArgs})
+		if err != nil {
+			return Row{}, fmt.Errorf("kv: %w", err)
+		}
+		defer fab.Close()
+		places = casestudy.WithFabric(places, fab.Socket, 9400)
+		for i := range places {
+			places[i].VNIC.Spin = o.vnicSpin
+		}
+		nicPids = append(slices.Clone(nicPids), fab.Pid)
+	}
 	cl, err := NewCluster(ctx, ClusterConfig{Places: places[:nodes], Shards: o.shards, Transport: repl, Fast: fast,
 		Bi: bichannel.Config{Flows: 2, BuffersPerFlow: 256, RetransmitTimeout: 5 * time.Millisecond, AckDelay: time.Millisecond, HeartbeatTimeout: 10 * time.Second}})
 	if err != nil {
@@ -258,11 +336,11 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 	}
 	defer cl.Close()
 	runtime.GC()
-	lc := LoadConfig{Addr: cl.ClientAddr, Dial: places[nodes].Dial, Rate: rate, Duration: o.duration, Conns: o.conns, Keys: o.keys, Seed: uint64(run), KeepAcked: o.kill}
+	lc := LoadConfig{Addr: cl.ClientAddr, Dial: places[nodes].Dial, Rate: rate, Duration: o.duration, Conns: o.conns, Keys: o.keys, Seed: uint64(run), KeepAcked: o.kill || o.check}
 	if o.kill {
 		lc.OnHalf = func() { cl.Kill(2) }
 	}
-	sampler := cpuacct.Sampler{NICPids: o.nicPids}
+	sampler := cpuacct.Sampler{NICPids: nicPids}
 	s0, err := sampler.Sample()
 	if err != nil {
 		return Row{}, err
@@ -294,6 +372,13 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 		row.Notes += msg + "; "
 	}
 	row.Notes += "busy " + u.BusyString() + "; "
+	for i := range nodes {
+		if e := cl.Endpoint(i); e != nil {
+			s := e.Stats()
+			row.DeliveredFast += s.DeliveredFast
+			row.DeliveredTCP += s.DeliveredTCP
+		}
+	}
 	if e := cl.Endpoint(0); e != nil {
 		s := e.Stats()
 		row.Notes += fmt.Sprintf("primary: %d sent, %d hot acks, resent %d fast + %d TCP, %d abandoned, %d stalls (%v)",
@@ -302,7 +387,7 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 	if res.OrderErrors != 0 {
 		return row, fmt.Errorf("kv: %d dependent updates answered out of order", res.OrderErrors)
 	}
-	if o.kill {
+	if o.kill || o.check {
 		if err := cl.CatchUp(10 * time.Second); err != nil {
 			return row, err
 		}

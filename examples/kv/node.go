@@ -426,9 +426,7 @@ func (p *Primary) onAcked(sh int, ps *pshard, peer int, tag uint64) {
 		return
 	}
 	last := ps.sent[n-1].last
-	k := copy(ps.sent, ps.sent[n:])
-	clear(ps.sent[k:])
-	ps.sent = ps.sent[:k]
+	ps.sent = dropFront(ps.sent, n)
 	q := 0
 	for q < len(ps.queue) && ps.queue[q].Version <= last {
 		q++
@@ -479,10 +477,19 @@ func (p *Primary) answer(ps *pshard, n int) {
 	}
 	if n > 0 {
 		p.Served.Add(uint64(n))
-		k := copy(ps.queue, ps.queue[n:])
-		clear(ps.queue[k:])
-		ps.queue = ps.queue[:k]
+		ps.queue = dropFront(ps.queue, n)
 	}
+}
+
+// dropFront removes s's first n elements without moving the rest: a
+// queue that moved its tail forward on every commit cost time in its
+// length per acknowledgement, so that an overloaded primary (a long
+// queue) slowed down the more it fell behind. append reuses the
+// capacity behind the tail and, when it runs out, copies only the live
+// elements: amortised constant time per element.
+func dropFront[T any](s []T, n int) []T {
+	clear(s[:n]) // let the garbage collector have what they point to
+	return s[n:]
 }
 
 // replicate is shard sh's core worker: it takes the requests the client

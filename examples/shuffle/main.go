@@ -27,12 +27,15 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/examples/internal/casestudy"
 	"github.com/vnic/vnic/internal/cpuacct"
+	"github.com/vnic/vnic/shm"
 )
 
 type options struct {
@@ -41,11 +44,15 @@ type options struct {
 	transports           []string
 	testbed, fast, csv   string
 	cpuprofile, plot     string
+	fromCSV              string
 	flows, buffers       int
 	rto                  time.Duration
 	msg                  int
 	place                cpuacct.Placement
 	nicPids              []int
+	vnicd, fabricIdle    string
+	vnicSpin             time.Duration
+	fabricArgs           []string
 }
 
 func main() { casestudy.Main(parseFlags, run) }
@@ -58,12 +65,17 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.runs, "runs", 1, "runs per transport and size (interleaved)")
 	rows := fs.String("rows", "100000", "rows per host, a comma-separated sweep (a row is 128 bytes)")
 	tr := fs.String("transport", "bi,tcp", "transports: bi (bi-channel), tcp (kernel TCP), tcp-both (kernel TCP on the host and NIC CPUs: its best case, the reference line), comma-separated")
-	place := fs.String("place", "host=1,nic=0", "CPU placement: host=CPUS,nic=CPUS (every host runs on the host CPUs, whatever the transport; the NIC process on the NIC CPUs) or none (no pinning)")
+	place := fs.String("place", "host=1,nic=0", "CPU placement: host=CPUS,nic=CPUS (every host runs on the host CPUs, whatever the transport; the NIC process, vnicd with -fast fabric, on the NIC CPUs) or none (no pinning)")
 	nicPids := fs.String("nic-pids", "", "pids of the NIC processes (each host's vnicd), comma-separated, whose CPU time is reported as NIC CPU-s")
+	fs.StringVar(&o.vnicd, "vnicd", "", "with -fast fabric, the vnicd binary (default: vnicd on PATH, else built from this module)")
+	fs.StringVar(&o.fabricIdle, "fabric-idle", "adaptive", "with -fast fabric, vnicd's --idle: adaptive or busy")
+	fs.DurationVar(&o.vnicSpin, "vnic-spin", 0, "with -fast vnic or fabric, how long a worker polls its queue before it sleeps (0: the bi-channel's default, 50µs; negative: sleep at once, which leaves a CPU that the hosts share to the ones with work)")
+	fabricArgs := fs.String("fabric-args", "", "with -fast fabric, more vnicd run flags, space-separated (e.g. --fabric-delay 20us)")
 	fs.StringVar(&o.testbed, "testbed", "", "put host i in namespace PREFIX-h<i> of `vnicctl testbed up --hosts N --prefix PREFIX` (default: loopback)")
-	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp (kernel sockets), vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock) or auto")
+	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp (kernel sockets), vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock), auto, or fabric (every host a host of one vnicd run --source fabric that this command starts on the NIC CPUs for each bi-channel run, control paths on 127.0.0.x)")
 	fs.StringVar(&o.csv, "csv", "", "also write the results to this CSV file")
 	fs.StringVar(&o.plot, "plot", "", "draw GB/s and CPU-s per GB against the table size into this .png or .svg")
+	fs.StringVar(&o.fromCSV, "from-csv", "", "run nothing: redraw -plot from this CSV (written by -csv)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the runs to this file")
 	fs.IntVar(&o.flows, "flows", 4, "bi-channel flows per worker and peer")
 	fs.IntVar(&o.msg, "msg", 1400, "message size in bytes (tuples per message: (msg-2)/128); above 1472 the testbed needs --mtu msg+28 or more")
@@ -82,6 +94,13 @@ func parseFlags(args []string) (options, error) {
 	if o.transports, err = casestudy.Choices("transport", *tr, "bi", "tcp", "tcp-both"); err != nil {
 		return o, fmt.Errorf("shuffle: %w", err)
 	}
+	if o.fast == "fabric" && o.testbed != "" {
+		return o, fmt.Errorf("shuffle: -fast fabric runs every host on this machine's loopback: drop -testbed")
+	}
+	if o.fabricIdle != "adaptive" && o.fabricIdle != "busy" {
+		return o, fmt.Errorf("shuffle: -fabric-idle %q: give adaptive or busy", o.fabricIdle)
+	}
+	o.fabricArgs = strings.Fields(*fabricArgs)
 	if o.place, err = cpuacct.ParsePlacement(*place); err != nil {
 		return o, fmt.Errorf("shuffle: -place: %w", err)
 	}
@@ -92,23 +111,6 @@ func parseFlags(args []string) (options, error) {
 	}
 	return o, nil
 }
-
-// Row is one line of the results.
-type Row struct {
-	Transport            string
-	Hosts, Workers, Rows int // rows per host
-	Run                  int
-	NetMB, Seconds       float64
-	GBps, CPUs, CPUPerGB float64
-	UserCPUs, SysCPUs    float64
-	HostCPUs             string  // the CPU list the hosts ran on ("" unpinned)
-	NICCPUs, NICPerGB    float64 // the NIC processes' (-nic-pids) CPU-s, and per GB
-	HostBusy, NICBusy    float64 // mean busy share of the host and NIC CPUs (all work on them)
-	NICIdle              string  // for a run that should not use the NIC CPUs: under 5% busy, "yes" or "no"; "" not checked
-}
-
-// nicIdleLimit is the busy share under which the NIC CPUs count as idle.
-const nicIdleLimit = 0.05
 
 // hostCPUs is where transport t runs under placement p (nil: unpinned).
 func hostCPUs(p cpuacct.Placement, t string) []int {
@@ -121,72 +123,44 @@ func hostCPUs(p cpuacct.Placement, t string) []int {
 	return p.Host
 }
 
-// runPinned runs c once on the host CPUs of transport t and accounts for
-// the CPU time.
-func runPinned(ctx context.Context, o options, fast bichannel.FastMode, c *Cluster, t string, tables []*Table) (*Result, Row, error) {
-	cpus := hostCPUs(o.place, t)
-	if cpus != nil {
-		unpin, err := cpuacct.PinSelf(cpus)
-		if err != nil {
-			return nil, Row{}, fmt.Errorf("shuffle: -place %s: %w (give -place none to run unpinned)", o.place.Name, err)
-		}
-		defer unpin()
-	}
-	sampler := cpuacct.Sampler{NICPids: o.nicPids}
-	s0, err := sampler.Sample()
-	if err != nil {
-		return nil, Row{}, err
-	}
-	res, err := c.Run(ctx, tables)
-	if err != nil {
-		return res, Row{}, err
-	}
-	s1, err := sampler.Sample()
-	if err != nil {
-		return nil, Row{}, err
-	}
-	u := cpuacct.Since(s0, s1)
-	row := Row{HostCPUs: cpuacct.Format(cpus), NICCPUs: u.NIC.Seconds(), NICPerGB: cpuacct.PerGB(u.NIC, res.NetBytes),
-		HostBusy: u.MeanBusy(cpus), NICBusy: u.MeanBusy(o.place.NIC)}
-	if len(o.place.NIC) > 0 && t != "tcp-both" && (t == "tcp" || fast == bichannel.FastUDP) {
-		ok, _ := u.Idle(o.place.NIC, nicIdleLimit)
-		row.NICIdle = map[bool]string{true: "yes", false: "no"}[ok]
-	}
-	return res, row, nil
+// Row is one line of the results.
+type Row struct {
+	Transport            string
+	Hosts, Workers, Rows int // rows per host
+	Run                  int
+	NetMB, Seconds       float64
+	GBps, CPUs, CPUPerGB float64 // CPUs: this process's (every host's): host CPU-s
+	UserCPUs, SysCPUs    float64
+	Msg                  int     // message size, bytes
+	HostCPUs             string  // the CPU list the hosts ran on ("" unpinned)
+	NICCPUs, NICPerGB    float64 // vnicd's (-fast fabric)
+	HostBusy, NICBusy    float64 // mean busy share of the host and NIC CPUs (all work on them)
+	NICIdle              string  // for a run without vnicd: the NIC CPUs stayed under 5% busy ("yes"/"no"; "" not checked)
+	Busy                 string  // per-CPU busy
+	Load                 string  // the load average when the run ended (other work on the machine)
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	if err := o.place.Check(); err != nil {
-		return fmt.Errorf("shuffle: -place: %w", err)
-	}
-	fast, err := bichannel.ParseFastMode(o.fast)
-	if err != nil {
-		return err
-	}
-	places, err := casestudy.Places(o.testbed, o.hosts, fast, 9300)
-	if err != nil {
-		return fmt.Errorf("shuffle: %w", err)
-	}
-	if err := msgFitsTestbed(o); err != nil {
-		return err
-	}
-	clusters := map[string]*Cluster{}
-	defer func() {
-		for _, c := range clusters {
-			c.Close()
-		}
-	}()
-	for _, t := range o.transports {
-		tr := t
-		if t == "tcp-both" {
-			tr = "tcp"
-		}
-		c, err := NewCluster(ctx, ClusterConfig{Places: places, Workers: o.workers, Transport: tr, Fast: fast, Seed: 1, MaxMsg: o.msg,
-			Bi: bichannel.Config{Flows: o.flows, BuffersPerFlow: o.buffers, Window: max(1024, 2*o.buffers), RetransmitTimeout: o.rto, AckDelay: min(time.Millisecond, o.rto/4), HeartbeatTimeout: 10 * time.Second}})
+	defer casestudy.RemoveVnicdBuild() // after every step's vnicd stopped
+	if o.fromCSV != "" {
+		rows, err := readCSV(o.fromCSV)
 		if err != nil {
 			return err
 		}
-		clusters[t] = c
+		if o.plot == "" {
+			return fmt.Errorf("shuffle: -from-csv needs -plot")
+		}
+		return plotSweep(rows, o.plot)
+	}
+	if err := o.place.Check(); err != nil {
+		return fmt.Errorf("shuffle: -place: %w", err)
+	}
+	fast, places, err := placesFor(o)
+	if err != nil {
+		return err
+	}
+	if err := msgFitsTestbed(o); err != nil {
+		return err
 	}
 	stopProfile, err := casestudy.StartCPUProfile(o.cpuprofile)
 	if err != nil {
@@ -194,19 +168,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	defer stopProfile()
 	var rows []Row
-	fmt.Fprintf(out, "placement %s; host CPU-s: this process (every host); NIC CPU-s: -nic-pids; busy: all work on those CPUs\n", o.place.Name)
-	fmt.Fprintf(out, "%-8s %5s %7s %10s %3s %9s %8s %8s %8s %9s %4s %9s %6s %6s %s\n", "tr", "hosts", "workers", "rows/host", "run", "net MB", "s", "GB/s", "CPU-s", "CPU-s/GB", "cpus", "NIC s/GB", "host%", "NIC%", "NIC CPUs idle")
-	// A warm-up run per transport, not reported: first-touch page faults
-	// and the first retransmission-timeout estimate.
-	warm := make([]*Table, o.hosts)
-	for i := range warm {
-		warm[i] = GenTable(i, min(o.rows[0], 20000), 2)
-	}
-	for _, t := range o.transports {
-		if _, err := clusters[t].Run(ctx, warm); err != nil {
-			return fmt.Errorf("%s warm-up: %w", t, err)
-		}
-	}
+	fmt.Fprintf(out, "placement %s\n", o.place.Name)
+	fmt.Fprintf(out, "%-8s %5s %7s %10s %3s %9s %8s %8s %8s %9s %9s %6s %6s\n", "tr", "hosts", "workers", "rows/host", "run", "net MB", "s", "GB/s", "CPU-s", "CPU-s/GB", "NIC-s/GB", "host%", "NIC%")
+	var biStats bichannel.Stats
 	for _, n := range o.rows {
 		tables := make([]*Table, o.hosts)
 		for i := range tables {
@@ -214,43 +178,21 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		for r := range o.runs {
 			for _, t := range o.transports {
-				runtime.GC()
-				res, row, err := runPinned(ctx, o, fast, clusters[t], t, tables)
+				row, st, err := measure(ctx, o, places, fast, t, tables, r)
 				if err != nil {
 					return fmt.Errorf("%s, %d rows per host: %w", t, n, err)
 				}
-				row.Transport, row.Hosts, row.Workers, row.Rows, row.Run = t, o.hosts, o.workers, n, r
-				row.NetMB, row.Seconds, row.GBps, row.CPUs, row.CPUPerGB = float64(res.NetBytes)/1e6, res.Elapsed.Seconds(), res.GBps(), res.CPU.Seconds(), res.CPUPerGB()
-				row.UserCPUs, row.SysCPUs = res.UserCPU.Seconds(), res.SystemCPU.Seconds()
+				addStats(&biStats, st)
 				rows = append(rows, row)
-				fmt.Fprintf(out, "%-8s %5d %7d %10d %3d %9.1f %8.3f %8.3f %8.3f %9.2f %4s %9.2f %6.1f %6.1f %s\n", t, o.hosts, o.workers, n, r, row.NetMB, row.Seconds, row.GBps, row.CPUs, row.CPUPerGB,
-					row.HostCPUs, row.NICPerGB, 100*row.HostBusy, 100*row.NICBusy, row.NICIdle)
+				fmt.Fprintf(out, "%-8s %5d %7d %10d %3d %9.1f %8.3f %8.3f %8.3f %9.2f %9.2f %6.1f %6.1f %s; load %s\n", t, o.hosts, o.workers, n, r, row.NetMB, row.Seconds, row.GBps, row.CPUs, row.CPUPerGB, row.NICPerGB, 100*row.HostBusy, 100*row.NICBusy, row.Busy, row.Load)
 			}
 		}
 	}
 	fmt.Fprintln(out, "exactly-once: every run, every host gathered exactly the rows the tables hold for it (counts and checksums)")
-	if c, ok := clusters["bi"]; ok {
-		var st bichannel.Stats
-		for _, tr := range c.trs {
-			s := tr.(BiTransport).E.Stats()
-			if os.Getenv("SHUFFLE_DEBUG") != "" {
-				fmt.Fprintf(out, "DEBUG %+v\n", s)
-				if v, ok := tr.(BiTransport).E.FastPath().(*bichannel.VNICFast); ok {
-					fmt.Fprintf(out, "DEBUGV %+v\n", v.FastStats())
-				}
-			}
-			st.Sent += s.Sent
-			st.Retransmitted += s.Retransmitted
-			st.DeliveredTCP += s.DeliveredTCP
-			st.Duplicates += s.Duplicates
-			st.Stalls += s.Stalls
-			st.StallTime += s.StallTime
-			st.FastDrops += s.FastDrops
-			st.DropsNoBuffer += s.DropsNoBuffer
-			st.Malformed += s.Malformed
-		}
-		fmt.Fprintf(out, "bi-channel, all hosts: sent %d, delivered over TCP %d, retransmitted %d, duplicates %d, stalls %d (%v waiting for credits), socket-buffer drops %d, no-buffer drops %d, malformed %d\n",
-			st.Sent, st.DeliveredTCP, st.Retransmitted, st.Duplicates, st.Stalls, st.StallTime.Round(time.Millisecond), st.FastDrops, st.DropsNoBuffer, st.Malformed)
+	if slices.Contains(o.transports, "bi") {
+		st := biStats
+		fmt.Fprintf(out, "bi-channel, all hosts and runs: sent %d, delivered fast %d, over TCP %d, retransmitted %d, duplicates %d, stalls %d (%v waiting for credits), socket-buffer drops %d, no-buffer drops %d, malformed %d\n",
+			st.Sent, st.DeliveredFast, st.DeliveredTCP, st.Retransmitted, st.Duplicates, st.Stalls, st.StallTime.Round(time.Millisecond), st.FastDrops, st.DropsNoBuffer, st.Malformed)
 	}
 	if o.csv != "" {
 		if err := writeCSV(o.csv, rows); err != nil {
@@ -263,12 +205,175 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	return nil
 }
 
+// placesFor is where the hosts run, and the bi-channel's fast path there.
+func placesFor(o options) (bichannel.FastMode, []Place, error) {
+	var (
+		fast   bichannel.FastMode
+		places []Place
+		err    error
+	)
+	if o.fast == "fabric" {
+		// The socket is set per run (each bi-channel run starts its own
+		// vnicd); the control paths stay on loopback.
+		fast, places = bichannel.FastVNIC, casestudy.FabricPlaces("", o.hosts, 9300)
+	} else {
+		if fast, err = bichannel.ParseFastMode(o.fast); err != nil {
+			return fast, nil, err
+		}
+		if places, err = casestudy.Places(o.testbed, o.hosts, fast, 9300); err != nil {
+			return fast, nil, fmt.Errorf("shuffle: %w", err)
+		}
+	}
+	return fast, places, nil
+}
+
+func addStats(sum *bichannel.Stats, s bichannel.Stats) {
+	sum.Sent += s.Sent
+	sum.DeliveredFast += s.DeliveredFast
+	sum.Retransmitted += s.Retransmitted
+	sum.DeliveredTCP += s.DeliveredTCP
+	sum.Duplicates += s.Duplicates
+	sum.Stalls += s.Stalls
+	sum.StallTime += s.StallTime
+	sum.FastDrops += s.FastDrops
+	sum.DropsNoBuffer += s.DropsNoBuffer
+	sum.Malformed += s.Malformed
+}
+
+// nicIdleLimit is the busy share under which the NIC CPUs count as idle.
+const nicIdleLimit = 0.05
+
+// measure runs one shuffle of tables over transport t on a cluster of its
+// own (and, with -fast fabric and the bi-channel, a vnicd of its own), on
+// the placement's CPUs, after a warm-up shuffle that is not reported
+// (first-touch page faults, the first retransmission-timeout estimate).
+// It returns the row and, for the bi-channel, every host's counters.
+func measure(ctx context.Context, o options, places []Place, fast bichannel.FastMode, t string, tables []*Table, run int) (Row, bichannel.Stats, error) {
+	var st bichannel.Stats
+	hostCPUs := hostCPUs(o.place, t)
+	if hostCPUs != nil {
+		unpin, err := cpuacct.PinSelf(hostCPUs)
+		if err != nil {
+			return Row{}, st, fmt.Errorf("shuffle: -place %s: %w (give -place none to run unpinned)", o.place.Name, err)
+		}
+		defer unpin()
+	}
+	tr := t
+	if t == "tcp-both" {
+		tr = "tcp"
+	}
+	nicPids := o.nicPids
+	if o.fast == "fabric" && tr == "bi" {
+		args := o.fabricArgs
+		if o.msg+HeaderOverhead > shm.DefaultBufSize {
+			// A message and its headers in one packet buffer.
+			args = append([]string{"--buf-size", strconv.Itoa((o.msg + HeaderOverhead + 63) &^ 63)}, args...)
+		}
+		fab, err := casestudy.StartFabric(ctx, casestudy.FabricConfig{Vnicd: o.vnicd, CPUs: o.place.NIC, Idle: o.fabricIdle, Args: args})
+		if err != nil {
+			return Row{}, st, fmt.Errorf("shuffle: %w", err)
+		}
+		defer func() {
+			fab.Close()
+			if os.Getenv("SHUFFLE_DEBUG") != "" {
+				fmt.Fprintln(os.Stderr, fab.Log())
+			}
+		}()
+		places = casestudy.WithFabric(places, fab.Socket, 9300)
+		for i := range places {
+			places[i].VNIC.Spin = o.vnicSpin
+		}
+		nicPids = append(slices.Clone(nicPids), fab.Pid)
+	}
+	c, err := NewCluster(ctx, ClusterConfig{Places: places, Workers: o.workers, Transport: tr, Fast: fast, Seed: 1, MaxMsg: o.msg,
+		Bi: bichannel.Config{Flows: o.flows, BuffersPerFlow: o.buffers, Window: max(1024, 2*o.buffers), RetransmitTimeout: o.rto, AckDelay: min(time.Millisecond, o.rto/4), HeartbeatTimeout: 10 * time.Second}})
+	if err != nil {
+		return Row{}, st, err
+	}
+	defer c.Close()
+	warm := make([]*Table, len(tables))
+	for i := range warm {
+		warm[i] = GenTable(i, min(tables[i].Rows(), 20000), 2)
+	}
+	if _, err := c.Run(ctx, warm); err != nil {
+		return Row{}, st, fmt.Errorf("warm-up: %w", err)
+	}
+	runtime.GC()
+	sampler := cpuacct.Sampler{NICPids: nicPids}
+	s0, err := sampler.Sample()
+	if err != nil {
+		return Row{}, st, err
+	}
+	r0, w0 := schedWait("self")
+	var nr0, nw0 time.Duration
+	if len(nicPids) > 0 {
+		nr0, nw0 = schedWait(strconv.Itoa(nicPids[0]))
+	}
+	res, err := c.Run(ctx, tables)
+	if err != nil {
+		return Row{}, st, err
+	}
+	if os.Getenv("SHUFFLE_DEBUG") != "" {
+		r1, w1 := schedWait("self")
+		fmt.Fprintf(os.Stderr, "SCHED %s hosts: ran %v, waited runnable %v (wall %v)\n", t, r1-r0, w1-w0, res.Elapsed)
+		if len(nicPids) > 0 {
+			nr1, nw1 := schedWait(strconv.Itoa(nicPids[0]))
+			fmt.Fprintf(os.Stderr, "SCHED %s vnicd: ran %v, waited runnable %v\n", t, nr1-nr0, nw1-nw0)
+		}
+	}
+	s1, err := sampler.Sample()
+	if err != nil {
+		return Row{}, st, err
+	}
+	u := cpuacct.Since(s0, s1)
+	row := Row{Transport: t, Hosts: o.hosts, Workers: o.workers, Rows: tables[0].Rows(), Run: run, NetMB: float64(res.NetBytes) / 1e6,
+		Seconds: res.Elapsed.Seconds(), GBps: res.GBps(), CPUs: res.CPU.Seconds(), CPUPerGB: res.CPUPerGB(),
+		UserCPUs: res.UserCPU.Seconds(), SysCPUs: res.SystemCPU.Seconds(), Msg: o.msg, HostCPUs: cpuacct.Format(hostCPUs),
+		NICCPUs: u.NIC.Seconds(), NICPerGB: cpuacct.PerGB(u.NIC, res.NetBytes), HostBusy: u.MeanBusy(hostCPUs), NICBusy: u.MeanBusy(o.place.NIC),
+		Busy: u.BusyString(), Load: loadAvg()}
+	if len(o.place.NIC) > 0 && t != "tcp-both" && (tr == "tcp" || fast == bichannel.FastUDP) {
+		ok, _ := u.Idle(o.place.NIC, nicIdleLimit)
+		row.NICIdle = map[bool]string{true: "yes", false: "no"}[ok]
+	}
+	for _, x := range c.trs {
+		if b, ok := x.(BiTransport); ok {
+			addStats(&st, b.E.Stats())
+			if os.Getenv("SHUFFLE_DEBUG") != "" {
+				fmt.Fprintf(os.Stderr, "DEBUG %+v\n", b.E.Stats())
+				if v, ok := b.E.FastPath().(*bichannel.VNICFast); ok {
+					fmt.Fprintf(os.Stderr, "DEBUGV %+v\n", v.FastStats())
+				}
+			}
+		}
+	}
+	return row, st, nil
+}
+
+// HeaderOverhead is what a message's frame adds on the vNIC fast path:
+// Ethernet, IPv4, UDP and the bi-channel's header.
+const HeaderOverhead = 14 + udpIPHeaders + bichannel.HeaderLen
+
+// loadAvg is /proc/loadavg's first three fields ("" where there is none).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
 func writeCSV(path string, rows []Row) error {
 	var b strings.Builder
-	b.WriteString("transport,hosts,workers,rows_per_host,run,net_mb,seconds,gbps,cpu_s,cpu_s_per_gb,user_s,sys_s,host_cpus,nic_cpu_s,nic_cpu_s_per_gb,host_cpu_busy,nic_cpu_busy,nic_cpu_idle\n")
+	// cpu_s and cpu_s_per_gb are the host CPU-s (this process: every
+	// host); nic_* are vnicd's.
+	b.WriteString("transport,hosts,workers,rows_per_host,run,net_mb,seconds,gbps,cpu_s,cpu_s_per_gb,user_s,sys_s,msg,host_cpus,nic_cpu_s,nic_cpu_s_per_gb,host_cpu_busy,nic_cpu_busy,nic_cpu_idle,loadavg\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "%s,%d,%d,%d,%d,%.3f,%.4f,%.4f,%.4f,%.3f,%.4f,%.4f,%s,%.4f,%.3f,%.4f,%.4f,%s\n", r.Transport, r.Hosts, r.Workers, r.Rows, r.Run, r.NetMB, r.Seconds, r.GBps, r.CPUs, r.CPUPerGB, r.UserCPUs, r.SysCPUs,
-			strings.ReplaceAll(r.HostCPUs, ",", " "), r.NICCPUs, r.NICPerGB, r.HostBusy, r.NICBusy, r.NICIdle)
+		fmt.Fprintf(&b, "%s,%d,%d,%d,%d,%.3f,%.4f,%.4f,%.4f,%.3f,%.4f,%.4f,%d,%s,%.4f,%.3f,%.4f,%.4f,%s,%s\n", r.Transport, r.Hosts, r.Workers, r.Rows, r.Run, r.NetMB, r.Seconds, r.GBps, r.CPUs, r.CPUPerGB, r.UserCPUs, r.SysCPUs,
+			r.Msg, strings.ReplaceAll(r.HostCPUs, ",", " "), r.NICCPUs, r.NICPerGB, r.HostBusy, r.NICBusy, r.NICIdle, r.Load)
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
@@ -293,4 +398,26 @@ func msgFitsTestbed(o options) error {
 		}
 	}
 	return nil
+}
+
+// schedWait sums, over the threads of process pid ("self" for this one),
+// their time on the CPU and their time runnable but waiting for it
+// (/proc/<pid>/task/*/schedstat, in ns).
+func schedWait(pid string) (run, wait time.Duration) {
+	dirs, _ := os.ReadDir("/proc/" + pid + "/task")
+	for _, d := range dirs {
+		b, err := os.ReadFile("/proc/" + pid + "/task/" + d.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		r, _ := strconv.ParseInt(f[0], 10, 64)
+		w, _ := strconv.ParseInt(f[1], 10, 64)
+		run += time.Duration(r)
+		wait += time.Duration(w)
+	}
+	return run, wait
 }

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"image/color"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -16,15 +19,22 @@ import (
 // and CPU-seconds per GB against the table size, the median of the runs,
 // one colour per transport, side by side, into path.
 func plotSweep(rows []Row, path string) error {
-	cols := map[string]color.Color{"bi": color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, "tcp": color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255}, "tcp-both": color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 255}}
-	names := map[string]string{"bi": "bi-channel", "tcp": "kernel TCP", "tcp-both": "kernel TCP on both CPUs"}
+	cols := map[string]color.Color{"bi": color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, "tcp": color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255},
+		"tcp-both": color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 255}}
+	names := map[string]string{"bi": "bi-channel", "tcp": "kernel TCP", "tcp-both": "kernel TCP, host and NIC CPUs"}
 	panel := func(title, ylabel string, y func(Row) float64) (*plot.Plot, error) {
 		p := plot.New()
 		p.Title.Text = title
 		p.X.Label.Text = "table size per host (MB)"
 		p.Y.Label.Text = ylabel
-		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		sizes := map[int]bool{}
+		for _, r := range rows {
+			sizes[r.Rows] = true
+		}
+		if len(sizes) > 1 { // a log axis over one size has no range
+			p.X.Scale = plot.LogScale{}
+			p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		}
 		p.Add(plotter.NewGrid())
 		p.Legend.Top = true
 		p.Y.Min = 0
@@ -81,4 +91,42 @@ func savePNG(img *vgimg.Canvas, path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// readCSV reads the rows writeCSV wrote (older files without the
+// placement columns too), by their header's names, to redraw a plot.
+func readCSV(path string) ([]Row, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	col := map[string]int{}
+	for i, h := range strings.Split(lines[0], ",") {
+		col[h] = i
+	}
+	for _, need := range []string{"transport", "rows_per_host", "gbps", "cpu_s_per_gb"} {
+		if _, ok := col[need]; !ok {
+			return nil, fmt.Errorf("shuffle: %s has no %s column: give a CSV that -csv wrote", path, need)
+		}
+	}
+	var rows []Row
+	for i, line := range lines[1:] {
+		f := strings.Split(line, ",")
+		if len(f) != len(col) {
+			return nil, fmt.Errorf("shuffle: %s line %d: %d fields, the header has %d", path, i+2, len(f), len(col))
+		}
+		num := func(name string) float64 {
+			j, ok := col[name]
+			if !ok {
+				return 0
+			}
+			v, _ := strconv.ParseFloat(f[j], 64)
+			return v
+		}
+		rows = append(rows, Row{Transport: f[col["transport"]], Rows: int(num("rows_per_host")), Run: int(num("run")), Hosts: int(num("hosts")),
+			NetMB: num("net_mb"), Seconds: num("seconds"), GBps: num("gbps"), CPUs: num("cpu_s"), CPUPerGB: num("cpu_s_per_gb"),
+			Msg: int(num("msg")), NICCPUs: num("nic_cpu_s"), NICPerGB: num("nic_cpu_s_per_gb")})
+	}
+	return rows, nil
 }
