@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/vnic/vnic/client"
+)
+
+// load is one measured point: sender goroutines (each its own TX queue
+// of the sender host, its frames round-robin at its rate) and the
+// receiver's queues (each at most budget packets per second, 0: as fast
+// as it can).
+type load struct {
+	frames [][][]byte // per sender goroutine
+	pps    []float64  // per sender goroutine
+	budget float64
+}
+
+// result is what a point measured: at the receiver over the window, the
+// fabric's ledger over the same window, and the ledger over the whole
+// point once the senders stopped and the rings drained.
+type result struct {
+	Offered     float64 // frames per second the senders offered
+	SendSecs    float64 // how long they sent
+	Sent        uint64  // frames the senders posted
+	RxPps       float64 // frames per second the receiver processed
+	RxGbps      float64 // frame bits per second the receiver processed
+	LedgerPps   float64 // frames per second the fabric delivered, same window
+	PerQueuePps []float64
+	Ledger      ledger // whole point
+}
+
+// measure runs one point: warm, then dur measured, then the senders stop
+// and the receivers drain for a moment.
+func measure(d *daemon, snd, rcv *client.Tenant, l load, warm, dur time.Duration) (result, error) {
+	var r result
+	l0, err := d.ledger()
+	if err != nil {
+		return r, err
+	}
+	rx := make([]rxCount, rcv.Queues())
+	recv := newGroup()
+	for q := range rcv.Queues() {
+		recv.go_(func() error { return recvQueue(rcv.Queue(q), l.budget, recv.stop, &rx[q], nil) })
+	}
+	send := newGroup()
+	sent := make([]sentCount, len(l.frames))
+	for i, fr := range l.frames {
+		r.Offered += l.pps[i] // 0: greedy
+		send.go_(func() error {
+			return sendFlows(snd.Queue(i), fr, l.pps[i], false, nil, send.stop, &sent[i].n)
+		})
+	}
+	sum := func() (p, b uint64, per []uint64) {
+		for i := range rx {
+			n := rx[i].pkts.Load()
+			per = append(per, n)
+			p += n
+			b += rx[i].bytes.Load()
+		}
+		return
+	}
+	start := time.Now()
+	time.Sleep(warm)
+	la, err := d.ledger()
+	p1, b1, q1 := sum()
+	t1 := time.Now()
+	if err == nil {
+		time.Sleep(dur)
+	}
+	p2, b2, q2 := sum()
+	t2 := time.Now()
+	var lb ledger
+	if err == nil {
+		lb, err = d.ledger()
+	}
+	serr := send.halt()
+	r.SendSecs = time.Since(start).Seconds()
+	var posted uint64
+	for i := range sent {
+		posted += sent[i].n.Load()
+	}
+	// vnicd takes a TX descriptor only when it can post its completion:
+	// reap them (an empty Send) until the fabric has seen every frame.
+	drainTx(d, snd, len(l.frames), l0.Sent+posted)
+	time.Sleep(100 * time.Millisecond) // the receive rings drain (budgeted queues: what they can)
+	rerr := recv.halt()
+	for _, e := range []error{err, serr, rerr} {
+		if e != nil {
+			return r, e
+		}
+	}
+	for i := range sent {
+		r.Sent += sent[i].n.Load()
+	}
+	if r.Offered == 0 { // greedy senders: what they managed
+		r.Offered = float64(r.Sent) / r.SendSecs
+	}
+	el := t2.Sub(t1).Seconds()
+	r.RxPps = float64(p2-p1) / el
+	r.RxGbps = float64(b2-b1) * 8 / el / 1e9
+	r.LedgerPps = float64(lb.Delivered-la.Delivered) / el
+	for i := range q1 {
+		r.PerQueuePps = append(r.PerQueuePps, float64(q2[i]-q1[i])/el)
+	}
+	l1, err := d.ledger()
+	if err != nil {
+		return r, err
+	}
+	r.Ledger = l1.sub(l0)
+	if r.Ledger.Sent != r.Sent {
+		return r, fmt.Errorf("section4: the senders posted %d frames, the fabric's ledger says %d were sent", r.Sent, r.Ledger.Sent)
+	}
+	if !r.Ledger.balanced() {
+		return r, fmt.Errorf("section4: ledger out of balance: sent %d, delivered %d + drops %d + delayed %d", r.Ledger.Sent, r.Ledger.Delivered, r.Ledger.dropped(), r.Ledger.Delayed)
+	}
+	return r, nil
+}
+
+// drainTx reaps the sender's TX completions until the fabric's ledger has
+// counted want frames sent (or 5s pass).
+func drainTx(d *daemon, snd *client.Tenant, queues int, want uint64) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for q := range queues {
+			snd.Queue(q).Send(nil)
+		}
+		if l, err := d.ledger(); err != nil || l.Sent >= want {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
