@@ -32,6 +32,7 @@ type session struct {
 	d        *daemon
 	snd, rcv *client.Tenant
 	restore  func()
+	primed   bool // a point ran: the buffers are faulted in
 }
 
 func (s *session) close() {
@@ -133,7 +134,7 @@ func (e env) fig8(c fig8Config) ([]fig8Row, []string, error) {
 			frames[i] = udp(senderAddr, receiverAddr, uint16(10000+i), uint16(dataPortLo+i), c.Payload)
 		}
 		offer := min(float64(n)*c.Offer*c.FlowPps, c.Offer*capPps)
-		r, err := measure(s.d, s.snd, s.rcv, load{frames: [][][]byte{frames}, pps: []float64{offer}}, c.Warm, c.Dur)
+		r, err := measure(s, load{frames: [][][]byte{frames}, pps: []float64{offer}}, c.Warm, c.Dur)
 		if err != nil {
 			return rows, model, fmt.Errorf("fig 8, %d pairs: %w", n, err)
 		}
@@ -183,7 +184,7 @@ func (e env) fig9a(c fig9aConfig) ([]fig9aRow, []string, error) {
 			l.frames = append(l.frames, one)
 			l.pps = append(l.pps, c.Offer*c.DPUPps)
 		}
-		r, err := measure(s.d, s.snd, s.rcv, l, c.Warm, c.Dur)
+		r, err := measure(s, l, c.Warm, c.Dur)
 		if err != nil {
 			return rows, model, fmt.Errorf("fig 9a, one flow, %d threads: %w", t, err)
 		}
@@ -195,7 +196,7 @@ func (e env) fig9a(c fig9aConfig) ([]fig9aRow, []string, error) {
 		for i := range frames {
 			frames[i] = udp(senderAddr, receiverAddr, uint16(10000+i), dataPortLo, c.Payload)
 		}
-		r, err := measure(s.d, s.snd, s.rcv, load{frames: [][][]byte{frames}, pps: []float64{float64(f) * c.Offer * c.DPUPps}}, c.Warm, c.Dur)
+		r, err := measure(s, load{frames: [][][]byte{frames}, pps: []float64{float64(f) * c.Offer * c.DPUPps}}, c.Warm, c.Dur)
 		if err != nil {
 			return rows, model, fmt.Errorf("fig 9a, %d flows: %w", f, err)
 		}
@@ -297,7 +298,7 @@ func (e env) fig9b(c fig9bConfig) ([]fig9bRow, []string, error) {
 				frames = append(frames, udp(senderAddr, receiverAddr, p.SrcPort, p.DstPort, c.Payload))
 			}
 			offer := c.Offer * float64(k) * c.QueuePps
-			r, err := measure(s.d, s.snd, s.rcv, load{frames: [][][]byte{frames}, pps: []float64{offer}, budget: c.QueuePps}, c.Warm, c.Dur)
+			r, err := measure(s, load{frames: [][][]byte{frames}, pps: []float64{offer}, budget: c.QueuePps}, c.Warm, c.Dur)
 			if err != nil {
 				return rows, nil, fmt.Errorf("fig 9b, %s, %d queues: %w", series, k, err)
 			}
