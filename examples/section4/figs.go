@@ -121,7 +121,7 @@ type fig8Row struct {
 func (e env) fig8(c fig8Config) ([]fig8Row, []string, error) {
 	flowG := gbps(c.FlowPps, c.Payload)
 	model := []string{modelFlag("fabric-flow-gbps", flowG), modelFlag("fabric-nic-gbps", flowG*c.NICFlows)}
-	s, err := e.open(c.Payload, model, senderSpec(1, c.Payload), receiverSpec(1, 1024))
+	s, err := e.open(c.Payload, model, senderSpec(1, c.Payload), receiverSpec(1, 2048))
 	if err != nil {
 		return nil, model, err
 	}
@@ -461,38 +461,33 @@ func (e env) lossRun(s *session, c fig10aConfig, ax, inFlight int) (fig10aRow, e
 			}
 		}
 	})
+	var poll func() error
 	if win != nil {
-		// The sender's receive queue takes the credits.
-		recv.go_(func() error {
-			q := s.snd.Queue(0)
-			pkts := make([]client.Packet, 0, 32)
-			for {
-				select {
-				case <-recv.stop:
-					return nil
-				default:
-				}
-				pkts, _ = q.Recv(pkts[:0])
-				for _, pk := range pkts {
-					if len(pk.Data) >= hdrLen+8 {
-						if v := binary.LittleEndian.Uint64(pk.Data[hdrLen:]); v > win.credited.Load() {
-							win.credited.Store(v)
-						}
+		// The sender's receive queue takes the credits, on the sending
+		// goroutine.
+		q := s.snd.Queue(0)
+		pkts := make([]client.Packet, 0, 32)
+		poll = func() error {
+			pkts, _ = q.Recv(pkts[:0])
+			if len(pkts) == 0 {
+				return nil
+			}
+			for _, pk := range pkts {
+				if len(pk.Data) >= hdrLen+8 {
+					if v := binary.LittleEndian.Uint64(pk.Data[hdrLen:]); v > win.credited.Load() {
+						win.credited.Store(v)
 					}
 				}
-				if len(pkts) == 0 {
-					runtime.Gosched()
-					continue
-				}
-				if err := q.Release(pkts); err != nil {
-					return fmt.Errorf("release credits: %w", err)
-				}
 			}
-		})
+			if err := q.Release(pkts); err != nil {
+				return fmt.Errorf("release credits: %w", err)
+			}
+			return nil
+		}
 	}
 	send := newGroup()
 	send.go_(func() error {
-		return sendFlows(s.snd.Queue(0), [][]byte{frame}, c.Load*c.RecvPps, true, win, send.stop, &sent.n)
+		return sendFlows(s.snd.Queue(0), [][]byte{frame}, c.Load*c.RecvPps, true, win, poll, send.stop, &sent.n)
 	})
 	start := time.Now()
 	for t := c.Every; t <= c.Dur; t += c.Every {

@@ -56,7 +56,7 @@ func measure(s *session, l load, warm, dur time.Duration) (result, error) {
 	for i, fr := range l.frames {
 		r.Offered += l.pps[i] // 0: greedy
 		send.go_(func() error {
-			return sendFlows(snd.Queue(i), fr, l.pps[i], false, nil, send.stop, &sent[i].n)
+			return sendFlows(snd.Queue(i), fr, l.pps[i], false, nil, nil, send.stop, &sent[i].n)
 		})
 	}
 	sum := func() (p, b uint64, per []uint64) {

@@ -98,7 +98,11 @@ type window struct {
 // with seq, each message carries its sequence number at the payload's
 // start; with win, at most win.size messages are in flight. It returns
 // how many frames it sent.
-func sendFlows(q *client.Queue, frames [][]byte, pps float64, seq bool, win *window, stop <-chan struct{}, sent *atomic.Uint64) error {
+//
+// poll, if not nil, runs before every batch on this goroutine: a queue's
+// Send and Recv must not run concurrently, so 10(a)'s sender reads its
+// credits there.
+func sendFlows(q *client.Queue, frames [][]byte, pps float64, seq bool, win *window, poll func() error, stop <-chan struct{}, sent *atomic.Uint64) error {
 	const batch = 32
 	bufs := make([][]byte, batch)
 	if seq {
@@ -118,6 +122,11 @@ func sendFlows(q *client.Queue, frames [][]byte, pps float64, seq bool, win *win
 		case <-stop:
 			return nil
 		default:
+		}
+		if poll != nil {
+			if err := poll(); err != nil {
+				return err
+			}
 		}
 		k := batch
 		if pps > 0 {
