@@ -190,6 +190,52 @@ func (m *Match) matches(t *rss.Tuple) bool {
 	return true
 }
 
+// claim is a Match compiled for the per-frame path: an IPv4 destination
+// prefix as an address and mask, so a frame's match costs a few integer
+// compares instead of netip.Prefix.Contains.
+type claim struct {
+	proto  uint8
+	ports  bool // a port range is set
+	lo, hi uint16
+	dst    uint8 // 0: any; 4: IPv4 addr/mask; 6: any other prefix (m.Dst)
+	addr   uint32
+	mask   uint32
+	m      Match
+}
+
+func compileMatch(m Match) claim {
+	c := claim{proto: m.Proto, ports: m.DstPortLo != 0 || m.DstPortHi != 0, lo: m.DstPortLo, hi: m.DstPortHi, m: m}
+	if m.Dst.IsValid() {
+		c.dst = 6
+		if p := m.Dst.Masked(); p.Addr().Is4() {
+			b := p.Addr().As4()
+			c.dst, c.addr = 4, uint32(b[0])<<24|uint32(b[1])<<16|uint32(b[2])<<8|uint32(b[3])
+			if bits := p.Bits(); bits > 0 {
+				c.mask = ^uint32(0) << (32 - bits)
+			}
+		}
+	}
+	return c
+}
+
+// matches is Match.matches on the compiled rule.
+func (c *claim) matches(t *rss.Tuple) bool {
+	if c.proto != 0 && t.Proto != c.proto {
+		return false
+	}
+	if c.ports && (!t.HasPorts || t.DstPort < c.lo || t.DstPort > c.hi) {
+		return false
+	}
+	switch c.dst {
+	case 0:
+		return true
+	case 4:
+		d := &t.Dst
+		return !t.IPv6 && (uint32(d[0])<<24|uint32(d[1])<<16|uint32(d[2])<<8|uint32(d[3]))&c.mask == c.addr
+	}
+	return c.m.matches(t)
+}
+
 // Specific reports whether the rule matches on any field (a rule with no
 // fields and no Default flag would claim everything).
 func (m *Match) Specific() bool {

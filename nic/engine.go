@@ -229,7 +229,7 @@ func (e *Engine) runOps() {
 func (e *Engine) pick(t *rss.Tuple, parsed bool) *Tenant {
 	if parsed {
 		for _, x := range e.specific {
-			if x.Match.matches(t) {
+			if x.claim.matches(t) {
 				return x
 			}
 		}
@@ -292,7 +292,7 @@ func (e *Engine) Step(frames [][]byte) int {
 		}
 		ten := e.deflt
 		for _, x := range e.specific {
-			if x.Match.matches(t) {
+			if x.claim.matches(t) {
 				ten = x
 				break
 			}

@@ -60,6 +60,7 @@ type Tenant struct {
 
 	queues int
 	reta   *rss.RETA
+	claim  claim       // Match, compiled for the per-frame path
 	key    rss.Key     // the key the tenant's frames are hashed with
 	hasher *rss.Hasher // its own key's; nil: the engine's
 	assoc  [][]int     // per Bx ring: Ax rings in borrowing order
@@ -164,7 +165,7 @@ func (t *Tenant) Key() rss.Key { return t.key }
 
 // Matches reports whether the tenant's match rule claims a frame of tuple
 // tup (the Default flag aside).
-func (t *Tenant) Matches(tup *rss.Tuple) bool { return t.Match.matches(tup) }
+func (t *Tenant) Matches(tup *rss.Tuple) bool { return t.claim.matches(tup) }
 
 // RETA returns the tenant's indirection table.
 func (t *Tenant) RETA() *rss.RETA { return t.reta }
@@ -208,7 +209,7 @@ func newTenant(cfg TenantConfig, r *shm.Region, m Model, shGroup int) (*Tenant, 
 		return nil, fmt.Errorf("nic: tenant %q: %w", cfg.Name, err)
 	}
 	t := &Tenant{
-		ID: cfg.ID, Name: cfg.Name, Match: cfg.Match, Region: r, queues: n, reta: reta,
+		ID: cfg.ID, Name: cfg.Name, Match: cfg.Match, claim: compileMatch(cfg.Match), Region: r, queues: n, reta: reta,
 		ax: make([]*ax.NIC, n), bx: make([]*bx.NIC, n), blocks: make([]counters.Block, n),
 		delta: make([][counters.NumIDs]uint64, n), qs: make([]qstate, n), used: make([]int, 0, n),
 		bxList: make([]int, 0, n), posted: make([]int, 0, n), shared: make([]int, n),

@@ -4,6 +4,7 @@
 //	vnicctl tenants [--all]      attached (and detached) tenants
 //	vnicctl rings [--tenant X]   per-ring table: Ax fill, Bx occupancy, borrows, drops by reason
 //	vnicctl counters [-o json]   every counter; the JSON is vnicd's Stats document
+//	vnicctl fabric [--all]       the emulated network's ledger per host (--source fabric)
 //	vnicctl watch [--count N]    live per-second rates
 //	vnicctl dump --tenant T -w F capture what a tenant receives into a pcapng file
 //	vnicctl rss hash ...         which queue a flow lands on (offline)
@@ -111,6 +112,7 @@ func commands() []*cli.Command {
 		ringsCommand(),
 		diagnoseCommand(),
 		countersCommand(),
+		fabricCommand(),
 		watchCommand(),
 		dumpCommand(),
 		rssCommand(),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
@@ -24,7 +25,7 @@ func fabricFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "fabric-loss", Usage: "with --source fabric, probability that a frame is lost, in [0, 1)"},
 		&cli.Uint64Flag{Name: "fabric-seed", Value: 1, Usage: "with --fabric-loss, the loss generator's seed (the same seed and traffic drop the same frames)"},
 		&cli.DurationFlag{Name: "fabric-burst", Value: fabric.DefaultBurst, Usage: "with --source fabric, each rate limit's bucket depth, in time at its rate"},
-		&cli.StringFlag{Name: "fabric-profile", Usage: "with --source fabric, a cloud network's limits scaled to this engine: aws-c7gn (explicit --fabric-* flags win)"},
+		&cli.StringFlag{Name: "fabric-profile", Usage: "with --source fabric, a cloud network's limits scaled to what one engine core carries: " + profileHelp() + " (explicit --fabric-* flags win)"},
 	}
 }
 
@@ -84,7 +85,16 @@ func runFabric(c *cli.Context, log zerolog.Logger, dcfg daemon.Config, fc fabric
 	if note != "" {
 		dcfg.SourceMode += "; " + note
 	}
-	dcfg.SourceStats = fab.Stats
+	dcfg.SourceStats, dcfg.HostLedger = fab.Stats, fab.Ledger
 	log.Info().Str("model", fab.Describe()).Str("profile", note).Msg("emulating a network between the tenants")
 	return serve(c, dcfg)
+}
+
+// profileHelp names each profile with its scaling.
+func profileHelp() string {
+	var parts []string
+	for _, p := range fabric.Profiles() {
+		parts = append(parts, p.Note+": "+p.Config.Limits())
+	}
+	return strings.Join(parts, "; ")
 }

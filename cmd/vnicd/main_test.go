@@ -26,7 +26,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"run", "--policy", "wait"}, "use drop or pause"},
 		{[]string{"run", "--emulator-cpu", "999"}, "pick one below"},
 		{[]string{"run", "--ax-size", "100", "--local-consumers"}, "power of two"},
-		{[]string{"run", "--source", "pcap"}, "use synth or xsk"},
+		{[]string{"run", "--source", "pcap"}, "use synth, xsk or fabric"},
 		{[]string{"run", "--source", "xsk"}, "needs --iface"},
 		{[]string{"run", "--iface", "eth1"}, "add --source xsk"},
 		{[]string{"run", "--source", "synth", "--claim-ports", "9000"}, "--claim-ports works with --source xsk"},
@@ -55,6 +55,13 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"run", "--source", "xsk", "--iface", "vnic-nonexistent0"}, "--iface vnic-nonexistent0: this network namespace has no interface of that name"},
 		{[]string{"run", "--dst-ports", "9000-1"}, "--dst-ports \"9000-1\": the range is empty"},
 		{[]string{"run", "--dst-ports", "http"}, "--dst-ports \"http\": give a port (9000) or a range"},
+		{[]string{"run", "--fabric-loss", "0.1"}, "--fabric-loss works with --source fabric only"},
+		{[]string{"run", "--source", "fabric", "--fabric-loss", "1.5"}, "give a probability in [0, 1)"},
+		{[]string{"run", "--source", "fabric", "--fabric-dpus", "4"}, "needs both a DPU count and a per-DPU packet rate"},
+		{[]string{"run", "--source", "fabric", "--fabric-profile", "gcp"}, `unknown profile "gcp"; use aws-c7gn`},
+		{[]string{"run", "--source", "fabric", "--fabric-delay-slots", "1000", "--fabric-delay", "1ms"}, "1000 delay slots: give a power of two"},
+		{[]string{"run", "--source", "fabric", "--iface", "eth0"}, "--iface works with --source xsk only, and --source is fabric"},
+		{[]string{"run", "--source", "fabric", "--local-consumers"}, "attach applications as hosts of the fabric"},
 	} {
 		var out, errb bytes.Buffer
 		err := newApp(&out, &errb).Run(append([]string{"vnicd"}, c.args...))

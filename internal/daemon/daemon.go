@@ -51,6 +51,10 @@ type Config struct {
 	// (proto.Attach.Host): the emulated network (--source fabric) routes
 	// by host address.
 	RequireHost bool
+	// HostLedger, if set, returns for an attached tenant a function that
+	// reads its ledger on the emulated network (TenantStats.Fabric); the
+	// function keeps working after the tenant detached (its history).
+	HostLedger func(t *nic.Tenant) func() map[string]uint64
 	// Defaults for tenants that do not ask for sizes.
 	AxSize, BxSize, TxSize, BufSize int
 	// BuffersPerQueue is the default buffer count per queue (0: ax+2*bx... see Attach).
@@ -100,8 +104,9 @@ type tenant struct {
 	wake   []int // vnicd's copies of the queues' doorbell eventfds
 	conn   *proto.Conn
 	match  nic.Match
-	size   int64        // region bytes counted against the memory budget
-	dump   *dumpSession // the running dump of this tenant, under mu
+	size   int64                    // region bytes counted against the memory budget
+	dump   *dumpSession             // the running dump of this tenant, under mu
+	ledger func() map[string]uint64 // Config.HostLedger's; nil: none
 }
 
 // New checks the configuration and builds the engine.
@@ -800,7 +805,11 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 		region.Close()
 		return fail(err)
 	}
-	t := &tenant{region: region, nt: nt, wake: wake, conn: conn, match: match, size: size, info: proto.TenantInfo{
+	var ledger func() map[string]uint64
+	if d.cfg.HostLedger != nil {
+		ledger = d.cfg.HostLedger(nt)
+	}
+	t := &tenant{region: region, nt: nt, wake: wake, conn: conn, match: match, size: size, ledger: ledger, info: proto.TenantInfo{
 		ID: id, Name: req.Name, PID: pid, UID: uid, Queues: req.Queues, Match: req.Match, Host: req.Host, Attached: time.Now().UTC().Format(time.RFC3339)}}
 	d.mu.Lock()
 	d.live[id] = t
@@ -910,6 +919,9 @@ func (d *Daemon) detachID(id int, why string) {
 
 func tenantStats(t *tenant) proto.TenantStats {
 	st := proto.TenantStats{TenantInfo: t.info}
+	if t.ledger != nil {
+		st.Fabric = t.ledger()
+	}
 	for q := 0; q < int(t.region.Geo.NumBx); q++ {
 		g := t.region.Geo
 		rs := proto.RingStats{Queue: q, Node: t.nt.Node(q), Assoc: append([]int(nil), t.nt.Assoc(q)...),

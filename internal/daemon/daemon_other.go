@@ -25,6 +25,8 @@ type Config struct {
 	SourceStats                     func() map[string]uint64
 	OnAttach                        func(eng *nic.Engine, t *nic.Tenant) error
 	OnDetach                        func(eng *nic.Engine, t *nic.Tenant)
+	RequireHost                     bool
+	HostLedger                      func(t *nic.Tenant) func() map[string]uint64
 	AxSize, BxSize, TxSize, BufSize int
 	BuffersPerQueue                 int
 	MaxQueues, MaxTenants           int

@@ -5,6 +5,8 @@ package daemon_test
 import (
 	"context"
 	"encoding/hex"
+	"io"
+	"net/http"
 	"net/netip"
 	"strings"
 	"sync/atomic"
@@ -13,12 +15,13 @@ import (
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/internal/daemon"
+	"github.com/vnic/vnic/internal/proto"
 	"github.com/vnic/vnic/rss"
 	"github.com/vnic/vnic/wire/fabric"
 )
 
 // startFabric runs a daemon whose source and TX sink are a fabric.
-func startFabric(t *testing.T, fc fabric.Config) (*testDaemon, *fabric.Fabric) {
+func startFabric(t *testing.T, fc fabric.Config, mutate ...func(*daemon.Config)) (*testDaemon, *fabric.Fabric) {
 	t.Helper()
 	fab, err := fabric.New(fc)
 	if err != nil {
@@ -28,13 +31,16 @@ func startFabric(t *testing.T, fc fabric.Config) (*testDaemon, *fabric.Fabric) {
 		c.Engine.Tx = fab
 		c.RequireHost = true
 		c.OnAttach, c.OnDetach = fab.Attach, fab.Detach
-		c.SourceName, c.SourceStats = "fabric", fab.Stats
+		c.SourceName, c.SourceStats, c.HostLedger = "fabric", fab.Stats, fab.Ledger
+		for _, m := range mutate {
+			m(c)
+		}
 	})
 	return td, fab
 }
 
 func TestFabricTwoHosts(t *testing.T) {
-	td, fab := startFabric(t, fabric.Config{})
+	td, fab := startFabric(t, fabric.Config{}, func(c *daemon.Config) { c.MetricsAddr = "127.0.0.1:0" })
 	ctx := context.Background()
 	if _, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "nohost", Match: client.Match{Proto: "udp"}}); err == nil || !strings.Contains(err.Error(), "host") {
 		t.Fatalf("a tenant without a host identity attached to a fabric: %v", err)
@@ -93,6 +99,41 @@ func TestFabricTwoHosts(t *testing.T) {
 	st := td.d.Stats()
 	if st.Source["fabric_sent"] != 350 || st.Source["fabric_no_host"] != 50 {
 		t.Fatalf("vnicctl counters' source section: %v", st.Source)
+	}
+	for _, ts := range st.Tenants {
+		want := map[string]uint64{"a": 350, "b": 0}[ts.Name]
+		if ts.Fabric["sent"] != want || ts.Host == nil {
+			t.Fatalf("tenant %s: host %+v, ledger %v: want %d sent", ts.Name, ts.Host, ts.Fabric, want)
+		}
+		if ts.Name == "b" && ts.Fabric["received"] != 300 {
+			t.Fatalf("host b's ledger %v: want 300 received", ts.Fabric)
+		}
+	}
+	var status proto.Status
+	conn, err := proto.Dial(td.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Call(proto.TStatus, nil, &status); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	resp, err := http.Get("http://" + status.Metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`vnicd_fabric_total{host="198.18.0.1",ledger="no_host",tenant="a"} 50`, `vnicd_fabric_total{host="198.18.0.2",ledger="received",tenant="b"} 300`, "vnicd_fabric_delayed 0"} {
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("/metrics lacks %s", want)
+		}
+	}
+	// A detached host's ledger stays in the history.
+	a.Close()
+	waitFor(t, 5*time.Second, func() bool { return len(td.d.Stats().History) == 1 })
+	if h := td.d.Stats().History[0]; h.Name != "a" || h.Fabric["sent"] != 350 {
+		t.Fatalf("history %s: ledger %v", h.Name, h.Fabric)
 	}
 	if g := st.Global["drops_no_tenant"]; g != 0 {
 		t.Fatalf("the engine saw %d unclaimed frames: the fabric should have dropped them as no_host", g)

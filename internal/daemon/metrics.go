@@ -25,6 +25,8 @@ type collector struct {
 	axf   *prometheus.Desc
 	src   *prometheus.Desc
 	ctl   *prometheus.Desc
+	fab   *prometheus.Desc // a host's ledger on the emulated network
+	delay *prometheus.Desc
 }
 
 func newCollector(d *Daemon) *collector {
@@ -39,6 +41,8 @@ func newCollector(d *Daemon) *collector {
 	}
 	c.axf = prometheus.NewDesc("vnicd_ax_fill", "Buffers posted in the Ax ring (as the tenant last published).", []string{"tenant", "ring"}, nil)
 	c.src = prometheus.NewDesc("vnicd_source_total", "Counters of the frame source (AF_XDP statistics).", []string{"counter"}, nil)
+	c.fab = prometheus.NewDesc("vnicd_fabric_total", "A host's ledger on the emulated network (--source fabric): frames sent, delivered, received, dropped by reason, and bytes sent.", []string{"tenant", "host", "ledger"}, nil)
+	c.delay = prometheus.NewDesc("vnicd_fabric_delayed", "Frames waiting in the emulated network's delay line.", nil, nil)
 	c.ctl = prometheus.NewDesc("vnicd_control_total", "Control-plane events: connections accepted and refused by each limit, accept errors, timeouts, refused attaches.", []string{"event"}, nil)
 	return c
 }
@@ -60,6 +64,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.axf
 	ch <- c.src
 	ch <- c.ctl
+	ch <- c.fab
+	ch <- c.delay
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -96,6 +102,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(c.axf, prometheus.GaugeValue, float64(r.AxFill), tl, rl)
 		}
+		if t.Fabric != nil {
+			host := ""
+			if t.Host != nil {
+				host = t.Host.Addr
+			}
+			for name, v := range t.Fabric {
+				ch <- prometheus.MustNewConstMetric(c.fab, prometheus.CounterValue, float64(v), tl, host, name)
+			}
+		}
 	}
 	for name, v := range st.Global {
 		if id, ok := counters.ByName(name); ok {
@@ -103,6 +118,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for name, v := range st.Source {
+		if name == "fabric_delayed" { // a gauge
+			ch <- prometheus.MustNewConstMetric(c.delay, prometheus.GaugeValue, float64(v))
+			continue
+		}
 		ch <- prometheus.MustNewConstMetric(c.src, prometheus.CounterValue, float64(v), name)
 	}
 	for name, v := range st.Control {

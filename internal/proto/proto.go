@@ -237,6 +237,9 @@ type RingStats struct {
 type TenantStats struct {
 	TenantInfo
 	Rings []RingStats `json:"rings"`
+	// Fabric is the host's ledger on vnicd's emulated network (--source
+	// fabric): frames sent, delivered, received, and dropped by reason.
+	Fabric map[string]uint64 `json:"fabric,omitempty"`
 }
 
 // Stats answers TStats.

@@ -53,9 +53,6 @@ func (l *delayLine) release() {
 		s.src, s.dst = nil, nil
 		l.head++
 	}
-	if l.lent > 0 {
-		l.count.Add(int64(-l.lent))
-	}
 	l.lent = 0
 }
 
@@ -73,6 +70,9 @@ func (l *delayLine) take(dst [][]byte, now uint64, f *Fabric) [][]byte {
 		f.charge(s.src, Delivered)
 		f.charge(s.dst, Received)
 		l.lent++
+	}
+	if l.lent > 0 {
+		l.count.Add(int64(-l.lent)) // delivered now: no longer waiting
 	}
 	return dst
 }

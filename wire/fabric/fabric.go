@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -76,8 +77,8 @@ type Config struct {
 	// so an engine that was descheduled catches up.
 	Burst time.Duration
 	// FlowBuckets is the flow table's size, a power of two (default
-	// 65536): flows are placed by their 5-tuple hash and flows that
-	// collide share a bucket (see doc.go).
+	// 16384): flows are placed by their 5-tuple hash; two flows active at
+	// once in one slot share its bucket (see Fabric.flow).
 	FlowBuckets int
 }
 
@@ -86,7 +87,7 @@ const (
 	DefaultDelaySlots  = 8192
 	DefaultSlotSize    = 2048
 	DefaultBurst       = time.Millisecond
-	DefaultFlowBuckets = 1 << 16
+	DefaultFlowBuckets = 1 << 14
 )
 
 // Validate checks the configuration; its errors say what to give.
@@ -201,8 +202,9 @@ type Fabric struct {
 	closed [numReasons]atomic.Uint64
 
 	flowRate, dpuRate, nicRate rate
-	flows                      []bucket
+	flows                      []flowEntry
 	flowMask                   uint64
+	collisions                 atomic.Uint64 // flows that shared a bucket (Stats)
 	dpus                       []bucket
 	lossOn                     bool
 	lossBelow                  uint64
@@ -249,7 +251,7 @@ func New(cfg Config) (*Fabric, error) {
 		srcs: make([]*host, 64), dec: make([]Reason, 64),
 	}
 	if f.flowRate.on {
-		f.flows = make([]bucket, cfg.FlowBuckets)
+		f.flows = make([]flowEntry, cfg.FlowBuckets)
 		f.flowMask = uint64(cfg.FlowBuckets - 1)
 	}
 	if cfg.DPUs > 0 {
@@ -339,7 +341,7 @@ type HostStats struct {
 }
 
 // Get returns one ledger column.
-func (s *HostStats) Get(r Reason) uint64 { return s.Count[r] }
+func (s HostStats) Get(r Reason) uint64 { return s.Count[r] }
 
 // Hosts returns every attached host's ledger, as of the engine's last
 // Send (or delay-line release).
@@ -414,6 +416,7 @@ func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 	}
 	out, outIdx, outSrc, outDst := f.out[:0], f.outIdx[:0], f.outSrc[:0], f.outDst[:0]
 	t := &f.tuple
+	var lastDst *host // frames of a batch mostly go to few hosts
 	for i, fr := range frames {
 		src := f.gone
 		if from != nil {
@@ -431,8 +434,13 @@ func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 			f.drop(i, src, NoHost)
 			continue
 		}
-		d := t.Dst
-		dst := tab.lookup(uint32(d[0])<<24 | uint32(d[1])<<16 | uint32(d[2])<<8 | uint32(d[3]))
+		d := &t.Dst
+		a4 := uint32(d[0])<<24 | uint32(d[1])<<16 | uint32(d[2])<<8 | uint32(d[3])
+		dst := lastDst
+		if dst == nil || dst.a4 != a4 {
+			dst = tab.lookup(a4)
+			lastDst = dst
+		}
 		if dst == nil || !dst.ten.Matches(t) {
 			f.drop(i, src, NoHost)
 			continue
@@ -443,7 +451,7 @@ func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 		}
 		if f.flows != nil || f.dpus != nil {
 			k := flowHash(t)
-			if f.flows != nil && !f.flows[k&f.flowMask].take(now, f.flowRate.cost(len(fr)), f.flowRate.tau) {
+			if f.flows != nil && !f.flow(k, now).take(now, f.flowRate.cost(len(fr)), f.flowRate.tau) {
 				f.drop(i, src, FlowLimit)
 				continue
 			}
@@ -528,6 +536,30 @@ func (f *Fabric) publish(tab *table) {
 	}
 }
 
+// flowEntry is one slot of the flow table: a flow's bucket and the hash
+// of the flow that owns it.
+type flowEntry struct {
+	bucket
+	key uint64
+}
+
+// flow returns the bucket of the flow of hash k. The table is direct
+// mapped; a flow that finds its slot owned by another takes it over when
+// the owner's bucket is full (it has no debt to keep: replacing it loses
+// nothing), and otherwise shares the owner's bucket until then, the two
+// flows limited together (counted as a collision).
+func (f *Fabric) flow(k, now uint64) *bucket {
+	e := &f.flows[k&f.flowMask]
+	if e.key != k {
+		if e.tat <= now*fixed {
+			e.key = k
+		} else {
+			f.collisions.Add(1)
+		}
+	}
+	return &e.bucket
+}
+
 // next is splitmix64: the loss model's generator.
 func (f *Fabric) next() uint64 {
 	f.rng += 0x9e3779b97f4a7c15
@@ -537,17 +569,13 @@ func (f *Fabric) next() uint64 {
 	return z ^ z>>31
 }
 
-// flowHash mixes a frame's 5-tuple (IPv4) into 64 bits: the flow table's
-// index and the DPU choice.
+// flowHash mixes a frame's 5-tuple (IPv4) into 64 bits, never 0: the
+// flow table's index and tag, and the DPU choice.
 func flowHash(t *rss.Tuple) uint64 {
-	s, d := t.Src, t.Dst
-	a := uint64(s[0])<<56 | uint64(s[1])<<48 | uint64(s[2])<<40 | uint64(s[3])<<32 |
-		uint64(d[0])<<24 | uint64(d[1])<<16 | uint64(d[2])<<8 | uint64(d[3])
+	a := uint64(binary.LittleEndian.Uint32(t.Src[:4])) | uint64(binary.LittleEndian.Uint32(t.Dst[:4]))<<32
 	b := uint64(t.SrcPort)<<24 | uint64(t.DstPort)<<8 | uint64(t.Proto)
-	x := a*0x9e3779b97f4a7c15 ^ b*0xc2b2ae3d27d4eb4f
-	x ^= x >> 29
-	x *= 0xbf58476d1ce4e5b9
-	return x ^ x>>32
+	x := (a ^ b*0xc2b2ae3d27d4eb4f) * 0x9e3779b97f4a7c15
+	return (x ^ x>>29) | 1
 }
 
 // dpuOf picks one of n DPUs for hash k (the high bits: the flow table

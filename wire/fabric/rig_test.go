@@ -21,6 +21,8 @@ type rig struct {
 	now   uint64
 	hosts []*rhost
 	pkts  []client.Packet
+	// foldEvery is the engine's Config.FoldEvery (benchmarks: Run's 16).
+	foldEvery int
 }
 
 type rhost struct {
@@ -36,7 +38,10 @@ func newRig(t testing.TB, cfg fabric.Config, policy nic.Policy) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, fab: fab, pkts: make([]client.Packet, 0, 64)}
-	eng, err := nic.New(nic.Config{Model: nic.RxBisect, Policy: policy, EmulatorCPU: -1, Tx: fab, Now: func() uint64 { return r.now }})
+	if _, ok := t.(*testing.B); ok {
+		r.foldEvery = 16 // as Run folds
+	}
+	eng, err := nic.New(nic.Config{Model: nic.RxBisect, Policy: policy, EmulatorCPU: -1, Tx: fab, Now: func() uint64 { return r.now }, FoldEvery: r.foldEvery})
 	if err != nil {
 		t.Fatal(err)
 	}

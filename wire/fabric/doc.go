@@ -1,0 +1,89 @@
+// Package fabric emulates a network between the tenants of one vnicd, on
+// the engine's one core, as the paper's authors emulated the NIC on a
+// dedicated core: vnicd run --source fabric.
+//
+// # Hosts
+//
+// Each tenant says at attach which host it is (client.AttachOptions.Host:
+// an IPv4 address, a MAC, optionally its own RSS key). vnicd narrows the
+// tenant's match rule to that address (a /32, with whatever protocol and
+// ports it asked for), so two hosts may claim the same ports on different
+// addresses, and no two hosts share an address. A host has its own queues,
+// RETA and, if it asked, key (the engine hashes its frames with it, after
+// the match; hosts on vnicd's key cost nothing more), and the attach reply
+// reports the key and RETA the engine really uses, so a sender's
+// PortPicker aims at queues as against a real NIC.
+//
+// # Delivery
+//
+// The engine gathers each pass's TX frames (slices of the senders' buffers)
+// and hands them to the fabric (a nic.TenantTxSink, which also names each
+// frame's sender). The fabric applies the model to each frame in order and
+// hands the survivors to the engine's receive path (nic.Engine.Step: RSS,
+// Ax/Bx, borrowing, counters) before it returns, that is before the engine
+// completes the senders' buffers: the engine's copy into the receiver's
+// buffer is the only copy, and no system call is made per frame. Under
+// --policy pause a receiver out of buffers stops the pass: the frames from
+// the first one not delivered stay on their TX rings (back-pressure), and
+// the ledger takes back what it had counted for them (their token-bucket
+// charges are not refunded).
+//
+// With a one-way delay, frames must outlive the TX completion: they are
+// copied into a delay line of fixed slots (one extra copy, only with a
+// delay), and the fabric's Source hands them to the engine when due. The
+// delay is the same for every frame, so the line is in due order. While
+// frames wait the source is polled: Run loops while work flows, and while
+// it sleeps it looks every millisecond, so a frame that falls due while the
+// engine sleeps waits up to that long more (--idle busy avoids it). Without
+// a delay the source has nothing of its own and is nic.Waitable with no
+// descriptor: an idle engine sleeps until a tenant's doorbell.
+//
+// # The model
+//
+// A frame goes through these stages, in order, and the first that refuses
+// it is its drop reason:
+//
+//  1. no_host: it is not an IPv4 packet, or no host has its destination
+//     address, or that host's rule does not claim its protocol and port;
+//  2. nic_cap: the sending host's NIC rate cap (a token bucket per host);
+//  3. flow_limit: its 5-tuple flow's limit (a token bucket per flow, in
+//     bits or frames per second, or both: a frame pays the larger cost);
+//  4. dpu_limit: the packet rate of the processing unit its 5-tuple hash
+//     picks among the DPUs (the paper's Figure 7: one flow is held to one
+//     DPU's rate whatever the threads, many flows spread);
+//  5. loss: seeded random loss (splitmix64; the same seed and the same
+//     frames in the same order give the same drops);
+//  6. delay_full: the delay line is full.
+//
+// A frame that passes a stage is charged there even if a later stage drops
+// it, as a frame that left the sender's NIC counted against its rate. The
+// paper's queue buffers are the receivers' Ax rings: a receiver that does
+// not keep up drops in its own counters (drops_ax_starved, drops_bx_full).
+//
+// Token buckets run on the engine's clock (nic.Engine.Now, ns) in integer
+// fixed point (GCRA: one word per bucket), with a depth of Config.Burst
+// (1 ms by default) at their rate. The flow table is direct mapped by a
+// 64-bit hash of the 5-tuple (Config.FlowBuckets slots, 16384 by default):
+// each slot keeps its owner's hash; a flow that finds its slot owned takes
+// it over when the owner's bucket is full (the owner has no debt, replacing
+// it loses nothing) and otherwise shares the owner's bucket, the two limited
+// together; such frames are counted as fabric_flow_collisions. Nothing on
+// the per-frame path allocates.
+//
+// # Ledger
+//
+// Every frame is in its sender's ledger: sent = delivered + no_host +
+// flow_limit + dpu_limit + nic_cap + loss + delay_full, plus the frames
+// still in the delay line. delivered counts frames handed to the
+// destination's receive path (its receive counters say what became of
+// them) and the destination's received column counts them too. The engine
+// writes the ledger; readers (vnicctl fabric, /metrics) see it as of the
+// last pass.
+//
+// # Profiles
+//
+// --fabric-profile aws-c7gn sets the paper's c7gn.16xlarge limits (8 Gbit/s
+// per flow, 16 DPUs of 2.4 Mpps, a 200 Gbit/s NIC) times one factor: what
+// one engine core carries here host to host in 64-byte frames with every
+// limit on, over the paper's 25 Mpps for 64 flows. Profiles states it.
+package fabric
