@@ -52,11 +52,6 @@ func (s *session) close() {
 // process to the application CPU (vnicd keeps the mask it started with)
 // and attaches the hosts.
 func (e env) open(payload int, model []string, snd, rcv hostSpec) (*session, error) {
-	// Every bucket holds burst of traffic at its rate: the engine takes a
-	// sender's TX ring in batches stamped with one clock reading, and a
-	// batch of 8 KiB frames (or an engine that was descheduled a moment)
-	// must not look like a burst over the limit.
-	model = append([]string{"--fabric-burst=" + burst.String()}, model...)
 	d, err := startDaemon(e.vnicd, e.engineCPU, bufFor(payload), model)
 	if err != nil {
 		return nil, err
@@ -97,6 +92,15 @@ func receiverSpec(queues, ax int) hostSpec {
 
 func gbps(pps float64, payload int) float64 { return pps * float64(frameLen(payload)) * 8 / 1e9 }
 
+// fabricModel is vnicd's model flags: these, after --fabric-burst. Every
+// bucket holds burst of traffic at its rate: the engine takes a sender's
+// TX ring in batches stamped with one clock reading, and a batch of 8 KiB
+// frames (or an engine that waited for its CPU a moment) must not look
+// like a burst over the limit.
+func fabricModel(flags ...string) []string {
+	return append([]string{"--fabric-burst=" + burst.String()}, flags...)
+}
+
 func modelFlag(name string, v float64) string { return fmt.Sprintf("--%s=%.6g", name, v) }
 
 // ---- Figure 8 ----
@@ -120,7 +124,7 @@ type fig8Row struct {
 
 func (e env) fig8(c fig8Config) ([]fig8Row, []string, error) {
 	flowG := gbps(c.FlowPps, c.Payload)
-	model := []string{modelFlag("fabric-flow-gbps", flowG), modelFlag("fabric-nic-gbps", flowG*c.NICFlows)}
+	model := fabricModel(modelFlag("fabric-flow-gbps", flowG), modelFlag("fabric-nic-gbps", flowG*c.NICFlows))
 	s, err := e.open(c.Payload, model, senderSpec(1, c.Payload), receiverSpec(1, 2048))
 	if err != nil {
 		return nil, model, err
@@ -166,7 +170,7 @@ type fig9aRow struct {
 }
 
 func (e env) fig9a(c fig9aConfig) ([]fig9aRow, []string, error) {
-	model := []string{fmt.Sprintf("--fabric-dpus=%d", c.DPUs), modelFlag("fabric-dpu-pps", c.DPUPps)}
+	model := fabricModel(fmt.Sprintf("--fabric-dpus=%d", c.DPUs), modelFlag("fabric-dpu-pps", c.DPUPps))
 	maxT := 1
 	for _, t := range c.Threads {
 		maxT = max(maxT, t)
@@ -256,18 +260,19 @@ func rssConfig(info client.RSSInfo, queues int) (rss.Config, error) {
 }
 
 func (e env) fig9b(c fig9bConfig) ([]fig9bRow, []string, error) {
-	s, err := e.open(c.Payload, nil, senderSpec(1, c.Payload), receiverSpec(c.Queues, 512))
+	model := fabricModel()
+	s, err := e.open(c.Payload, model, senderSpec(1, c.Payload), receiverSpec(c.Queues, 512))
 	if err != nil {
-		return nil, nil, err
+		return nil, model, err
 	}
 	defer s.close()
 	cfg, err := rssConfig(s.rcv.RSS, c.Queues)
 	if err != nil {
-		return nil, nil, fmt.Errorf("fig 9b: the receiver's RSS: %w", err)
+		return nil, model, fmt.Errorf("fig 9b: the receiver's RSS: %w", err)
 	}
 	pp, err := rss.NewPortPicker(cfg, senderAddr, receiverAddr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("fig 9b: %w", err)
+		return nil, model, fmt.Errorf("fig 9b: %w", err)
 	}
 	opts := rss.PickOptions{MinPort: dataPortLo, MaxPort: dataPortHi, FixedDstPort: dataPortLo}
 	var rows []fig9bRow
@@ -289,7 +294,7 @@ func (e env) fig9b(c fig9bConfig) ([]fig9bRow, []string, error) {
 				}
 			}
 			if err != nil {
-				return rows, nil, fmt.Errorf("fig 9b: pick ports: %w", err)
+				return rows, model, fmt.Errorf("fig 9b: pick ports: %w", err)
 			}
 			// Interleave the queues' flows so every queue is offered load
 			// evenly within a batch.
@@ -300,13 +305,13 @@ func (e env) fig9b(c fig9bConfig) ([]fig9bRow, []string, error) {
 			offer := c.Offer * float64(k) * c.QueuePps
 			r, err := measure(s, load{frames: [][][]byte{frames}, pps: []float64{offer}, budget: c.QueuePps}, c.Warm, c.Dur)
 			if err != nil {
-				return rows, nil, fmt.Errorf("fig 9b, %s, %d queues: %w", series, k, err)
+				return rows, model, fmt.Errorf("fig 9b, %s, %d queues: %w", series, k, err)
 			}
 			e.log("fig 9b: %-9s %d queues: %8.0f fps processed (one queue's rate %.0f), per queue %.0f", series, k, r.RxPps, c.QueuePps, r.PerQueuePps)
 			rows = append(rows, fig9bRow{Series: series, Serving: k, result: r})
 		}
 	}
-	return rows, nil, nil
+	return rows, model, nil
 }
 
 // interleave orders pairs picked k-per-queue round-robin over the queues.
@@ -368,23 +373,24 @@ func (e env) fig10a(c fig10aConfig) ([]fig10aRow, []string, error) {
 		fcAx *= 2
 	}
 	runs = append(runs, run{fmt.Sprintf("%d in flight (credits), %d buffers", c.Window, fcAx), fcAx, c.Window})
-	s, err := e.open(c.Payload, nil, senderSpec(1, c.Payload), hostSpec{})
+	model := fabricModel()
+	s, err := e.open(c.Payload, model, senderSpec(1, c.Payload), hostSpec{})
 	if err != nil {
-		return nil, nil, err
+		return nil, model, err
 	}
 	defer s.close()
 	var rows []fig10aRow
 	for _, rn := range runs {
 		row, err := e.lossRun(s, c, rn.ax, rn.window)
 		if err != nil {
-			return rows, nil, fmt.Errorf("fig 10a, %s: %w", rn.name, err)
+			return rows, model, fmt.Errorf("fig 10a, %s: %w", rn.name, err)
 		}
 		row.Series = rn.name
 		e.log("fig 10a: %-40s sent %d received %d lost %d (%.1f%%); fabric drops %d, receiver drops %d",
 			rn.name, row.Sent, row.Received, row.Lost, 100*float64(row.Lost)/float64(max(row.Sent, 1)), row.Ledger.dropped(), row.Ledger.RxDrops)
 		rows = append(rows, row)
 	}
-	return rows, nil, nil
+	return rows, model, nil
 }
 
 // lossRun sends one flow of sequenced messages at Load times the

@@ -103,6 +103,8 @@ func run(fig, out, scale, vnicd string, engineCPU, appCPU int) error {
 		stem := filepath.Join(out, "section4-fig"+f)
 		fmt.Printf("section4: figure %s, %s scale, engine on CPU %d, senders and receivers on CPU %d; load average %s\n", f, scale, engineCPU, appCPU, loadavg())
 		start := time.Now()
+		runNote = fmt.Sprintf("%s scale; vnicd's engine on CPU %d, senders and receivers on CPU %d (GOMAXPROCS 1); %s; load average %s at the start",
+			scale, engineCPU, appCPU, start.UTC().Format("2006-01-02T15:04Z"), loadavg())
 		var err error
 		switch f {
 		case "8":
@@ -119,13 +121,15 @@ func run(fig, out, scale, vnicd string, engineCPU, appCPU int) error {
 			}
 		case "9b":
 			var rows []fig9bRow
-			if rows, _, err = e.fig9b(sc.f9b); err == nil {
-				err = writeFig9b(stem, sc.f9b, rows)
+			var model []string
+			if rows, model, err = e.fig9b(sc.f9b); err == nil {
+				err = writeFig9b(stem, sc.f9b, model, rows)
 			}
 		case "10a":
 			var rows []fig10aRow
-			if rows, _, err = e.fig10a(sc.f10a); err == nil {
-				err = writeFig10a(stem, sc.f10a, rows)
+			var model []string
+			if rows, model, err = e.fig10a(sc.f10a); err == nil {
+				err = writeFig10a(stem, sc.f10a, model, rows)
 			}
 		}
 		if err != nil {

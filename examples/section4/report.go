@@ -14,6 +14,10 @@ import (
 	"github.com/vnic/vnic/wire/fabric"
 )
 
+// runNote is the run's scale, placement, time and load, a comment line of
+// every CSV.
+var runNote string
+
 func ff(v float64, p int) string { return strconv.FormatFloat(v, 'f', p, 64) }
 func fu(v uint64) string         { return strconv.FormatUint(v, 10) }
 
@@ -21,6 +25,9 @@ func fu(v uint64) string         { return strconv.FormatUint(v, 10) }
 // (# ...) that record the model and the placement.
 func writeCSV(stem string, comments []string, header []string, rows [][]string) error {
 	var b bytes.Buffer
+	if runNote != "" {
+		comments = append(comments, runNote)
+	}
 	for _, c := range comments {
 		fmt.Fprintf(&b, "# %s\n", c)
 	}
@@ -106,9 +113,9 @@ func writeFig9a(stem string, c fig9aConfig, model []string, rows []fig9aRow) err
 	})
 }
 
-func writeFig9b(stem string, c fig9bConfig, rows []fig9bRow) error {
+func writeFig9b(stem string, c fig9bConfig, model []string, rows []fig9bRow) error {
 	comments := []string{
-		"Figure 9(b): receiver scaling; vnicd run --source fabric (no limits: the bound is the receiver's)",
+		"Figure 9(b): receiver scaling; vnicd run --source fabric " + strings.Join(model, " ") + " (no limits: the bound is the receiver's)",
 		fmt.Sprintf("receiver with %d queues, each processing at most %.0f frames/s (one core's rate, emulated by pacing the queue's consumer); %d flows of %d-byte frames offered at %.2gx the serving queues' rate", c.Queues, c.QueuePps, c.Flows, frameLen(c.Payload), c.Offer),
 		"one-queue: every flow's ports picked (rss.PortPicker) to hash to queue 0; targeted: the flows' ports picked to land evenly on the serving queues",
 	}
@@ -137,9 +144,9 @@ func writeFig9b(stem string, c fig9bConfig, rows []fig9bRow) error {
 	})
 }
 
-func writeFig10a(stem string, c fig10aConfig, rows []fig10aRow) error {
+func writeFig10a(stem string, c fig10aConfig, model []string, rows []fig10aRow) error {
 	comments := []string{
-		"Figure 10(a): loss under load; vnicd run --source fabric (no limits, no loss: every loss is the receiver's)",
+		"Figure 10(a): loss under load; vnicd run --source fabric " + strings.Join(model, " ") + " (no limits, no loss: every loss is the receiver's)",
 		fmt.Sprintf("one flow of %d-byte messages offered at %.2gx the receiver's %.0f messages/s; queue buffers are the receiver queue's Ax ring; with flow control the receiver returns credits over the fabric and at most %d messages are in flight", c.Payload, c.Load, c.RecvPps, c.Window),
 	}
 	var out [][]string
@@ -158,7 +165,7 @@ func writeFig10a(stem string, c fig10aConfig, rows []fig10aRow) error {
 	}
 	return figure.SavePanels(stem, 16*vg.Centimeter, 11*vg.Centimeter, 1, figure.Panel{
 		Title:  fmt.Sprintf("Figure 10(a) on the fabric: offered %.2gx the receiver's %.3g kmsg/s", c.Load, c.RecvPps/1e3),
-		XLabel: "time (s)", YLabel: "messages lost (cumulative)", ZeroY: true, LegendTop: true, LegendLeft: true, YHeadroom: 1.3,
+		XLabel: "time (s)", YLabel: "messages lost (cumulative)", ZeroY: true, LegendTop: true, LegendLeft: true, YHeadroom: 1.5,
 		Series: series,
 	})
 }
