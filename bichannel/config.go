@@ -307,6 +307,15 @@ type VNICConfig struct {
 	// (--emulator-priority idle), where the sleep costs a wake-up on every
 	// round trip (docs/bichannel.md, "The split placement").
 	OwnCPU bool
+	// FabricHost attaches the tenant as a host of vnicd's emulated network
+	// (vnicd run --source fabric): IP and MAC become the host's identity,
+	// frames other hosts send to IP reach it, and its match rule claims
+	// the UDP ports on IP alone, so that several nodes on one vnicd use
+	// the same BasePort on different addresses. Peers are addressed by
+	// their own host IPs (each node's hello carries its IP). IP must be
+	// an IPv4 address; the control path stays kernel TCP (e.g. on
+	// 127.0.0.0/8, which needs no setup).
+	FabricHost bool
 }
 
 // withDefaults fills zero fields and checks the rest.

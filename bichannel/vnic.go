@@ -153,6 +153,18 @@ func NewVNICFast(ctx context.Context, workers int, cfg VNICConfig) (*VNICFast, e
 		Spin:   time.Nanosecond, // VNICFast.Wait spins itself (cfg.Spin), then Queue.Wait may sleep at once
 		Match:  client.Match{Proto: "udp", DstPortLo: cfg.BasePort, DstPortHi: cfg.BasePort + uint16(workers-1)},
 	}
+	if cfg.FabricHost {
+		if !cfg.IP.Unmap().Is4() {
+			return nil, fmt.Errorf("bichannel: vnic: fabric host address %v: give an IPv4 address (VNICConfig.IP), e.g. 198.18.0.1", cfg.IP)
+		}
+		ip := cfg.IP.Unmap()
+		if cfg.MAC == ([6]byte{}) {
+			cfg.MAC = derivedMAC(ip)
+		}
+		m := cfg.MAC
+		opts.Host = &client.Host{Addr: ip.String(), MAC: fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5])}
+		opts.Match.Dst = netip.PrefixFrom(ip, 32).String()
+	}
 	t, err := client.Attach(actx, cfg.Socket, opts)
 	if err != nil && strings.Contains(err.Error(), "vnicd allows") { // its --max-queues
 		opts.Queues = workers

@@ -58,7 +58,7 @@ func TestKVQuorumOneReplicaDead(t *testing.T) {
 				t.Fatal("secondary 2 was never killed")
 			}
 			t.Logf("%d offered, %d answered in %v, p50 %v p99 %v; live nodes %v",
-				res.Offered, res.Answered, res.Elapsed.Round(time.Millisecond), res.Latency.Quantile(0.5), res.Latency.Quantile(0.99), cl.Live())
+				res.Offered, res.Answered, res.Elapsed.Round(time.Millisecond), res.Service.Quantile(0.5), res.Service.Quantile(0.99), cl.Live())
 			if res.Answered != res.Offered || res.Offered < 5000 {
 				t.Fatalf("%d of %d updates answered", res.Answered, res.Offered)
 			}
@@ -160,7 +160,7 @@ func TestPlotLatencyYLabels(t *testing.T) {
 	for i, tr := range []string{"hot", "tcp"} {
 		for k := 1; k <= 4; k++ {
 			f := float64(k + 2*i)
-			rows = append(rows, Row{Transport: tr, Throughput: 1000 * f, P50us: 150 + 10*f, P95us: 300 + 40*f, P99us: 500 + 50*f})
+			rows = append(rows, Row{Transport: tr, Throughput: 1000 * f, Service: Lat{Count: 1, P50: 150 + 10*f, P95: 300 + 40*f, P99: 500 + 50*f}})
 		}
 	}
 	p, err := latencyPlot(rows)

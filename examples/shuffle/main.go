@@ -27,11 +27,15 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/examples/internal/casestudy"
+	"github.com/vnic/vnic/internal/cpuacct"
+	"github.com/vnic/vnic/shm"
 )
 
 type options struct {
@@ -43,6 +47,9 @@ type options struct {
 	flows, buffers       int
 	rto                  time.Duration
 	msg                  int
+	place                cpuacct.Placement
+	vnicd, fabricIdle    string
+	fabricArgs           []string
 }
 
 func main() { casestudy.Main(parseFlags, run) }
@@ -54,9 +61,13 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.workers, "workers", 2, "workers (sender + receiver goroutine pairs) per host")
 	fs.IntVar(&o.runs, "runs", 1, "runs per transport and size (interleaved)")
 	rows := fs.String("rows", "100000", "rows per host, a comma-separated sweep (a row is 128 bytes)")
-	tr := fs.String("transport", "bi,tcp", "transports: bi (bi-channel), tcp (kernel TCP), comma-separated")
+	tr := fs.String("transport", "bi,tcp", "transports: bi (bi-channel), tcp (kernel TCP), tcp-both (kernel TCP on the host and NIC CPUs: its best case, the reference line), comma-separated")
+	place := fs.String("place", "none", "CPU placement: host=CPUS,nic=CPUS (every host runs on the host CPUs, whatever the transport; vnicd on the NIC CPUs) or none (no pinning; -fast fabric makes the default host=1,nic=0)")
+	fs.StringVar(&o.vnicd, "vnicd", "", "with -fast fabric, the vnicd binary (default: vnicd on PATH, else built from this module)")
+	fs.StringVar(&o.fabricIdle, "fabric-idle", "adaptive", "with -fast fabric, vnicd's --idle: adaptive or busy")
+	fabricArgs := fs.String("fabric-args", "", "with -fast fabric, more vnicd run flags, space-separated (e.g. --fabric-delay 20us)")
 	fs.StringVar(&o.testbed, "testbed", "", "put host i in namespace PREFIX-h<i> of `vnicctl testbed up --hosts N --prefix PREFIX` (default: loopback)")
-	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp (kernel sockets), vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock) or auto")
+	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp (kernel sockets), vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock), auto, or fabric (every host a host of one vnicd run --source fabric that this command starts on the NIC CPUs for each bi-channel run, control paths on 127.0.0.x)")
 	fs.StringVar(&o.csv, "csv", "", "also write the results to this CSV file")
 	fs.StringVar(&o.plot, "plot", "", "draw GB/s and CPU-s per GB against the table size into this .png or .svg")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the runs to this file")
@@ -74,10 +85,30 @@ func parseFlags(args []string) (options, error) {
 	if o.rows, err = casestudy.Ints("rows", *rows); err != nil {
 		return o, fmt.Errorf("shuffle: %w", err)
 	}
-	if o.transports, err = casestudy.Choices("transport", *tr, "bi", "tcp"); err != nil {
+	if o.transports, err = casestudy.Choices("transport", *tr, "bi", "tcp", "tcp-both"); err != nil {
 		return o, fmt.Errorf("shuffle: %w", err)
 	}
+	if o.fast == "fabric" && o.testbed != "" {
+		return o, fmt.Errorf("shuffle: -fast fabric runs every host on this machine's loopback: drop -testbed")
+	}
+	if o.fabricIdle != "adaptive" && o.fabricIdle != "busy" {
+		return o, fmt.Errorf("shuffle: -fabric-idle %q: give adaptive or busy", o.fabricIdle)
+	}
+	o.fabricArgs = strings.Fields(*fabricArgs)
+	ps := *place
+	if ps == "none" && o.fast == "fabric" && !placeSet(fs) {
+		ps = "host=1,nic=0"
+	}
+	if o.place, err = cpuacct.ParsePlacement(ps); err != nil {
+		return o, fmt.Errorf("shuffle: -place: %w", err)
+	}
 	return o, nil
+}
+
+func placeSet(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "place" })
+	return set
 }
 
 // Row is one line of the results.
@@ -86,35 +117,24 @@ type Row struct {
 	Hosts, Workers, Rows int // rows per host
 	Run                  int
 	NetMB, Seconds       float64
-	GBps, CPUs, CPUPerGB float64
+	GBps, CPUs, CPUPerGB float64 // CPUs: this process's (every host's): host CPU-s
 	UserCPUs, SysCPUs    float64
+	Msg                  int     // message size, bytes
+	HostCPUs             string  // the CPU list the hosts ran on ("" unpinned)
+	NICCPUs, NICPerGB    float64 // vnicd's (-fast fabric)
+	HostBusy, NICBusy    float64 // mean busy share of the host and NIC CPUs (all work on them)
+	NICIdle              string  // for a run without vnicd: the NIC CPUs stayed under 5% busy ("yes"/"no"; "" not checked)
+	Busy                 string  // per-CPU busy
+	Load                 string  // the load average when the run ended (other work on the machine)
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	fast, err := bichannel.ParseFastMode(o.fast)
+	fast, places, err := placesFor(o)
 	if err != nil {
 		return err
-	}
-	places, err := casestudy.Places(o.testbed, o.hosts, fast, 9300)
-	if err != nil {
-		return fmt.Errorf("shuffle: %w", err)
 	}
 	if err := msgFitsTestbed(o); err != nil {
 		return err
-	}
-	clusters := map[string]*Cluster{}
-	defer func() {
-		for _, c := range clusters {
-			c.Close()
-		}
-	}()
-	for _, t := range o.transports {
-		c, err := NewCluster(ctx, ClusterConfig{Places: places, Workers: o.workers, Transport: t, Fast: fast, Seed: 1, MaxMsg: o.msg,
-			Bi: bichannel.Config{Flows: o.flows, BuffersPerFlow: o.buffers, Window: max(1024, 2*o.buffers), RetransmitTimeout: o.rto, AckDelay: min(time.Millisecond, o.rto/4), HeartbeatTimeout: 10 * time.Second}})
-		if err != nil {
-			return err
-		}
-		clusters[t] = c
 	}
 	stopProfile, err := casestudy.StartCPUProfile(o.cpuprofile)
 	if err != nil {
@@ -122,18 +142,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	defer stopProfile()
 	var rows []Row
-	fmt.Fprintf(out, "%-4s %5s %7s %10s %3s %9s %8s %8s %8s %9s\n", "tr", "hosts", "workers", "rows/host", "run", "net MB", "s", "GB/s", "CPU-s", "CPU-s/GB")
-	// A warm-up run per transport, not reported: first-touch page faults
-	// and the first retransmission-timeout estimate.
-	warm := make([]*Table, o.hosts)
-	for i := range warm {
-		warm[i] = GenTable(i, min(o.rows[0], 20000), 2)
-	}
-	for _, t := range o.transports {
-		if _, err := clusters[t].Run(ctx, warm); err != nil {
-			return fmt.Errorf("%s warm-up: %w", t, err)
-		}
-	}
+	fmt.Fprintf(out, "placement %s\n", o.place.Name)
+	fmt.Fprintf(out, "%-8s %5s %7s %10s %3s %9s %8s %8s %8s %9s %9s %6s %6s\n", "tr", "hosts", "workers", "rows/host", "run", "net MB", "s", "GB/s", "CPU-s", "CPU-s/GB", "NIC-s/GB", "host%", "NIC%")
+	var biStats bichannel.Stats
 	for _, n := range o.rows {
 		tables := make([]*Table, o.hosts)
 		for i := range tables {
@@ -141,42 +152,21 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		for r := range o.runs {
 			for _, t := range o.transports {
-				runtime.GC()
-				res, err := clusters[t].Run(ctx, tables)
+				row, st, err := measure(ctx, o, places, fast, t, tables, r)
 				if err != nil {
 					return fmt.Errorf("%s, %d rows per host: %w", t, n, err)
 				}
-				row := Row{Transport: t, Hosts: o.hosts, Workers: o.workers, Rows: n, Run: r, NetMB: float64(res.NetBytes) / 1e6,
-					Seconds: res.Elapsed.Seconds(), GBps: res.GBps(), CPUs: res.CPU.Seconds(), CPUPerGB: res.CPUPerGB(),
-					UserCPUs: res.UserCPU.Seconds(), SysCPUs: res.SystemCPU.Seconds()}
+				addStats(&biStats, st)
 				rows = append(rows, row)
-				fmt.Fprintf(out, "%-4s %5d %7d %10d %3d %9.1f %8.3f %8.3f %8.3f %9.2f\n", t, o.hosts, o.workers, n, r, row.NetMB, row.Seconds, row.GBps, row.CPUs, row.CPUPerGB)
+				fmt.Fprintf(out, "%-8s %5d %7d %10d %3d %9.1f %8.3f %8.3f %8.3f %9.2f %9.2f %6.1f %6.1f %s; load %s\n", t, o.hosts, o.workers, n, r, row.NetMB, row.Seconds, row.GBps, row.CPUs, row.CPUPerGB, row.NICPerGB, 100*row.HostBusy, 100*row.NICBusy, row.Busy, row.Load)
 			}
 		}
 	}
 	fmt.Fprintln(out, "exactly-once: every run, every host gathered exactly the rows the tables hold for it (counts and checksums)")
-	if c, ok := clusters["bi"]; ok {
-		var st bichannel.Stats
-		for _, tr := range c.trs {
-			s := tr.(BiTransport).E.Stats()
-			if os.Getenv("SHUFFLE_DEBUG") != "" {
-				fmt.Fprintf(out, "DEBUG %+v\n", s)
-				if v, ok := tr.(BiTransport).E.FastPath().(*bichannel.VNICFast); ok {
-					fmt.Fprintf(out, "DEBUGV %+v\n", v.FastStats())
-				}
-			}
-			st.Sent += s.Sent
-			st.Retransmitted += s.Retransmitted
-			st.DeliveredTCP += s.DeliveredTCP
-			st.Duplicates += s.Duplicates
-			st.Stalls += s.Stalls
-			st.StallTime += s.StallTime
-			st.FastDrops += s.FastDrops
-			st.DropsNoBuffer += s.DropsNoBuffer
-			st.Malformed += s.Malformed
-		}
-		fmt.Fprintf(out, "bi-channel, all hosts: sent %d, delivered over TCP %d, retransmitted %d, duplicates %d, stalls %d (%v waiting for credits), socket-buffer drops %d, no-buffer drops %d, malformed %d\n",
-			st.Sent, st.DeliveredTCP, st.Retransmitted, st.Duplicates, st.Stalls, st.StallTime.Round(time.Millisecond), st.FastDrops, st.DropsNoBuffer, st.Malformed)
+	if slices.Contains(o.transports, "bi") {
+		st := biStats
+		fmt.Fprintf(out, "bi-channel, all hosts and runs: sent %d, delivered fast %d, over TCP %d, retransmitted %d, duplicates %d, stalls %d (%v waiting for credits), socket-buffer drops %d, no-buffer drops %d, malformed %d\n",
+			st.Sent, st.DeliveredFast, st.DeliveredTCP, st.Retransmitted, st.Duplicates, st.Stalls, st.StallTime.Round(time.Millisecond), st.FastDrops, st.DropsNoBuffer, st.Malformed)
 	}
 	if o.csv != "" {
 		if err := writeCSV(o.csv, rows); err != nil {
@@ -189,11 +179,158 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	return nil
 }
 
+// placesFor is where the hosts run, and the bi-channel's fast path there.
+func placesFor(o options) (bichannel.FastMode, []Place, error) {
+	var (
+		fast   bichannel.FastMode
+		places []Place
+		err    error
+	)
+	if o.fast == "fabric" {
+		// The socket is set per run (each bi-channel run starts its own
+		// vnicd); the control paths stay on loopback.
+		fast, places = bichannel.FastVNIC, casestudy.FabricPlaces("", o.hosts, 9300)
+	} else {
+		if fast, err = bichannel.ParseFastMode(o.fast); err != nil {
+			return fast, nil, err
+		}
+		if places, err = casestudy.Places(o.testbed, o.hosts, fast, 9300); err != nil {
+			return fast, nil, fmt.Errorf("shuffle: %w", err)
+		}
+	}
+	return fast, places, nil
+}
+
+func addStats(sum *bichannel.Stats, s bichannel.Stats) {
+	sum.Sent += s.Sent
+	sum.DeliveredFast += s.DeliveredFast
+	sum.Retransmitted += s.Retransmitted
+	sum.DeliveredTCP += s.DeliveredTCP
+	sum.Duplicates += s.Duplicates
+	sum.Stalls += s.Stalls
+	sum.StallTime += s.StallTime
+	sum.FastDrops += s.FastDrops
+	sum.DropsNoBuffer += s.DropsNoBuffer
+	sum.Malformed += s.Malformed
+}
+
+// nicIdleLimit is the busy share under which the NIC CPUs count as idle.
+const nicIdleLimit = 0.05
+
+// measure runs one shuffle of tables over transport t on a cluster of its
+// own (and, with -fast fabric and the bi-channel, a vnicd of its own), on
+// the placement's CPUs, after a warm-up shuffle that is not reported
+// (first-touch page faults, the first retransmission-timeout estimate).
+// It returns the row and, for the bi-channel, every host's counters.
+func measure(ctx context.Context, o options, places []Place, fast bichannel.FastMode, t string, tables []*Table, run int) (Row, bichannel.Stats, error) {
+	var st bichannel.Stats
+	var hostCPUs []int
+	if o.place.Name != "none" {
+		hostCPUs = o.place.Host
+		if t == "tcp-both" {
+			hostCPUs = o.place.Both()
+		}
+		unpin, err := cpuacct.PinSelf(hostCPUs)
+		if err != nil {
+			return Row{}, st, err
+		}
+		defer unpin()
+	}
+	tr := t
+	if t == "tcp-both" {
+		tr = "tcp"
+	}
+	var nicPids []int
+	if o.fast == "fabric" && tr == "bi" {
+		args := o.fabricArgs
+		if o.msg+HeaderOverhead > shm.DefaultBufSize {
+			// A message and its headers in one packet buffer.
+			args = append([]string{"--buf-size", strconv.Itoa((o.msg + HeaderOverhead + 63) &^ 63)}, args...)
+		}
+		fab, err := casestudy.StartFabric(ctx, casestudy.FabricConfig{Vnicd: o.vnicd, CPUs: o.place.NIC, Idle: o.fabricIdle, Args: args})
+		if err != nil {
+			return Row{}, st, fmt.Errorf("shuffle: %w", err)
+		}
+		defer fab.Close()
+		places = casestudy.WithFabric(places, fab.Socket, 9300)
+		nicPids = []int{fab.Pid}
+	}
+	c, err := NewCluster(ctx, ClusterConfig{Places: places, Workers: o.workers, Transport: tr, Fast: fast, Seed: 1, MaxMsg: o.msg,
+		Bi: bichannel.Config{Flows: o.flows, BuffersPerFlow: o.buffers, Window: max(1024, 2*o.buffers), RetransmitTimeout: o.rto, AckDelay: min(time.Millisecond, o.rto/4), HeartbeatTimeout: 10 * time.Second}})
+	if err != nil {
+		return Row{}, st, err
+	}
+	defer c.Close()
+	warm := make([]*Table, len(tables))
+	for i := range warm {
+		warm[i] = GenTable(i, min(tables[i].Rows(), 20000), 2)
+	}
+	if _, err := c.Run(ctx, warm); err != nil {
+		return Row{}, st, fmt.Errorf("warm-up: %w", err)
+	}
+	runtime.GC()
+	sampler := cpuacct.Sampler{NICPids: nicPids}
+	s0, err := sampler.Sample()
+	if err != nil {
+		return Row{}, st, err
+	}
+	res, err := c.Run(ctx, tables)
+	if err != nil {
+		return Row{}, st, err
+	}
+	s1, err := sampler.Sample()
+	if err != nil {
+		return Row{}, st, err
+	}
+	u := cpuacct.Since(s0, s1)
+	row := Row{Transport: t, Hosts: o.hosts, Workers: o.workers, Rows: tables[0].Rows(), Run: run, NetMB: float64(res.NetBytes) / 1e6,
+		Seconds: res.Elapsed.Seconds(), GBps: res.GBps(), CPUs: res.CPU.Seconds(), CPUPerGB: res.CPUPerGB(),
+		UserCPUs: res.UserCPU.Seconds(), SysCPUs: res.SystemCPU.Seconds(), Msg: o.msg, HostCPUs: cpuacct.Format(hostCPUs),
+		NICCPUs: u.NIC.Seconds(), NICPerGB: cpuacct.PerGB(u.NIC, res.NetBytes), HostBusy: u.MeanBusy(hostCPUs), NICBusy: u.MeanBusy(o.place.NIC),
+		Busy: u.BusyString(), Load: loadAvg()}
+	if len(o.place.NIC) > 0 && t != "tcp-both" && (tr == "tcp" || fast == bichannel.FastUDP) {
+		ok, _ := u.Idle(o.place.NIC, nicIdleLimit)
+		row.NICIdle = map[bool]string{true: "yes", false: "no"}[ok]
+	}
+	for _, x := range c.trs {
+		if b, ok := x.(BiTransport); ok {
+			addStats(&st, b.E.Stats())
+			if os.Getenv("SHUFFLE_DEBUG") != "" {
+				fmt.Fprintf(os.Stderr, "DEBUG %+v\n", b.E.Stats())
+				if v, ok := b.E.FastPath().(*bichannel.VNICFast); ok {
+					fmt.Fprintf(os.Stderr, "DEBUGV %+v\n", v.FastStats())
+				}
+			}
+		}
+	}
+	return row, st, nil
+}
+
+// HeaderOverhead is what a message's frame adds on the vNIC fast path:
+// Ethernet, IPv4, UDP and the bi-channel's header.
+const HeaderOverhead = 14 + udpIPHeaders + bichannel.HeaderLen
+
+// loadAvg is /proc/loadavg's first three fields ("" where there is none).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
 func writeCSV(path string, rows []Row) error {
 	var b strings.Builder
-	b.WriteString("transport,hosts,workers,rows_per_host,run,net_mb,seconds,gbps,cpu_s,cpu_s_per_gb,user_s,sys_s\n")
+	// cpu_s and cpu_s_per_gb are the host CPU-s (this process: every
+	// host); nic_* are vnicd's.
+	b.WriteString("transport,hosts,workers,rows_per_host,run,net_mb,seconds,gbps,cpu_s,cpu_s_per_gb,user_s,sys_s,msg,host_cpus,nic_cpu_s,nic_cpu_s_per_gb,host_cpu_busy,nic_cpu_busy,nic_cpu_idle,loadavg\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "%s,%d,%d,%d,%d,%.3f,%.4f,%.4f,%.4f,%.3f,%.4f,%.4f\n", r.Transport, r.Hosts, r.Workers, r.Rows, r.Run, r.NetMB, r.Seconds, r.GBps, r.CPUs, r.CPUPerGB, r.UserCPUs, r.SysCPUs)
+		fmt.Fprintf(&b, "%s,%d,%d,%d,%d,%.3f,%.4f,%.4f,%.4f,%.3f,%.4f,%.4f,%d,%s,%.4f,%.3f,%.4f,%.4f,%s,%s\n", r.Transport, r.Hosts, r.Workers, r.Rows, r.Run, r.NetMB, r.Seconds, r.GBps, r.CPUs, r.CPUPerGB, r.UserCPUs, r.SysCPUs,
+			r.Msg, strings.ReplaceAll(r.HostCPUs, ",", " "), r.NICCPUs, r.NICPerGB, r.HostBusy, r.NICBusy, r.NICIdle, r.Load)
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }

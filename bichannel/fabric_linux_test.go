@@ -1,0 +1,136 @@
+//go:build linux
+
+package bichannel
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/vnic/vnic/internal/daemon"
+	"github.com/vnic/vnic/nic"
+	"github.com/vnic/vnic/wire/fabric"
+)
+
+// startFabricDaemon runs an in-process vnicd whose source and TX sink are
+// an emulated network (vnicd run --source fabric) and returns its socket.
+func startFabricDaemon(t *testing.T) (string, *fabric.Fabric) {
+	t.Helper()
+	fab, err := fabric.New(fabric.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "vnicd.sock")
+	cfg := daemon.Config{Socket: sock, SocketGroup: -1, Source: fab.Source(), SourceName: "fabric",
+		Engine: nic.Config{EmulatorCPU: -1, Tx: fab}, Log: zerolog.New(io.Discard), AxSize: 512, BxSize: 1024, TxSize: 256, NoHugePages: true,
+		RequireHost: true, OnAttach: fab.Attach, OnDetach: fab.Detach, SourceStats: fab.Stats}
+	d, err := daemon.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	for i := 0; i < 1000; i++ { // until it listens (slow under -race)
+		if c, err := net.Dial("unixpacket", sock); err == nil {
+			c.Close()
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("vnicd: %v", err)
+		}
+	})
+	return sock, fab
+}
+
+// fabricVNIC is node i's fast path config on the fabric: host 198.18.0.<i+1>,
+// every node on the same base port.
+func fabricVNIC(sock string, i int) VNICConfig {
+	return VNICConfig{Socket: sock, IP: netip.AddrFrom4([4]byte{198, 18, 0, byte(i + 1)}), FabricHost: true, BasePort: 9400, AttachTimeout: 10 * time.Second}
+}
+
+// Three endpoints on one vnicd --source fabric, each a host of its own
+// claiming the same ports on its own address, control path on loopback:
+// every message arrives exactly once, and the fabric carried them (its
+// ledger delivered at least the messages that came by the fast path, and
+// nearly all did: TCP retransmission is the exception).
+func TestFabricExactlyOnce(t *testing.T) {
+	sock, fab := startFabricDaemon(t)
+	cfg := testConfig()
+	const n = 3
+	eps := make([]*Endpoint, n)
+	for i := range eps {
+		c := cfg
+		c.NodeID = i
+		c.Listen = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)}), 0).String()
+		c.Fast, c.VNIC = FastVNIC, fabricVNIC(sock, i)
+		e, err := New(c)
+		if err != nil {
+			t.Fatalf("node %d on the fabric: %v", i, err)
+		}
+		t.Cleanup(func() { e.Close() })
+		eps[i] = e
+	}
+	var peers []Peer
+	for i, e := range eps {
+		peers = append(peers, Peer{ID: i, Addr: e.ControlAddr()})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs := make(chan error, n)
+	for _, e := range eps {
+		go func() { errs <- e.Connect(ctx, peers) }()
+	}
+	for range eps {
+		if err := <-errs; err != nil {
+			t.Fatalf("Connect: %v", err)
+		}
+	}
+	const perPair = 400
+	runTraffic(t, eps, trafficOpts{perPair: perPair})
+	var fast, sent uint64
+	for _, e := range eps {
+		s := e.Stats()
+		fast += s.DeliveredFast
+		sent += s.Sent
+	}
+	tot := fab.Totals()
+	t.Logf("fabric ledger: %v", tot)
+	if fast*10 < sent*9 {
+		t.Errorf("only %d of %d messages came by the fast path", fast, sent)
+	}
+	if tot[fabric.Delivered] < fast {
+		t.Errorf("the fabric delivered %d frames, fewer than the %d messages that came by the fast path", tot[fabric.Delivered], fast)
+	}
+	hosts := fab.Hosts()
+	if len(hosts) != n {
+		t.Fatalf("%d hosts on the fabric, want %d", len(hosts), n)
+	}
+	for _, h := range hosts {
+		if h.Get(fabric.Received) == 0 {
+			t.Errorf("host %v received nothing over the fabric", h.Addr)
+		}
+	}
+	if tot[fabric.NoHost] != 0 {
+		t.Errorf("%d frames reached no host: a frame was addressed to the wrong place", tot[fabric.NoHost])
+	}
+}
+
+func TestFabricHostNeedsIPv4(t *testing.T) {
+	c := VNICConfig{Socket: "/nonexistent", IP: netip.MustParseAddr("fd00::1"), FabricHost: true, BasePort: 9400}
+	_, err := NewVNICFast(context.Background(), 1, c)
+	if err == nil || !strings.Contains(err.Error(), "IPv4") {
+		t.Fatalf("a fabric host on an IPv6 address: %v, want an error asking for IPv4", err)
+	}
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vnic/vnic/bichannel/hist"
+)
+
+// echoServer answers every request at once, on loopback TCP.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serveDelayed(c, 0)
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// serveDelayed answers each request delay after it arrived (in order,
+// several at a time when they are due together).
+func serveDelayed(c net.Conn, delay time.Duration) {
+	defer c.Close()
+	type pending struct {
+		rep [ReplyLen]byte
+		due time.Time
+	}
+	q := make(chan pending, 1<<16)
+	go func() {
+		defer close(q)
+		var req [ReqLen]byte
+		for ver := uint64(1); ; ver++ {
+			if _, err := io.ReadFull(c, req[:]); err != nil {
+				return
+			}
+			var p pending
+			copy(p.rep[:8], req[:8])
+			binary.LittleEndian.PutUint64(p.rep[8:], ver)
+			p.due = time.Now().Add(delay)
+			q <- p
+		}
+	}()
+	for p := range q {
+		if d := time.Until(p.due); d > 0 {
+			time.Sleep(d)
+		}
+		if _, err := c.Write(p.rep[:]); err != nil {
+			return
+		}
+	}
+}
+
+// TestPacingLag: at 10,000 updates/s (a 100 µs gap) the pacer's median
+// and p95 schedule lag are well below that of a time.Sleep pacer measured in the
+// same test (which wakes late, up to about 1 ms on some guests, and then
+// sends in bursts), and every update was sent at or after its scheduled
+// time and answered after it.
+func TestPacingLag(t *testing.T) {
+	addr := echoServer(t)
+	run := func(sleep bool) *LoadResult {
+		res, err := Load(context.Background(), LoadConfig{Addr: addr, Rate: 10000, Duration: 500 * time.Millisecond, Conns: 2, Keys: 100, Seed: 1, KeepTimes: true, sleepPacing: sleep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Answered != res.Offered || res.Offered != 5000 {
+			t.Fatalf("%d of %d answered, want 5000", res.Answered, res.Offered)
+		}
+		for c, ts := range res.Times {
+			for id, r := range ts {
+				if r.Sent < r.Scheduled || r.Done < r.Sent {
+					t.Fatalf("connection %d request %d: scheduled %v, sent %v, done %v", c, id, r.Scheduled, r.Sent, r.Done)
+				}
+			}
+		}
+		return res
+	}
+	sleep := run(true)
+	fine := run(false)
+	t.Logf("schedule lag: time.Sleep pacer %v", sleep.Lag)
+	t.Logf("schedule lag: pacer %v", fine.Lag)
+	// The median and p95 are the pacing's own: the p99 on a shared machine
+	// is the OS's (the sending thread preempted for milliseconds), whatever
+	// paces.
+	for _, q := range []float64{0.5, 0.95} {
+		if sq, fq := sleep.Lag.Quantile(q), fine.Lag.Quantile(q); fq*3 > sq {
+			t.Errorf("pacer lag q%v %v is not a third of the time.Sleep pacer's %v", q, fq, sq)
+		}
+	}
+}
+
+// stallConn is a client connection whose writes block once, for stall,
+// after the first after stallAfter: as a send does when the server stops
+// taking data (a closed window).
+type stallConn struct {
+	net.Conn
+	once              sync.Once
+	born              time.Time
+	stallAfter, stall time.Duration
+}
+
+func (c *stallConn) Write(b []byte) (int, error) {
+	if time.Since(c.born) > c.stallAfter {
+		c.once.Do(func() { time.Sleep(c.stall) })
+	}
+	return c.Conn.Write(b)
+}
+
+// TestCoordinatedOmissionShown: a server that answers 1 ms after each
+// request and stops taking data for 100 ms once. The updates scheduled
+// during the stall are sent late, after it: their latency from the
+// schedule carries the stall, from the send it does not. So the
+// from-schedule histogram's tail shows the stall, the service histogram's
+// only for the few updates that were in the blocked send, the schedule
+// lag shows it too, and the run is marked.
+func TestCoordinatedOmissionShown(t *testing.T) {
+	const stall = 100 * time.Millisecond
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		client, server := net.Pipe()
+		go serveDelayed(server, time.Millisecond)
+		return &stallConn{Conn: client, born: time.Now(), stallAfter: 200 * time.Millisecond, stall: stall}, nil
+	}
+	res, err := Load(context.Background(), LoadConfig{Addr: "pipe", Dial: dial, Rate: 10000, Duration: 600 * time.Millisecond, Conns: 1, Keys: 100, Seed: 1, KeepTimes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("service %v", res.Service)
+	t.Logf("from schedule %v", res.FromSchedule)
+	t.Logf("lag %v", res.Lag)
+	if res.Answered != res.Offered || res.Offered != 6000 {
+		t.Fatalf("%d of %d answered", res.Answered, res.Offered)
+	}
+	if got := res.FromSchedule.Quantile(0.95); got < 40*time.Millisecond {
+		t.Errorf("from-schedule p95 %v: the stall delayed a sixth of the updates by up to 100 ms", got)
+	}
+	if got := res.Service.Quantile(0.95); got > 20*time.Millisecond {
+		t.Errorf("service p95 %v: only the updates in the blocked send waited for the stall", got)
+	}
+	if got := res.Service.Max(); got < stall*9/10 {
+		t.Errorf("service max %v: the updates in the blocked send waited %v", got, stall)
+	}
+	if got := res.Lag.Quantile(0.99); got < 40*time.Millisecond {
+		t.Errorf("lag p99 %v: the sender was held for %v", got, stall)
+	}
+	if warn, msg := res.LagWarning(); !warn || !strings.Contains(msg, "lag p99") {
+		t.Errorf("lag warning %v %q", warn, msg)
+	}
+	// An update scheduled in the middle of the stall went out after it.
+	late := 0
+	for _, r := range res.Times[0] {
+		if r.Scheduled > 240*time.Millisecond && r.Scheduled < 280*time.Millisecond {
+			if r.Sent-r.Scheduled < 10*time.Millisecond {
+				t.Fatalf("update scheduled at %v was sent at %v, during the stall", r.Scheduled, r.Sent)
+			}
+			late++
+		}
+	}
+	if late < 300 {
+		t.Errorf("%d updates scheduled during the stall", late)
+	}
+}
+
+// TestLagWarning marks a run whose lag p99 exceeds a tenth of the service
+// p50, and not one whose lag is below it.
+func TestLagWarning(t *testing.T) {
+	mk := func(svc, lag time.Duration) *LoadResult {
+		r := &LoadResult{Service: hist.New(), FromSchedule: hist.New(), Lag: hist.New()}
+		for range 1000 {
+			r.Service.Record(svc)
+			r.Lag.Record(lag)
+		}
+		return r
+	}
+	if warn, msg := mk(500*time.Microsecond, 20*time.Microsecond).LagWarning(); warn || msg != "" {
+		t.Errorf("lag 20 µs against a 500 µs p50 marked: %q", msg)
+	}
+	if warn, msg := mk(500*time.Microsecond, 80*time.Microsecond).LagWarning(); !warn || !strings.Contains(msg, "exceeds a tenth") {
+		t.Errorf("lag 80 µs against a 500 µs p50 not marked: %v %q", warn, msg)
+	}
+	// One late burst in a hundred is enough: the p99 decides.
+	r := mk(500*time.Microsecond, 5*time.Microsecond)
+	for range 20 {
+		r.Lag.Record(time.Millisecond)
+	}
+	if warn, _ := r.LagWarning(); !warn {
+		t.Error("a 2% tail of 1 ms lag not marked")
+	}
+}
+
+// TestCSVRoundTrip: rows written by writeCSV read back, and a file in the
+// older format (latency from the schedule only) still reads.
+func TestCSVRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	in := []Row{{Transport: "tcp", Run: 1, HostCPUs: "0-1", Offered: 5000, Throughput: 4990, Service: Lat{Count: 9980, Min: 80, P50: 200, P95: 300, P99: 400, P999: 900, Max: 1000},
+		Sched: Lat{Count: 9980, Min: 81, P50: 210, P95: 320, P99: 450, P999: 950, Max: 1100}, LagP50us: 3, LagP99us: 40, LagWarning: true, Answered: 9980,
+		CPUs: 1.5, HostPerM: 150.3, NICCPUs: 0.25, NICPerM: 25.05, HostBusy: 0.97, NICBusy: 0.02, NICIdle: "yes"}}
+	p := filepath.Join(dir, "kv.csv")
+	if err := writeCSV(p, in); err != nil {
+		t.Fatal(err)
+	}
+	out, err := readCSV(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 1 || out[0] != in[0] {
+		t.Fatalf("read back %+v\nwrote     %+v", out, in)
+	}
+	old := filepath.Join(dir, "old.csv")
+	os.WriteFile(old, []byte("transport,run,offered_per_s,answered_per_s,p50_us,p95_us,p99_us,max_us,answered,failed,cpu_s,saturated,killed,verified\nhot,0,2000,2001,843.8,1392.6,5832.7,25773.7,4004,0,0.531,false,false,false\n"), 0o644)
+	out, err = readCSV(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 1 || out[0].Sched.P99 != 5832.7 || out[0].Service.Count != 0 || out[0].Answered != 4004 {
+		t.Fatalf("old file read as %+v", out)
+	}
+	os.WriteFile(old, []byte("a,b\n1,2\n"), 0o644)
+	if _, err := readCSV(old); err == nil || !strings.Contains(err.Error(), "-csv") {
+		t.Errorf("a foreign CSV: %v", err)
+	}
+}
