@@ -341,6 +341,9 @@ type fig10aConfig struct {
 	Window  int     // messages in flight with flow control (the bi-channel's credits)
 	Dur     time.Duration
 	Every   time.Duration // sample interval
+	// Bichannel adds a series with the bi-channel library's own credits
+	// (Window of them) on two more fabric hosts.
+	Bichannel bool
 }
 
 type fig10aSample struct {
@@ -355,6 +358,7 @@ type fig10aRow struct {
 	Samples []fig10aSample
 	// Final: after the sender stopped and the receiver drained.
 	Sent, Received, Lost uint64
+	Resent               uint64 // the bi-channel's resent messages
 	Ledger               ledger
 }
 
@@ -386,8 +390,20 @@ func (e env) fig10a(c fig10aConfig) ([]fig10aRow, []string, error) {
 			return rows, model, fmt.Errorf("fig 10a, %s: %w", rn.name, err)
 		}
 		row.Series = rn.name
+		row.Buffers = rn.ax
 		e.log("fig 10a: %-40s sent %d received %d lost %d (%.1f%%); fabric drops %d, receiver drops %d",
 			rn.name, row.Sent, row.Received, row.Lost, 100*float64(row.Lost)/float64(max(row.Sent, 1)), row.Ledger.dropped(), row.Ledger.RxDrops)
+		rows = append(rows, row)
+	}
+	if c.Bichannel {
+		name := fmt.Sprintf("bi-channel, %d credits", c.Window)
+		row, err := e.bichRun(s, c, c.Window)
+		if err != nil {
+			return rows, model, fmt.Errorf("fig 10a, %s: %w", name, err)
+		}
+		row.Series = name
+		e.log("fig 10a: %-40s sent %d received %d lost %d, resent %d; fabric drops %d, receiver drops %d",
+			name, row.Sent, row.Received, row.Lost, row.Resent, row.Ledger.dropped(), row.Ledger.RxDrops)
 		rows = append(rows, row)
 	}
 	return rows, model, nil

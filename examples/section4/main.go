@@ -41,7 +41,7 @@ var scales = map[string]scaleSet{
 		f9b: fig9bConfig{Payload: 18, Queues: 4, QueuePps: 20000, Flows: 16, Offer: 4,
 			Serving: []int{1, 2, 3, 4}, Warm: 400 * time.Millisecond, Dur: 2 * time.Second},
 		f10a: fig10aConfig{Payload: 64, RecvPps: 20000, Load: 2, Buffers: []int{128, 1024, 8192}, Window: 1024,
-			Dur: 4 * time.Second, Every: 100 * time.Millisecond},
+			Dur: 4 * time.Second, Every: 100 * time.Millisecond, Bichannel: true},
 	},
 	"small": {
 		f8: fig8Config{Payload: 8192, FlowPps: 2000, NICFlows: 4, Offer: 4,
@@ -51,7 +51,7 @@ var scales = map[string]scaleSet{
 		f9b: fig9bConfig{Payload: 18, Queues: 4, QueuePps: 5000, Flows: 16, Offer: 4,
 			Serving: []int{4}, Warm: 300 * time.Millisecond, Dur: time.Second},
 		f10a: fig10aConfig{Payload: 64, RecvPps: 5000, Load: 2, Buffers: []int{256}, Window: 1024,
-			Dur: time.Second, Every: 100 * time.Millisecond},
+			Dur: time.Second, Every: 100 * time.Millisecond, Bichannel: true},
 	},
 }
 

@@ -148,19 +148,21 @@ func writeFig10a(stem string, c fig10aConfig, model []string, rows []fig10aRow) 
 	comments := []string{
 		"Figure 10(a): loss under load; vnicd run --source fabric " + strings.Join(model, " ") + " (no limits, no loss: every loss is the receiver's)",
 		fmt.Sprintf("one flow of %d-byte messages offered at %.2gx the receiver's %.0f messages/s; queue buffers are the receiver queue's Ax ring; with flow control the receiver returns credits over the fabric and at most %d messages are in flight", c.Payload, c.Load, c.RecvPps, c.Window),
+		"bi-channel: two more hosts, the library's credits (BuffersPerFlow) returned over its TCP control path as the application takes messages; lost = the fabric's and the receiver's rings' drops, resent = messages the library resent",
+		"t_s rows are samples (lost so far: a gap in the sequence numbers; for the bi-channel the drops so far); final rows are after the sender stopped and the receiver drained",
 	}
 	var out [][]string
 	var series []figure.Series
 	for _, r := range rows {
 		s := figure.Series{Label: r.Series}
 		for _, sm := range r.Samples {
-			out = append(out, []string{r.Series, strconv.Itoa(r.Buffers), strconv.Itoa(r.Window), ff(sm.T, 3), fu(sm.Sent), fu(sm.Received), fu(sm.Lost), "", "", "", "", "", "", "", "", ""})
+			out = append(out, []string{r.Series, strconv.Itoa(r.Buffers), strconv.Itoa(r.Window), ff(sm.T, 3), fu(sm.Sent), fu(sm.Received), fu(sm.Lost), "", "", "", "", "", "", "", "", "", ""})
 			s.X, s.Y = append(s.X, sm.T), append(s.Y, float64(sm.Lost))
 		}
-		out = append(out, append([]string{r.Series, strconv.Itoa(r.Buffers), strconv.Itoa(r.Window), "final", fu(r.Sent), fu(r.Received), fu(r.Lost)}, append(ledgerRow(r.Ledger), "")...))
+		out = append(out, append([]string{r.Series, strconv.Itoa(r.Buffers), strconv.Itoa(r.Window), "final", fu(r.Sent), fu(r.Received), fu(r.Lost), fu(r.Resent)}, ledgerRow(r.Ledger)...))
 		series = append(series, s)
 	}
-	if err := writeCSV(stem, comments, append([]string{"series", "buffers", "window", "t_s", "sent", "received", "lost"}, append(ledgerCols, "")...), out); err != nil {
+	if err := writeCSV(stem, comments, append([]string{"series", "buffers", "window", "t_s", "sent", "received", "lost", "resent"}, ledgerCols...), out); err != nil {
 		return err
 	}
 	return figure.SavePanels(stem, 16*vg.Centimeter, 11*vg.Centimeter, 1, figure.Panel{
