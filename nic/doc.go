@@ -28,6 +28,17 @@
 // cursor, because a Bx entry naming their Ax slot proves the slot consumed
 // (Listing 1), so it only serves observers.
 //
+// # Transmit
+//
+// [Engine.TxStep] gathers the frames on the tenants' TX rings (slices of
+// their buffers) and hands them to Config.Tx in one Send per pass, then
+// completes them. A sink that implements [TenantTxSink] also learns each
+// frame's sender, and a sink may call Step from Send to loop the frames
+// into the receive path before they are completed (wire/fabric's emulated
+// network): the copy into the receiver's buffer is then the only one.
+// A tenant may hash with its own RSS key (TenantConfig.Key): its frames
+// are hashed again with it after the match.
+//
 // # Models
 //
 //   - [RxBisect]: a Bx ring takes from its linked Ax ring, and when that is
