@@ -64,6 +64,7 @@ func startDaemon(bin string, engineCPU, bufSize int, model []string) (*daemon, e
 		"--log-format", "json", "--log-level", "warn"}, model...)
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	dieWithParent(d.cmd)
 	if err := d.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("section4: start vnicd: %w", err)

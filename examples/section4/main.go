@@ -18,10 +18,16 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
+
+// interrupted is set by SIGINT or SIGTERM: the run stops at the next point.
+var interrupted atomic.Bool
 
 // scales are each figure's settings: full (the documented runs) and small
 // (the tests, and a quick look).
@@ -63,6 +69,14 @@ func main() {
 	engineCPU := flag.Int("engine-cpu", 0, "CPU of vnicd's engine (-1: unpinned)")
 	appCPU := flag.Int("app-cpu", 1, "CPU of the senders and receivers (-1: unpinned)")
 	flag.Parse()
+	// SIGINT and SIGTERM end the run: the deferred clean-up stops vnicd
+	// (and the kernel does, should this process die: Pdeathsig).
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		interrupted.Store(true)
+	}()
 	if err := run(*fig, *out, *scale, *vnicd, *engineCPU, *appCPU); err != nil {
 		fmt.Fprintln(os.Stderr, "section4:", err)
 		os.Exit(1)
