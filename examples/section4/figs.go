@@ -25,7 +25,7 @@ func frameLen(payload int) int { return hdrLen + payload }
 func bufFor(payload int) int { return max(2048, (frameLen(payload)+63)/64*64) }
 
 // burst is every fabric bucket's depth (--fabric-burst).
-const burst = 200 * time.Millisecond
+const burst = 400 * time.Millisecond
 
 // session is one vnicd and the sender and receiver hosts on it.
 type session struct {
@@ -33,6 +33,7 @@ type session struct {
 	snd, rcv *client.Tenant
 	restore  func()
 	primed   bool // a point ran: the buffers are faulted in
+	log      func(format string, args ...any)
 }
 
 func (s *session) close() {
@@ -56,7 +57,7 @@ func (e env) open(payload int, model []string, snd, rcv hostSpec) (*session, err
 	if err != nil {
 		return nil, err
 	}
-	s := &session{d: d}
+	s := &session{d: d, log: e.log}
 	if e.appCPU >= 0 {
 		restore, err := placeProcess(e.appCPU)
 		if err != nil {
@@ -509,7 +510,7 @@ func (e env) lossRun(s *session, c fig10aConfig, ax, inFlight int) (fig10aRow, e
 	}
 	send := newGroup()
 	send.go_(func() error {
-		return sendFlows(s.snd.Queue(0), [][]byte{frame}, c.Load*c.RecvPps, true, win, poll, send.stop, &sent.n)
+		return sendFlows(s.snd.Queue(0), [][]byte{frame}, c.Load*c.RecvPps, true, win, poll, send.stop, &sent)
 	})
 	start := time.Now()
 	for t := c.Every; t <= c.Dur; t += c.Every {

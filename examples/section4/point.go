@@ -22,20 +22,23 @@ type load struct {
 // fabric's ledger over the same window, and the ledger over the whole
 // point once the senders stopped and the rings drained.
 type result struct {
-	Offered     float64 // frames per second the senders offered
-	SendSecs    float64 // how long they sent
-	Sent        uint64  // frames the senders posted
-	RxPps       float64 // frames per second the receiver processed
-	RxGbps      float64 // frame bits per second the receiver processed
-	LedgerPps   float64 // frames per second the fabric delivered, same window
+	Offered     float64       // frames per second the senders offered
+	SendSecs    float64       // how long they sent
+	MaxGap      time.Duration // the longest a sender went without running
+	EngineGap   time.Duration // the longest the fabric took no frame (at least), in the window
+	Sent        uint64        // frames the senders posted
+	RxPps       float64       // frames per second the receiver processed
+	RxGbps      float64       // frame bits per second the receiver processed
+	LedgerPps   float64       // frames per second the fabric delivered, same window
 	PerQueuePps []float64
 	Ledger      ledger // whole point
 }
 
 // measure runs one point (measureOnce), up to three times while the
-// senders fell short of the load they were to offer by more than 10%:
-// their CPU was taken by something else, and the point would measure the
-// machine, not the model. The last run is kept either way; the CSV's
+// senders fell short of the load they were to offer by more than 10%, or
+// one of them or the engine waited for a CPU half the fabric's bucket
+// depth: their CPU was taken by something else, and the point would
+// measure the machine, not the model. The last run is kept either way; the CSV's
 // sent_fps and full columns show it.
 func measure(s *session, l load, warm, dur time.Duration) (result, error) {
 	var r result
@@ -48,12 +51,41 @@ func measure(s *session, l load, warm, dur time.Duration) (result, error) {
 		if err != nil || r.full() {
 			break
 		}
+		if s.log != nil {
+			s.log("  (again: the senders sent %.0f of %.0f fps, the longest a sender or the engine waited was %v and %v)",
+				float64(r.Sent)/r.SendSecs, r.Offered, r.MaxGap.Round(time.Millisecond), r.EngineGap.Round(time.Millisecond))
+		}
 	}
 	return r, err
 }
 
-// full says whether the senders offered at least 90% of their load.
-func (r *result) full() bool { return float64(r.Sent)/r.SendSecs >= 0.9*r.Offered }
+// full says whether the senders offered at least 90% of their load and
+// neither they nor vnicd's engine waited for a CPU as long as half the
+// fabric's bucket depth.
+func (r *result) full() bool {
+	return float64(r.Sent)/r.SendSecs >= 0.9*r.Offered && r.MaxGap < burst/2 && r.EngineGap < burst/2
+}
+
+// watchEngine reads the ledger every 20ms until end and returns the
+// longest time its sent column stood still: vnicd's engine waiting for
+// CPU 0 (the senders always have frames on their TX rings).
+func watchEngine(d *daemon, end time.Time, sent uint64) (time.Duration, error) {
+	var gap time.Duration
+	since := time.Now()
+	for time.Now().Before(end) {
+		time.Sleep(min(20*time.Millisecond, time.Until(end)))
+		l, err := d.ledger()
+		if err != nil {
+			return gap, err
+		}
+		now := time.Now()
+		if l.Sent != sent {
+			sent, since = l.Sent, now
+		}
+		gap = max(gap, now.Sub(since))
+	}
+	return gap, nil
+}
 
 // measureOnce runs one point: warm, then dur measured, then the senders
 // stop and the receivers drain for a moment.
@@ -80,7 +112,7 @@ func measureOnce(s *session, l load, warm, dur time.Duration) (result, error) {
 	for i, fr := range l.frames {
 		r.Offered += l.pps[i] // 0: greedy
 		send.go_(func() error {
-			return sendFlows(snd.Queue(i), fr, l.pps[i], false, nil, nil, send.stop, &sent[i].n)
+			return sendFlows(snd.Queue(i), fr, l.pps[i], false, nil, nil, send.stop, &sent[i])
 		})
 	}
 	sum := func() (p, b uint64, per []uint64) {
@@ -98,7 +130,7 @@ func measureOnce(s *session, l load, warm, dur time.Duration) (result, error) {
 	p1, b1, q1 := sum()
 	t1 := time.Now()
 	if err == nil {
-		time.Sleep(dur)
+		r.EngineGap, err = watchEngine(d, t1.Add(dur), la.Sent)
 	}
 	p2, b2, q2 := sum()
 	t2 := time.Now()
@@ -124,6 +156,7 @@ func measureOnce(s *session, l load, warm, dur time.Duration) (result, error) {
 	}
 	for i := range sent {
 		r.Sent += sent[i].n.Load()
+		r.MaxGap = max(r.MaxGap, time.Duration(sent[i].gap.Load()))
 	}
 	if r.Offered == 0 { // greedy senders: what they managed
 		r.Offered = float64(r.Sent) / r.SendSecs

@@ -67,14 +67,14 @@ func writeFig8(stem string, c fig8Config, model []string, rows []fig8Row) error 
 	var out [][]string
 	var xs, rx, model8, flowLine, nic []float64
 	for _, r := range rows {
-		out = append(out, append([]string{strconv.Itoa(r.Pairs), ff(r.Offered, 0), ff(float64(r.Sent)/r.SendSecs, 0), strconv.FormatBool(r.full()), ff(r.RxPps, 0), ff(r.RxGbps, 4), ff(r.LedgerPps, 0), ff(r.Expected, 0), ff(gbps(r.Expected, c.Payload), 4)}, ledgerRow(r.Ledger)...))
+		out = append(out, append([]string{strconv.Itoa(r.Pairs), ff(r.Offered, 0), ff(float64(r.Sent)/r.SendSecs, 0), strconv.FormatBool(r.full()), ff(r.MaxGap.Seconds()*1e3, 1), ff(r.EngineGap.Seconds()*1e3, 1), ff(r.RxPps, 0), ff(r.RxGbps, 4), ff(r.LedgerPps, 0), ff(r.Expected, 0), ff(gbps(r.Expected, c.Payload), 4)}, ledgerRow(r.Ledger)...))
 		xs = append(xs, float64(r.Pairs))
 		rx = append(rx, r.RxGbps)
 		model8 = append(model8, gbps(r.Expected, c.Payload))
 		flowLine = append(flowLine, float64(r.Pairs)*flowG)
 		nic = append(nic, flowG*c.NICFlows)
 	}
-	if err := writeCSV(stem, comments, append([]string{"pairs", "offered_fps", "sent_fps", "full", "rx_fps", "rx_gbps", "ledger_delivered_fps", "model_fps", "model_gbps"}, ledgerCols...), out); err != nil {
+	if err := writeCSV(stem, comments, append([]string{"pairs", "offered_fps", "sent_fps", "full", "sender_max_gap_ms", "engine_max_gap_ms", "rx_fps", "rx_gbps", "ledger_delivered_fps", "model_fps", "model_gbps"}, ledgerCols...), out); err != nil {
 		return err
 	}
 	return figure.SavePanels(stem, 16*vg.Centimeter, 11*vg.Centimeter, 1, figure.Panel{
@@ -94,7 +94,7 @@ func writeFig9a(stem string, c fig9aConfig, model []string, rows []fig9aRow) err
 	var out [][]string
 	var tx, ty, fx, fy, dx, dy []float64
 	for _, r := range rows {
-		out = append(out, append([]string{r.Series, strconv.Itoa(r.N), ff(r.Offered, 0), ff(float64(r.Sent)/r.SendSecs, 0), strconv.FormatBool(r.full()), ff(r.RxPps, 0), ff(r.LedgerPps, 0), ff(r.RxPps/c.DPUPps, 2)}, ledgerRow(r.Ledger)...))
+		out = append(out, append([]string{r.Series, strconv.Itoa(r.N), ff(r.Offered, 0), ff(float64(r.Sent)/r.SendSecs, 0), strconv.FormatBool(r.full()), ff(r.MaxGap.Seconds()*1e3, 1), ff(r.EngineGap.Seconds()*1e3, 1), ff(r.RxPps, 0), ff(r.LedgerPps, 0), ff(r.RxPps/c.DPUPps, 2)}, ledgerRow(r.Ledger)...))
 		if r.Series == "threads" {
 			tx, ty = append(tx, float64(r.N)), append(ty, r.RxPps/1e3)
 		} else {
@@ -102,7 +102,7 @@ func writeFig9a(stem string, c fig9aConfig, model []string, rows []fig9aRow) err
 			dx, dy = append(dx, float64(r.N)), append(dy, c.DPUPps/1e3)
 		}
 	}
-	if err := writeCSV(stem, comments, append([]string{"series", "n", "offered_fps", "sent_fps", "full", "rx_fps", "ledger_delivered_fps", "dpus_worth"}, ledgerCols...), out); err != nil {
+	if err := writeCSV(stem, comments, append([]string{"series", "n", "offered_fps", "sent_fps", "full", "sender_max_gap_ms", "engine_max_gap_ms", "rx_fps", "ledger_delivered_fps", "dpus_worth"}, ledgerCols...), out); err != nil {
 		return err
 	}
 	return figure.SavePanels(stem, 16*vg.Centimeter, 11*vg.Centimeter, 1, figure.Panel{
@@ -127,14 +127,14 @@ func writeFig9b(stem string, c fig9bConfig, model []string, rows []fig9bRow) err
 		for i, v := range r.PerQueuePps {
 			per[i] = ff(v, 0)
 		}
-		out = append(out, append([]string{r.Series, strconv.Itoa(r.Serving), ff(r.Offered, 0), ff(float64(r.Sent)/r.SendSecs, 0), strconv.FormatBool(r.full()), ff(r.RxPps, 0), ff(r.LedgerPps, 0), ff(r.RxPps/c.QueuePps, 2), strings.Join(per, " ")}, ledgerRow(r.Ledger)...))
+		out = append(out, append([]string{r.Series, strconv.Itoa(r.Serving), ff(r.Offered, 0), ff(float64(r.Sent)/r.SendSecs, 0), strconv.FormatBool(r.full()), ff(r.MaxGap.Seconds()*1e3, 1), ff(r.EngineGap.Seconds()*1e3, 1), ff(r.RxPps, 0), ff(r.LedgerPps, 0), ff(r.RxPps/c.QueuePps, 2), strings.Join(per, " ")}, ledgerRow(r.Ledger)...))
 		s := ser[r.Series]
 		s.X, s.Y = append(s.X, float64(r.Serving)), append(s.Y, r.RxPps/1e3)
 		if r.Series == "targeted" {
 			ideal.X, ideal.Y = append(ideal.X, float64(r.Serving)), append(ideal.Y, float64(r.Serving)*c.QueuePps/1e3)
 		}
 	}
-	if err := writeCSV(stem, comments, append([]string{"series", "serving_queues", "offered_fps", "sent_fps", "full", "rx_fps", "ledger_delivered_fps", "queues_worth", "per_queue_fps"}, ledgerCols...), out); err != nil {
+	if err := writeCSV(stem, comments, append([]string{"series", "serving_queues", "offered_fps", "sent_fps", "full", "sender_max_gap_ms", "engine_max_gap_ms", "rx_fps", "ledger_delivered_fps", "queues_worth", "per_queue_fps"}, ledgerCols...), out); err != nil {
 		return err
 	}
 	return figure.SavePanels(stem, 16*vg.Centimeter, 11*vg.Centimeter, 1, figure.Panel{

@@ -102,7 +102,7 @@ type window struct {
 // poll, if not nil, runs before every batch on this goroutine: a queue's
 // Send and Recv must not run concurrently, so 10(a)'s sender reads its
 // credits there.
-func sendFlows(q *client.Queue, frames [][]byte, pps float64, seq bool, win *window, poll func() error, stop <-chan struct{}, sent *atomic.Uint64) error {
+func sendFlows(q *client.Queue, frames [][]byte, pps float64, seq bool, win *window, poll func() error, stop <-chan struct{}, sent *sentCount) error {
 	const batch = 32
 	bufs := make([][]byte, batch)
 	if seq {
@@ -117,12 +117,18 @@ func sendFlows(q *client.Queue, frames [][]byte, pps float64, seq bool, win *win
 	next := 0
 	rng := uint64(0x9e3779b97f4a7c15)
 	var n uint64
+	last := time.Now()
 	for {
 		select {
 		case <-stop:
 			return nil
 		default:
 		}
+		now := time.Now()
+		if g := uint64(now.Sub(last)); g > sent.gap.Load() {
+			sent.gap.Store(g)
+		}
+		last = now
 		if poll != nil {
 			if err := poll(); err != nil {
 				return err
@@ -165,15 +171,17 @@ func sendFlows(q *client.Queue, frames [][]byte, pps float64, seq bool, win *win
 		rng ^= rng >> 7
 		rng ^= rng << 17
 		next = int(rng % uint64(len(frames)))
-		sent.Store(n)
+		sent.n.Store(n)
 		// Yield after every batch: the receivers share this CPU (and, when
 		// the TX ring is full, vnicd must catch up anyway).
 		runtime.Gosched()
 	}
 }
 
-// sentCount is what one sender goroutine posted.
-type sentCount struct{ n atomic.Uint64 }
+// sentCount is what one sender goroutine posted, and the longest it went
+// without running (ns): longer than the fabric's bucket depth, and the
+// point measured the machine's scheduler.
+type sentCount struct{ n, gap atomic.Uint64 }
 
 // rxCount is what one receive queue processed.
 type rxCount struct {
