@@ -35,7 +35,7 @@ type result struct {
 }
 
 // measure runs one point (measureOnce), up to three times while the
-// senders fell short of the load they were to offer by more than 10%, or
+// senders sent less than 80% of the load they were to offer, or
 // one of them or the engine waited for a CPU half the fabric's bucket
 // depth: their CPU was taken by something else, and the point would
 // measure the machine, not the model. The last run is kept either way; the CSV's
@@ -59,11 +59,13 @@ func measure(s *session, l load, warm, dur time.Duration) (result, error) {
 	return r, err
 }
 
-// full says whether the senders offered at least 90% of their load and
+// full says whether the senders offered at least 80% of their load (the
+// load is 4x what the model admits; but a sender that falls far behind
+// its pace was measured to under-deliver even above the limit) and
 // neither they nor vnicd's engine waited for a CPU as long as half the
 // fabric's bucket depth.
 func (r *result) full() bool {
-	return float64(r.Sent)/r.SendSecs >= 0.9*r.Offered && r.MaxGap < burst/2 && r.EngineGap < burst/2
+	return float64(r.Sent)/r.SendSecs >= 0.8*r.Offered && r.MaxGap < burst/2 && r.EngineGap < burst/2
 }
 
 // watchEngine reads the ledger every 20ms until end and returns the
