@@ -139,3 +139,39 @@ func TestFabricTwoHosts(t *testing.T) {
 		t.Fatalf("the engine saw %d unclaimed frames: the fabric should have dropped them as no_host", g)
 	}
 }
+
+// A bad host identity is refused with a sentence that says what to give.
+func TestFabricBadHosts(t *testing.T) {
+	td, _ := startFabric(t, fabric.Config{})
+	ctx := context.Background()
+	for _, c := range []struct {
+		host  client.Host
+		match client.Match
+		want  string
+	}{
+		{client.Host{Addr: "2001:db8::1"}, client.Match{}, "is not an IPv4 address; give one, e.g. 198.18.0.1"},
+		{client.Host{Addr: "198.18.0.300"}, client.Match{}, "is not an IPv4 address"},
+		{client.Host{Addr: "198.18.0.1", MAC: "02:00"}, client.Match{}, "is not an Ethernet address"},
+		{client.Host{Addr: "198.18.0.1", Key: []byte{1, 2, 3}}, client.Match{}, "host RSS key"},
+		{client.Host{Addr: "198.18.0.1"}, client.Match{Dst: "198.18.0.0/24"}, "differs from the host's address"},
+	} {
+		ten, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "x", Match: c.match, Host: &c.host})
+		if err == nil {
+			ten.Close()
+			t.Fatalf("host %+v attached", c.host)
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("host %+v: %v, want %q", c.host, err, c.want)
+		}
+	}
+	// The MAC defaults to one derived from the address, and is reported.
+	ten, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "ok", Host: &client.Host{Addr: "198.18.0.5"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ten.Close()
+	st := td.d.Stats()
+	if len(st.Tenants) != 1 || st.Tenants[0].Host == nil || st.Tenants[0].Host.MAC != "02:00:c6:12:00:05" {
+		t.Fatalf("tenants %+v", st.Tenants)
+	}
+}
