@@ -210,18 +210,38 @@ type receiver struct {
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
 	ended []error // why each queue's loop ended (Wait's error)
+	// qmu[q] is held by queue q's loop while it uses the queue: a Queue
+	// has one user at a time, so a test that also sends on it takes the
+	// lock (use), which the loop gives up at least every millisecond.
+	qmu []sync.Mutex
+}
+
+// use runs fn with queue q of the receiver's tenant to itself.
+func (r *receiver) use(q int, fn func(*client.Queue)) {
+	r.qmu[q].Lock()
+	defer r.qmu[q].Unlock()
+	fn(r.ten.Queue(q))
 }
 
 func receive(ten *client.Tenant, check func(q int, p client.Packet) error) *receiver {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &receiver{ten: ten, check: check, stop: cancel, ended: make([]error, ten.Queues())}
+	r := &receiver{ten: ten, check: check, stop: cancel, ended: make([]error, ten.Queues()), qmu: make([]sync.Mutex, ten.Queues())}
 	for q := 0; q < ten.Queues(); q++ {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
 			pk := make([]client.Packet, 0, 32)
 			for {
-				if err := ten.Queue(q).Wait(ctx); err != nil {
+				r.qmu[q].Lock()
+				wctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+				err := ten.Queue(q).Wait(wctx)
+				cancel()
+				if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+					r.qmu[q].Unlock()
+					continue // let a sender in
+				}
+				if err != nil {
+					r.qmu[q].Unlock()
 					r.ended[q] = err
 					return
 				}
@@ -239,6 +259,7 @@ func receive(ten *client.Tenant, check func(q int, p client.Packet) error) *rece
 				}
 				r.got.Add(int64(len(pk)))
 				ten.Queue(q).Release(pk)
+				r.qmu[q].Unlock()
 			}
 		}()
 	}

@@ -98,9 +98,11 @@ func fabricRun(t *testing.T, seed string, extra ...string) uint64 {
 		}
 		return out
 	}
-	send := func(ten *client.Tenant, frames [][]byte) {
+	send := func(r *receiver, frames [][]byte) {
 		for sent := 0; sent < len(frames); {
-			n, err := ten.Queue(0).Send(frames[sent:min(sent+32, len(frames))])
+			var n int
+			var err error
+			r.use(0, func(q *client.Queue) { n, err = q.Send(frames[sent:min(sent+32, len(frames))]) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,9 +111,9 @@ func fabricRun(t *testing.T, seed string, extra ...string) uint64 {
 			}
 		}
 	}
-	send(a, build("198.18.0.1", "198.18.0.2", 2000))
-	send(b, build("198.18.0.2", "198.18.0.1", 1000))
-	send(a, build("198.18.0.1", "198.18.0.3", 100)) // no such host
+	send(ra, build("198.18.0.1", "198.18.0.2", 2000))
+	send(rb, build("198.18.0.2", "198.18.0.1", 1000))
+	send(ra, build("198.18.0.1", "198.18.0.3", 100)) // no such host
 	ledger := func(st proto.Stats, name string) map[string]uint64 {
 		for _, ts := range st.Tenants {
 			if ts.Name == name {
