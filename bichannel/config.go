@@ -270,7 +270,9 @@ type VNICConfig struct {
 	// ports BasePort to BasePort+Workers-1 (defaults to UDP.BasePort;
 	// must not be 0).
 	BasePort uint16
-	// AttachTimeout bounds the attach (default 2s).
+	// AttachTimeout bounds the attach (default 10s: vnicd creates and
+	// populates the tenant's region, rings sized from the link's rate, up
+	// to ~100 MiB, before it replies, which a loaded host takes seconds for).
 	AttachTimeout time.Duration
 	// Buffers, if not zero, asks vnicd for that many packet buffers.
 	Buffers int

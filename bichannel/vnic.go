@@ -138,7 +138,7 @@ func NewVNICFast(ctx context.Context, workers int, cfg VNICConfig) (*VNICFast, e
 		cfg.Socket = DefaultVNICSocket
 	}
 	if cfg.AttachTimeout <= 0 {
-		cfg.AttachTimeout = 2 * time.Second
+		cfg.AttachTimeout = 10 * time.Second
 	}
 	cfg = cfg.withSpin()
 	actx, cancel := context.WithTimeout(ctx, cfg.AttachTimeout)
