@@ -29,7 +29,7 @@ import (
 	"github.com/vnic/vnic/internal/testbed"
 )
 
-// Issue 9's bi-channel benchmarks (docs/bichannel.md, BENCHMARKS.md):
+// The bi-channel benchmarks on the testbed (docs/bichannel.md, BENCHMARKS.md):
 // node 1 in the DUT namespace, node 0 in the peer namespace, both in this
 // process; vnicd (AF_XDP on the DUT's veth end, its engine pinned to CPU 0)
 // serves node 1's vNIC fast path. Variants, interleaved:
