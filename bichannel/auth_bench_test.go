@@ -7,6 +7,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vnic/vnic/bichannel/transport"
+	"github.com/vnic/vnic/bichannel/transport/lossytest"
 )
 
 // BenchmarkAuthStream streams messages one way from node 0 to node 1 over
@@ -96,8 +99,8 @@ func BenchmarkDatagramCheck(b *testing.B) {
 				if auth {
 					cfg.ClusterKey = testKey
 				}
-				ln, _ := NewLossyNet(LossyConfig{})
-				eps := newCluster(b, 2, cfg, func(int) FastPath { fp, _ := ln.NewFastPath(cfg.Workers); return fp })
+				ln, _ := lossytest.New(lossytest.Config{})
+				eps := newCluster(b, 2, cfg, func(int) transport.Path { fp, _ := ln.NewFastPath(cfg.Workers); return fp })
 				a, z := eps[0], eps[1]
 				pa := a.peers()[1]
 				src := netip.AddrPortFrom(a.Info().Addr, a.Flows(1, 0)[0].SrcPort)

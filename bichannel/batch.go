@@ -1,15 +1,17 @@
 package bichannel
 
+import "github.com/vnic/vnic/bichannel/transport"
+
 // maxRun bounds the messages one fast-path batch carries (UDP_SEGMENT
 // takes at most 64 segments).
 const maxRun = 64
 
 // sendRun sends the head of msgs on flow f: as many as the flow's credits
-// and window allow (at least one), with one FastBatcher call when the fast
+// and window allow (at least one), with one transport.Batcher call when the fast
 // path batches. It returns how many it sent. The caller holds ss.mu and
 // checked the flow has a credit.
 func (e *Endpoint) sendRun(p *peer, ss *sendState, w, f int, msgs [][]byte) int {
-	fb, ok := e.fp.(FastBatcher)
+	fb, ok := e.fp.(transport.Batcher)
 	fl := &ss.flows[f]
 	k := min(len(msgs), fl.credits, int(ss.win-(fl.next-fl.low)), maxRun)
 	if !ok || k <= 1 {

@@ -7,10 +7,10 @@
 //
 // # Channels
 //
-// The fast path ([FastPath]) carries one datagram per message, unreliable
-// and unordered. Three implementations exist: [VNICFast] through vnicd (the
-// vNIC of this project, via the client package), [UDPFast] over kernel UDP
-// sockets when no vnicd runs, and [LossyFast], an in-process network with
+// The fast path ([transport.Path]) carries one datagram per message, unreliable
+// and unordered. Three implementations exist: [transport.VNIC] through vnicd (the
+// vNIC of this project, via the client package), [transport.UDP] over kernel UDP
+// sockets when no vnicd runs, and [lossytest.Fast], an in-process network with
 // seeded loss, reordering and duplication for tests. [New] picks one from
 // [Config.Fast]: FastAuto tries vnicd and falls back to kernel UDP with one
 // log line.
@@ -186,8 +186,8 @@
 //
 // Ports to firewall, letting only the cluster's nodes in: the control
 // listener ([Config.Listen], TCP); the workers' fast-path ports (UDP:
-// [UDPConfig.BasePort] to BasePort+Workers-1, or the ports the kernel
-// chose, shown in Endpoint.Info; vNIC: [VNICConfig.BasePort] to
+// [transport.UDPConfig.BasePort] to BasePort+Workers-1, or the ports the kernel
+// chose, shown in Endpoint.Info; vNIC: [transport.VNICConfig.BasePort] to
 // BasePort+Workers-1); and the flows' source ports ([Config.MinPort] to
 // MaxPort, UDP), which are bound but receive nothing. With the vNIC fast
 // path vnicd's XDP program takes the claimed UDP ports before netfilter
@@ -206,11 +206,11 @@
 //
 // Inside, each Endpoint runs an accept goroutine and, per peer, a control
 // reader, an acknowledgement batcher, a retransmission timer and a
-// heartbeat. Fast paths that are FastPollers (VNICFast, UDPFast) run to
+// heartbeat. Fast paths that are transport.Pollers (transport.VNIC, transport.UDP) run to
 // completion: Recv and RecvWait for worker w take worker w's datagrams off
 // its own queue on the caller's goroutine, as the paper's workers poll
 // their own NIC queue; other fast paths get a receive goroutine per worker.
-// SendBatch sends a run of messages with one fast-path call (FastBatcher).
+// SendBatch sends a run of messages with one fast-path call (transport.Batcher).
 //
 // # Example
 //

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/rss"
 )
 
@@ -121,8 +122,8 @@ type Stats struct {
 	// HotAckOff counts hot acknowledgements received while Config.HotAcks
 	// is off on this node (set it alike on every node).
 	HotAckOff    uint64
-	FastDrops    uint64 // drops inside the fast path (FastCounter), e.g. a full socket buffer
-	FastOversize uint64 // datagrams longer than the fast path receives (FastCounter), not counted in FastDrops
+	FastDrops    uint64 // drops inside the fast path (transport.Counter), e.g. a full socket buffer
+	FastOversize uint64 // datagrams longer than the fast path receives (transport.Counter), not counted in FastDrops
 	// BadAcks counts acknowledgements of sequence numbers never sent, or
 	// for a worker or flow that does not exist: ignored (they can only
 	// come from a forged datagram the receiver accepted, or a broken
@@ -202,9 +203,9 @@ type Endpoint struct {
 	cfg     Config
 	log     zerolog.Logger
 	session uint64
-	fp      FastPath
-	poller  FastPoller // fp, when its workers poll their own queue (run-to-completion); else nil
-	info    FastInfo
+	fp      transport.Path
+	poller  transport.Poller // fp, when its workers poll their own queue (run-to-completion); else nil
+	info    transport.Info
 	ln      net.Listener
 	epoch   time.Time
 	workers []*worker
@@ -247,7 +248,7 @@ type worker struct {
 	lent   [][]byte
 	notify chan struct{}
 
-	poll pollState // run-to-completion receive (FastPoller); see poll.go
+	poll pollState // run-to-completion receive (transport.Poller); see poll.go
 
 	// Hot acknowledgements owed for the datagrams the goroutine receiving
 	// this worker's fast path took in its current batch (hotack.go); only
@@ -334,7 +335,7 @@ func New(cfg Config) (*Endpoint, error) {
 	for w := range e.workers {
 		e.workers[w] = &worker{notify: make(chan struct{}, 1)}
 	}
-	e.poller, _ = e.fp.(FastPoller)
+	e.poller, _ = e.fp.(transport.Poller)
 	e.wg.Add(1)
 	go e.acceptLoop()
 	if e.poller == nil { // else Recv and RecvWait poll the fast path themselves
@@ -360,7 +361,7 @@ func (e *Endpoint) checkInfo() error {
 	return nil
 }
 
-// vnicAxSize is VNICConfig.AxSize's default: room for two peers' credits
+// vnicAxSize is transport.VNICConfig.AxSize's default: room for two peers' credits
 // to one worker, a power of two from 256 to 8,192.
 func vnicAxSize(flows, buffersPerFlow int) int {
 	n := 256
@@ -371,16 +372,16 @@ func vnicAxSize(flows, buffersPerFlow int) int {
 }
 
 // newVNICFast attaches the vNIC fast path and logs it if vnicd refused
-// the rings asked for (VNICFast.Reduced).
-func (e *Endpoint) newVNICFast(c Config) (*VNICFast, error) {
-	fp, err := NewVNICFast(context.Background(), c.Workers, c.VNIC)
+// the rings asked for (transport.VNIC.Reduced).
+func (e *Endpoint) newVNICFast(c Config) (*transport.VNIC, error) {
+	fp, err := transport.NewVNIC(context.Background(), c.Workers, c.VNIC)
 	if err == nil && fp.Reduced() != "" {
 		e.log.Warn().Msg("bichannel: " + fp.Reduced())
 	}
 	return fp, err
 }
 
-func (e *Endpoint) buildFastPath() (FastPath, error) {
+func (e *Endpoint) buildFastPath() (transport.Path, error) {
 	c := e.cfg
 	if c.VNIC.AxSize == 0 {
 		c.VNIC.AxSize = vnicAxSize(c.Flows, c.BuffersPerFlow)
@@ -391,7 +392,7 @@ func (e *Endpoint) buildFastPath() (FastPath, error) {
 	case FastVNIC:
 		fp, err := e.newVNICFast(c)
 		if err != nil {
-			return nil, err // not a nil *VNICFast in a FastPath
+			return nil, err // not a nil *transport.VNIC in a transport.Path
 		}
 		return fp, nil
 	case FastAuto:
@@ -407,8 +408,8 @@ func (e *Endpoint) buildFastPath() (FastPath, error) {
 
 // newUDPFast builds the kernel UDP fast path and logs, in one line, the
 // offloads it found and why vnicd is not used (vnicErr, for FastAuto).
-func (e *Endpoint) newUDPFast(vnicErr error) (FastPath, error) {
-	u, err := NewUDPFast(e.cfg.Workers, e.cfg.UDP)
+func (e *Endpoint) newUDPFast(vnicErr error) (transport.Path, error) {
+	u, err := transport.NewUDP(e.cfg.Workers, e.cfg.UDP)
 	if err != nil {
 		return nil, err
 	}
@@ -430,10 +431,10 @@ func (e *Endpoint) Workers() int { return e.cfg.Workers }
 func (e *Endpoint) ControlAddr() string { return e.ln.Addr().String() }
 
 // Info returns how peers reach this node's workers over the fast path.
-func (e *Endpoint) Info() FastInfo { return e.info }
+func (e *Endpoint) Info() transport.Info { return e.info }
 
-// FastPath returns the fast path in use.
-func (e *Endpoint) FastPath() FastPath { return e.fp }
+// transport.Path returns the fast path in use.
+func (e *Endpoint) FastPath() transport.Path { return e.fp }
 
 // now returns monotonic nanoseconds since New.
 func (e *Endpoint) now() int64 { return int64(time.Since(e.epoch)) }
@@ -505,7 +506,7 @@ func (e *Endpoint) SendContext(ctx context.Context, peerID, w int, msg []byte) e
 
 // SendBatch sends msgs from worker w to worker w of peer, in order, as
 // that many Sends would, but puts each run of messages that fit one flow's
-// credits on that flow with one fast-path call (FastBatcher): through
+// credits on that flow with one fast-path call (transport.Batcher): through
 // vnicd, one TX ring publication; over kernel UDP, one sendmsg with
 // UDP_SEGMENT or one sendmmsg. It blocks while out of credits, like Send;
 // it returns how many messages it sent, fewer than len(msgs) only with an
@@ -823,7 +824,7 @@ func (e *Endpoint) Stats() Stats {
 	for i := range s.drop {
 		st.Malformed += s.drop[i].Load()
 	}
-	if c, ok := e.fp.(FastCounter); ok {
+	if c, ok := e.fp.(transport.Counter); ok {
 		fs := c.FastStats()
 		st.FastDrops, st.FastOversize = fs.Drops, fs.Oversize
 	}
@@ -857,7 +858,7 @@ func (e *Endpoint) Close() error {
 // rxLoop receives worker w's datagrams from the fast path.
 func (e *Endpoint) rxLoop(w int) {
 	defer e.wg.Done()
-	dgs := make([]Datagram, 0, 64)
+	dgs := make([]transport.Datagram, 0, 64)
 	for {
 		var err error
 		dgs, err = e.fp.Recv(w, dgs[:0])

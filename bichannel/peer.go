@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/rss"
 )
 
@@ -921,7 +922,7 @@ func (e *Endpoint) pickFlows(p *peer) error {
 			p.flows = flows
 			return nil
 		}
-		if !errors.Is(err, ErrPortBusy) {
+		if !errors.Is(err, transport.ErrPortBusy) {
 			return fmt.Errorf("fast path to node %d: %w", p.id, err)
 		}
 	}

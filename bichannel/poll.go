@@ -4,23 +4,25 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"github.com/vnic/vnic/bichannel/transport"
 )
 
-// Run-to-completion receive: with a FastPoller, worker w's Recv and
+// Run-to-completion receive: with a transport.Poller, worker w's Recv and
 // RecvWait take its datagrams straight off its fast-path queue — parse,
 // duplicate suppression and the inbox on the worker's own goroutine — and
-// RecvWait sleeps in the fast path's own Wait (VNICFast: the client
-// queue's spin-then-eventfd wait; UDPFast: the runtime poller on the
+// RecvWait sleeps in the fast path's own Wait (transport.VNIC: the client
+// queue's spin-then-eventfd wait; transport.UDP: the runtime poller on the
 // worker's socket). Copies retransmitted over TCP still arrive on the
 // peer's control reader; it puts them in the inbox and Wakes a worker
 // asleep in Wait.
 
 // pollState is one worker's run-to-completion receive state.
 type pollState struct {
-	mu      sync.Mutex  // held by the goroutine polling or waiting on the fast path for this worker
-	dgs     []Datagram  // Poll's results; guarded by mu
-	waiting atomic.Bool // in FastPoller.Wait: TCP arrivals, deaths and Close must Wake it
-	dead    atomic.Bool // the fast path's receive side failed (vnicd gone): rely on TCP
+	mu      sync.Mutex           // held by the goroutine polling or waiting on the fast path for this worker
+	dgs     []transport.Datagram // Poll's results; guarded by mu
+	waiting atomic.Bool          // in transport.Poller.Wait: TCP arrivals, deaths and Close must Wake it
+	dead    atomic.Bool          // the fast path's receive side failed (vnicd gone): rely on TCP
 
 	watchMu   sync.Mutex
 	watchDone <-chan struct{} // the Done channel of the context watched
@@ -61,7 +63,7 @@ func (e *Endpoint) fastFailed(w int, ps *pollState, err error) {
 	e.log.Error().Err(err).Int("worker", w).Msg("bichannel: fast path receive failed; relying on TCP retransmission")
 }
 
-// recvWaitPoll is RecvWait over a FastPoller.
+// recvWaitPoll is RecvWait over a transport.Poller.
 func (e *Endpoint) recvWaitPoll(ctx context.Context, w int, dst []Message) ([]Message, error) {
 	wk := e.workers[w]
 	ps := &wk.poll
