@@ -96,6 +96,8 @@ const (
 	MaxWorkers = 1024
 	// MaxWindow bounds Config.Window.
 	MaxWindow = 1 << 15
+	// MinClusterKeyLen is the shortest Config.ClusterKey accepted.
+	MinClusterKeyLen = 16
 )
 
 // Config configures an Endpoint. Zero fields take the defaults above.
