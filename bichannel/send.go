@@ -277,14 +277,20 @@ type tracking struct {
 // worker w's Recv returns a Message of Kind MsgAcked with this tag. The
 // Ticket names the message for Abandon.
 func (e *Endpoint) SendTagged(peerID, w int, msg []byte, tag uint64) (Ticket, error) {
-	return e.SendTaggedContext(context.Background(), peerID, w, msg, tag)
+	return e.sendTagged(context.Background(), true, peerID, w, msg, tag)
 }
 
 // SendTaggedContext is SendTagged that waits for credits until ctx ends
 // (Config.SendTimeout does not apply).
 func (e *Endpoint) SendTaggedContext(ctx context.Context, peerID, w int, msg []byte, tag uint64) (Ticket, error) {
+	return e.sendTagged(ctx, false, peerID, w, msg, tag)
+}
+
+// sendTagged is SendTagged (useTimeout: bounded by Config.SendTimeout) and
+// SendTaggedContext.
+func (e *Endpoint) sendTagged(ctx context.Context, useTimeout bool, peerID, w int, msg []byte, tag uint64) (Ticket, error) {
 	tr := tracking{tag: tag}
 	one := [1][]byte{msg}
-	_, err := e.sendMany(ctx, ctx == context.Background(), peerID, w, one[:], &tr)
+	_, err := e.sendMany(ctx, useTimeout, peerID, w, one[:], &tr)
 	return tr.ticket, err
 }
