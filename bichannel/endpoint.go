@@ -252,9 +252,18 @@ type kick struct {
 	urgent bool
 }
 
-// New builds an Endpoint: its fast path (Config.FastPath, or one chosen by
-// Config.Fast) and its control listener. Call Connect to reach the peers.
+// New is NewContext with context.Background().
 func New(cfg Config) (*Endpoint, error) {
+	return NewContext(context.Background(), cfg)
+}
+
+// NewContext builds an Endpoint: its fast path (Config.FastPath, or one
+// chosen by Config.Fast) and its control listener. Call Connect to reach
+// the peers. Attaching to vnicd ends when ctx ends or after
+// VNICConfig.AttachTimeout, whichever comes first; when ctx ends first,
+// NewContext returns an error wrapping ctx.Err() (FastAuto then does not
+// fall back to kernel UDP). The Endpoint does not keep ctx.
+func NewContext(ctx context.Context, cfg Config) (*Endpoint, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -290,7 +299,7 @@ func New(cfg Config) (*Endpoint, error) {
 
 	e.fp = cfg.FastPath
 	if e.fp == nil {
-		if e.fp, err = e.buildFastPath(); err != nil {
+		if e.fp, err = e.buildFastPath(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -354,15 +363,19 @@ func vnicAxSize(flows, buffersPerFlow int) int {
 
 // newVNICFast attaches the vNIC fast path and logs it if vnicd refused
 // the rings asked for (transport.VNIC.Reduced).
-func (e *Endpoint) newVNICFast(c Config) (*transport.VNIC, error) {
-	fp, err := transport.NewVNIC(context.Background(), c.Workers, c.VNIC)
+func (e *Endpoint) newVNICFast(ctx context.Context, c Config) (*transport.VNIC, error) {
+	fp, err := transport.NewVNIC(ctx, c.Workers, c.VNIC)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("bichannel: attach to vnicd: %w (%w)", ctx.Err(), err)
+	}
 	if err == nil && fp.Reduced() != "" {
 		e.log.Warn().Msg("bichannel: " + fp.Reduced())
 	}
 	return fp, err
 }
 
-func (e *Endpoint) buildFastPath() (transport.Path, error) {
+// buildFastPath builds the fast path Config.Fast chooses.
+func (e *Endpoint) buildFastPath(ctx context.Context) (transport.Path, error) {
 	c := e.cfg
 	if c.VNIC.AxSize == 0 {
 		c.VNIC.AxSize = vnicAxSize(c.Flows, c.BuffersPerFlow)
@@ -371,16 +384,19 @@ func (e *Endpoint) buildFastPath() (transport.Path, error) {
 	case FastUDP:
 		return e.newUDPFast(nil)
 	case FastVNIC:
-		fp, err := e.newVNICFast(c)
+		fp, err := e.newVNICFast(ctx, c)
 		if err != nil {
 			return nil, err // not a nil *transport.VNIC in a transport.Path
 		}
 		return fp, nil
 	case FastAuto:
-		fp, err := e.newVNICFast(c)
+		fp, err := e.newVNICFast(ctx, c)
 		if err == nil {
 			e.log.Info().Str("socket", c.VNIC.Socket).Msg("bichannel: fast path through vnicd")
 			return fp, nil
+		}
+		if ctx.Err() != nil { // the caller gave up: no fallback
+			return nil, err
 		}
 		return e.newUDPFast(err)
 	}

@@ -308,11 +308,11 @@ func (k MsgKind) String() string {
 // Run-to-completion receive: with a transport.Poller, worker w's Recv and
 // RecvWait take its datagrams straight off its fast-path queue — parse,
 // duplicate suppression and the inbox on the worker's own goroutine — and
-// RecvWait sleeps in the fast path's own Wait (transport.VNIC: the client
-// queue's spin-then-eventfd wait; transport.UDP: the runtime poller on the
-// worker's socket). Copies retransmitted over TCP still arrive on the
-// peer's control reader; it puts them in the inbox and Wakes a worker
-// asleep in Wait.
+// RecvWait sleeps in the fast path's own Wait (transport.VNIC: a spin on
+// the client queue, then a futex wait on its signal word; transport.UDP:
+// the runtime poller on the worker's socket). Copies retransmitted over
+// TCP still arrive on the peer's control reader; it puts them in the inbox
+// and Wakes a worker asleep in Wait.
 
 // pollState is one worker's run-to-completion receive state.
 type pollState struct {

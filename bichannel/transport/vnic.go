@@ -64,7 +64,8 @@ func (q queueAdapter) Release(pkts []client.Packet) { _ = q.Queue.Release(pkts) 
 //
 // It is a Poller: an Endpoint's worker w polls queue w itself (Poll),
 // and when nothing arrives spins on it for VNICConfig.Spin before it sleeps
-// on the queue's eventfd (client.Queue.Wait). It is a Batcher: a batch
+// in client.Queue.Wait, a futex wait on the queue's signal word in the
+// shared region, which vnicd stores to and wakes. It is a Batcher: a batch
 // of datagrams is posted on the TX ring with one publication.
 type VNIC struct {
 	t      VNICTenant
@@ -134,7 +135,7 @@ func NewVNIC(ctx context.Context, workers int, cfg VNICConfig) (*VNIC, error) {
 		cfg.Socket = DefaultVNICSocket
 	}
 	if cfg.AttachTimeout <= 0 {
-		cfg.AttachTimeout = 10 * time.Second
+		cfg.AttachTimeout = DefaultVNICAttachTimeout
 	}
 	cfg = cfg.withSpin()
 	actx, cancel := context.WithTimeout(ctx, cfg.AttachTimeout)
@@ -161,10 +162,10 @@ func NewVNIC(ctx context.Context, workers int, cfg VNICConfig) (*VNIC, error) {
 		opts.Host = &client.Host{Addr: ip.String(), MAC: fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5])}
 		opts.Match.Dst = netip.PrefixFrom(ip, 32).String()
 	}
-	t, err := client.Attach(actx, cfg.Socket, opts)
+	t, err := attach(ctx, actx, cfg.Socket, opts)
 	if err != nil && strings.Contains(err.Error(), "vnicd allows") { // its --max-queues
 		opts.Queues = workers
-		t, err = client.Attach(actx, cfg.Socket, opts)
+		t, err = attach(ctx, actx, cfg.Socket, opts)
 	}
 	reduced := ""
 	if err != nil && opts.AxSize > 0 && strings.Contains(err.Error(), "--max-region") {
@@ -172,7 +173,7 @@ func NewVNIC(ctx context.Context, workers int, cfg VNICConfig) (*VNIC, error) {
 		// tenant: take its default rings, and say so (Reduced).
 		reduced = fmt.Sprintf("vnicd refused Ax rings of %d entries (%v); the fast path runs with vnicd's default rings, so bursts while a worker waits for a CPU may be dropped and resent over TCP: raise vnicd's --max-region or lower VNICConfig.AxSize", opts.AxSize, err)
 		opts.AxSize, opts.BxSize = 0, 0
-		t, err = client.Attach(actx, cfg.Socket, opts)
+		t, err = attach(ctx, actx, cfg.Socket, opts)
 	}
 	if err != nil {
 		if cfg.AxSize > 0 && strings.Contains(err.Error(), "--max-region") {
@@ -684,3 +685,33 @@ const spinGap = 20 * time.Microsecond
 // txProbe means the engine has not had a CPU since, most likely because
 // this spinning thread holds it.
 const txProbe = 20 * time.Microsecond
+
+// attach is client.Attach under actx that also returns, with ctx's error,
+// as soon as ctx ends: client.Attach heeds only a context's deadline.
+// Abandoned, the attach goes on until actx's deadline, and a tenant it
+// still gets is closed.
+func attach(ctx, actx context.Context, socket string, opts client.AttachOptions) (*client.Tenant, error) {
+	if ctx.Done() == nil {
+		return client.Attach(actx, socket, opts)
+	}
+	type result struct {
+		t   *client.Tenant
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		t, err := client.Attach(actx, socket, opts)
+		done <- result{t, err}
+	}()
+	select {
+	case r := <-done:
+		return r.t, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.t != nil {
+				r.t.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}

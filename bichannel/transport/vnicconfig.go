@@ -55,10 +55,10 @@ type VNICConfig struct {
 	// NewVNICTenant ignores it (the caller attached).
 	AxSize int
 	// Spin is how long a worker waiting for messages polls its queue
-	// before it sleeps on the queue's eventfd (default DefaultVNICSpin,
-	// 50µs; negative: sleep at once). Polling costs a core while it lasts;
-	// sleeping costs a wake-up (an eventfd write by vnicd and a scheduler
-	// hop) on the next message.
+	// before it sleeps on the queue's signal word, a futex in the shared
+	// region (default DefaultVNICSpin, 50µs; negative: sleep at once).
+	// Polling costs a core while it lasts; sleeping costs a wake-up (vnicd's
+	// FUTEX_WAKE and a scheduler hop) on the next message.
 	Spin time.Duration
 	// OwnCPU says each worker thread has a CPU of its own: Wait then
 	// spins for the whole of Spin. Without it, Wait cuts its spin short
@@ -79,6 +79,11 @@ type VNICConfig struct {
 	// 127.0.0.0/8, which needs no setup).
 	FabricHost bool
 }
+
+// DefaultVNICAttachTimeout is VNICConfig.AttachTimeout's default: vnicd
+// creates and populates the tenant's region (up to ~100 MiB) before it
+// replies, which a loaded host takes seconds for.
+const DefaultVNICAttachTimeout = 10 * time.Second
 
 // DefaultVNICSpin is how long VNIC.Wait polls an empty queue before it
 // sleeps, unless VNICConfig.Spin says otherwise: a bit more than a round
