@@ -180,7 +180,7 @@ type Config struct {
 	// rebuilt.
 	TolerateDeadPeers bool
 	// HotAcks turns on hot-path acknowledgements, the bi-channel paper's
-	// mode for quorum replication (hotack.go): this node acknowledges
+	// mode for quorum replication (ack.go): this node acknowledges
 	// every message on the fast path as it takes it, and resends its own
 	// unacknowledged messages over the fast path (three times, then over
 	// TCP). Credits still go back asynchronously over TCP, with a

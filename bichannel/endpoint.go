@@ -229,10 +229,10 @@ type worker struct {
 	lent   [][]byte
 	notify chan struct{}
 
-	poll pollState // run-to-completion receive (transport.Poller); see poll.go
+	poll pollState // run-to-completion receive (transport.Poller); see receive.go
 
 	// Hot acknowledgements owed for the datagrams the goroutine receiving
-	// this worker's fast path took in its current batch (hotack.go); only
+	// this worker's fast path took in its current batch (ack.go); only
 	// that goroutine touches them.
 	hot []hotPending
 }
@@ -243,7 +243,7 @@ type inMsg struct {
 	seq    uint64
 	data   []byte
 	viaTCP bool
-	kind   MsgKind // MsgData, or an event (quorum.go)
+	kind   MsgKind // MsgData, or an event (ack.go)
 	tag    uint64
 }
 

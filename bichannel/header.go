@@ -22,7 +22,7 @@ const (
 	dgMagic   = 0xB1C4
 	dgVersion = 2
 	dgData    = 1
-	dgAck     = 2  // a hot-path acknowledgement (Config.HotAcks, hotack.go)
+	dgAck     = 2  // a hot-path acknowledgement (Config.HotAcks, ack.go)
 	tagOff    = 32 // the header's tag; the tag covers b[:tagOff] and the payload
 )
 

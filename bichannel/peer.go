@@ -80,8 +80,8 @@ type sendState struct {
 	tracked  bool
 	trackTag uint64
 	ticket   Ticket
-	events   []ackEvent                                // tracked messages just acknowledged (quorum.go)
-	ackDg    [HeaderLen + hotAckLen + 4*maxHotSel]byte // a hot acknowledgement being sent (hotack.go)
+	events   []ackEvent                                // tracked messages just acknowledged (ack.go)
+	ackDg    [HeaderLen + hotAckLen + 4*maxHotSel]byte // a hot acknowledgement being sent (ack.go)
 }
 
 type sflow struct {
