@@ -39,6 +39,9 @@ type Engine struct {
 	one    [1]int // ShRing candidate list
 	batch  uint64
 	pf     ring.Prefetch // the next batch's shared lines (finish)
+	// foldSet: Config.FoldEvery was given; Run keeps it (else Run folds
+	// every RunFoldEvery batches).
+	foldSet bool
 	// holdKicks: Run is taking the burst that arrived during a nap; post
 	// signals sleeping cores once, when the burst ends, not once per
 	// batch (Tenant.kickDue).
@@ -74,8 +77,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Batch <= 0 {
 		cfg.Batch = 32
 	}
-	if cfg.FoldEvery <= 0 {
-		cfg.FoldEvery = 1
+	foldSet := cfg.FoldEvery > 0
+	if !foldSet {
+		cfg.FoldEvery = 1 // until Run applies RunFoldEvery
 	}
 	if cfg.PostBatch <= 0 {
 		cfg.PostBatch = DefaultPostBatch
@@ -100,6 +104,7 @@ func New(cfg Config) (*Engine, error) {
 	if fs, ok := cfg.Tx.(TenantTxSink); ok {
 		e.fromSink, e.txFrom = fs, make([]*Tenant, 0, txBatchMax)
 	}
+	e.foldSet = foldSet
 	e.now = cfg.Now
 	if e.now == nil {
 		start := time.Now()
@@ -579,6 +584,12 @@ func (e *Engine) fault(ten *Tenant, err error) takeResult {
 	}
 	return faulty
 }
+
+// RunFoldEvery is Config.FoldEvery's default under Run: a fold stores into
+// the counter blocks, lines that observers read, and publishes the Ax
+// cursors, so under load Run folds every 16 batches rather than after
+// each, and also whenever the wire goes idle.
+const RunFoldEvery = 16
 
 // DefaultPostBatch is Config.PostBatch's default: four lines of Bx slots.
 const DefaultPostBatch = 32
