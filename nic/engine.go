@@ -259,6 +259,10 @@ func (e *Engine) listSpecific() {
 // which case the caller must offer the rest again. Step(nil) refreshes the
 // occupancy gauges.
 //
+// Each frame goes through the six steps of the package doc once: steps 1
+// to 3 here, 4 to 6 in deliver or, for the common frame, in Step's one
+// fast path.
+//
 // Besides Run, a TxSink may call Step from its Send (it runs on the engine
 // goroutine) to loop transmitted frames back into the receive path, as
 // wire/fabric does: Step and TxStep share no scratch state, and the frames
@@ -294,7 +298,7 @@ func (e *Engine) Step(frames [][]byte) int {
 			err = rss.Parse(f, t)
 		}
 
-		// 2. Pick the tenant.
+		// 2. Pick the tenant: pick's loop, inline.
 		ten := e.deflt
 		if err == nil {
 			for _, x := range e.specific {
