@@ -72,6 +72,9 @@ const idleCheck = 64
 // it doubles while naps collect under half of coalesceTargetBatches
 // batches and halves when they collect more, within [RxCoalesce,
 // RxCoalesceMax].
+//
+// If the thread cannot be pinned or put under SCHED_IDLE, Run returns a
+// *ConfigError naming the field.
 func (e *Engine) Run(ctx context.Context, src Source) error {
 	restore, err := e.placeThread()
 	if err != nil {
@@ -86,9 +89,9 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 	defer e.end(e.wakeOnDone(ctx))
 	co := newCoalescer(e, idler)
 	defer co.start()()
-	rest := idleRun{budget: e.cfg.SpinBudget}
-	if rest.budget <= 0 {
-		rest.budget = DefaultSpinBudget
+	idle := idleRun{budget: e.cfg.SpinBudget}
+	if idle.budget <= 0 {
+		idle.budget = DefaultSpinBudget
 	}
 	buf := make([][]byte, 0, e.cfg.Batch)
 	var pending [][]byte
@@ -108,7 +111,7 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 		txMoved := false
 		if iter%4 == 0 || len(pending) == 0 {
 			if e.TxStep() > 0 {
-				rest.n, txMoved = 0, true // fold the TX counters when the wire goes idle
+				idle.n, txMoved = 0, true // fold the TX counters when the wire goes idle
 			}
 		}
 		if len(pending) == 0 {
@@ -129,14 +132,14 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 			continue
 		}
 		if len(pending) == 0 {
-			if pending, err = e.rest(ctx, src, buf, &co, &rest); err != nil {
+			if pending, err = e.rest(ctx, src, buf, &co, &idle); err != nil {
 				return err
 			}
 			if len(pending) == 0 {
 				continue
 			}
 		}
-		rest.n = 0
+		idle.n = 0
 		n := e.Step(pending)
 		pending = pending[n:]
 		co.stepped(len(pending) > 0)
