@@ -98,7 +98,7 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	conn, err := proto.Dial(socketPath)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ECONNREFUSED) {
-			return nil, fmt.Errorf("client: vnicd is not running at %s; start it with: vnicd run --socket %s: %w", socketPath, socketPath, err)
+			return nil, fmt.Errorf("client: vnicd is not running at %s (no socket, or nothing listens on it); start vnicd with its control socket at that path, or pass Attach the path it uses: %w", socketPath, err)
 		}
 		if errors.Is(err, os.ErrPermission) {
 			return nil, fmt.Errorf("client: no permission to connect to %s; join the socket's group (it is mode 0660): %w", socketPath, err)

@@ -89,8 +89,7 @@ func BenchmarkEngine(b *testing.B) {
 
 // umemLike copies frames into one arena of huge pages at a 2 KiB stride,
 // as vnicd's AF_XDP UMEM holds them, with VNIC_BENCH_PAGES=huge; without
-// it the frames stay where the generator put them (the figures of record
-// before huge pages).
+// it the frames stay where the generator put them (on ordinary pages).
 func umemLike(frames [][]byte) [][]byte {
 	if os.Getenv("VNIC_BENCH_PAGES") != "huge" {
 		return frames

@@ -21,6 +21,7 @@ import (
 	"github.com/vnic/vnic/internal/affinity"
 	"github.com/vnic/vnic/internal/cliutil"
 	"github.com/vnic/vnic/internal/conserve"
+	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/rss"
 	"github.com/vnic/vnic/shm"
@@ -182,7 +183,7 @@ func run(c *cli.Context) error {
 		defer wg.Done()
 		report(ctx, c.App.Writer, region, c.Duration("report"), log)
 	}()
-	err = eng.Run(ctx, nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil }))
+	err = daemon.FlagHint(eng.Run(ctx, nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil })))
 	wg.Wait()
 	eng.Fold()
 	fmt.Fprintf(c.App.Writer, "\nfinal counters (model %s, %d queues, Ax %d, Bx %d, %d buffers):\n", model, q, axSize, bxSize, bufs)

@@ -376,7 +376,7 @@ func TestWrongProtocolVersion(t *testing.T) {
 		t.Fatalf("reply %q", buf[proto.HeaderSize:n])
 	}
 	t.Logf("daemon replied: %s", buf[proto.HeaderSize:n])
-	if _, err := client.Attach(context.Background(), filepath.Join(t.TempDir(), "none.sock"), client.AttachOptions{Match: client.Match{Default: true}}); err == nil || !strings.Contains(err.Error(), "vnicd run") {
+	if _, err := client.Attach(context.Background(), filepath.Join(t.TempDir(), "none.sock"), client.AttachOptions{Match: client.Match{Default: true}}); err == nil || !strings.Contains(err.Error(), "vnicd is not running at") {
 		t.Fatalf("no daemon: %v", err)
 	}
 }
