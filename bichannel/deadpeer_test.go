@@ -25,7 +25,7 @@ func TestDeadPeer(t *testing.T) {
 		{"close-endpoint", func(a, b *Endpoint) { b.Close() }},
 		{"close-tcp-local", func(a, b *Endpoint) { a.peers()[1].conn.Close() }},
 		{"close-tcp-remote", func(a, b *Endpoint) { b.peers()[0].conn.Close() }},
-		{"heartbeat-timeout", func(a, b *Endpoint) { b.testMute.Store(true) }},
+		{"heartbeat-timeout", func(a, b *Endpoint) { mute(t, b) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig()
@@ -97,4 +97,11 @@ func TestDeadPeer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mute makes e send nothing on its control connections until the test ends.
+func mute(t *testing.T, e *Endpoint) {
+	f := func(x *Endpoint) bool { return x == e }
+	muted.Store(&f)
+	t.Cleanup(func() { muted.Store(nil) })
 }

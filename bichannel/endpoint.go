@@ -214,8 +214,6 @@ type Endpoint struct {
 
 	st      counters
 	lastLog atomic.Int64 // Endpoint.now of the last drop or refusal log line
-
-	testMute atomic.Bool // tests: send nothing on the control path (a hung node)
 }
 
 // worker is the receive state of one worker: its inbox and the buffers of

@@ -108,6 +108,9 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	if dl, ok := ctx.Deadline(); ok {
 		conn.Unix().SetDeadline(dl)
 	}
+	// A cancelled ctx ends the exchange at once: a deadline in the past
+	// fails the pending read or write.
+	stop := context.AfterFunc(ctx, func() { conn.Unix().SetDeadline(time.Unix(1, 0)) })
 	var rep proto.AttachReply
 	req := proto.Attach{
 		Name: o.Name, Queues: o.Queues, AxSize: o.AxSize, BxSize: o.BxSize, TxSize: o.TxSize, Buffers: o.Buffers,
@@ -117,8 +120,18 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 		req.Host = &proto.Host{Addr: h.Addr, MAC: h.MAC, Key: hex.EncodeToString(h.Key)}
 	}
 	files, err := conn.Call(proto.TAttach, req, &rep)
+	if !stop() && err == nil {
+		// ctx ended just as the reply came: honour it.
+		for _, f := range files {
+			f.Close()
+		}
+		err = ctx.Err()
+	}
 	if err != nil {
 		conn.Close()
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("client: attach: %w (%v)", cerr, err)
+		}
 		return nil, fmt.Errorf("client: attach: %w", err)
 	}
 	conn.Unix().SetDeadline(time.Time{})

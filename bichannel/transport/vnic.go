@@ -124,10 +124,10 @@ func NewVNIC(ctx context.Context, workers int, cfg VNICConfig) (*VNIC, error) {
 		opts.Host = &client.Host{Addr: ip.String(), MAC: fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5])}
 		opts.Match.Dst = netip.PrefixFrom(ip, 32).String()
 	}
-	t, err := attach(ctx, actx, cfg.Socket, opts)
+	t, err := client.Attach(actx, cfg.Socket, opts)
 	if err != nil && strings.Contains(err.Error(), "vnicd allows") { // its --max-queues
 		opts.Queues = workers
-		t, err = attach(ctx, actx, cfg.Socket, opts)
+		t, err = client.Attach(actx, cfg.Socket, opts)
 	}
 	reduced := ""
 	if err != nil && opts.AxSize > 0 && strings.Contains(err.Error(), "--max-region") {
@@ -135,7 +135,7 @@ func NewVNIC(ctx context.Context, workers int, cfg VNICConfig) (*VNIC, error) {
 		// tenant: take its default rings, and say so (Reduced).
 		reduced = fmt.Sprintf("vnicd refused Ax rings of %d entries (%v); the fast path runs with vnicd's default rings, so bursts while a worker waits for a CPU may be dropped and resent over TCP: raise vnicd's --max-region or lower VNICConfig.AxSize", opts.AxSize, err)
 		opts.AxSize, opts.BxSize = 0, 0
-		t, err = attach(ctx, actx, cfg.Socket, opts)
+		t, err = client.Attach(actx, cfg.Socket, opts)
 	}
 	if err != nil {
 		if cfg.AxSize > 0 && strings.Contains(err.Error(), "--max-region") {

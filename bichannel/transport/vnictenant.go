@@ -80,33 +80,3 @@ func rssFromTenant(info client.RSSInfo, queues int) (rss.Config, error) {
 	}
 	return rss.Config{Profile: p, RETA: reta}, nil
 }
-
-// attach is client.Attach under actx that also returns, with ctx's error,
-// as soon as ctx ends: client.Attach heeds only a context's deadline.
-// Abandoned, the attach goes on until actx's deadline, and a tenant it
-// still gets is closed.
-func attach(ctx, actx context.Context, socket string, opts client.AttachOptions) (*client.Tenant, error) {
-	if ctx.Done() == nil {
-		return client.Attach(actx, socket, opts)
-	}
-	type result struct {
-		t   *client.Tenant
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		t, err := client.Attach(actx, socket, opts)
-		done <- result{t, err}
-	}()
-	select {
-	case r := <-done:
-		return r.t, r.err
-	case <-ctx.Done():
-		go func() {
-			if r := <-done; r.t != nil {
-				r.t.Close()
-			}
-		}()
-		return nil, ctx.Err()
-	}
-}
