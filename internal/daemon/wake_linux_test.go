@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -223,7 +222,7 @@ func (f sinkFunc) Send(frames [][]byte) (int, error) { return f(frames) }
 // return) of the waits that slept. VNIC_SOAK=1 runs 1,000,000 exchanges.
 func TestWakeupExchanges(t *testing.T) {
 	n := 3000
-	if os.Getenv("VNIC_SOAK") != "" {
+	if testutil.KnobsFor(t).Soak {
 		n = 1000000
 	}
 	if testing.Short() {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/client"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 func needRoot(t *testing.T) {
@@ -160,7 +161,7 @@ var _ = fmt.Sprint
 func TestIntegrationHostileMaxima(t *testing.T) {
 	needRoot(t)
 	n := 7
-	if os.Getenv("VNIC_SOAK") != "" {
+	if testutil.KnobsFor(t).Soak {
 		n = 63
 	}
 	h := start(t, nil, "--max-tenants-per-uid", "64", "--max-conns-per-uid", "200", "--first-message-timeout", "10s")
