@@ -193,7 +193,7 @@ type childTB struct{ testing.TB }
 
 func (childTB) Fatal(args ...any) { fmt.Fprintln(os.Stderr, args...); os.Exit(1) }
 
-// benchEngineOnly is the engine issue's in-process setup: the engine and the
+// benchEngineOnly is the engine alone, in process: the engine and the
 // Listing-1 consumers in one process, no daemon, no socket.
 func benchEngineOnly(b *testing.B) {
 	gen, err := synth.New(synth.Config{FrameSize: 64, Flows: 1024, Seed: 1}, nil)
