@@ -43,7 +43,7 @@ func TestIntegrationHostileIdleConnections(t *testing.T) {
 }
 
 // TestIntegrationHostileBigMessages: 256 connections each send one 1 MiB
-// datagram (the 28 -> 555 MB attack). vnicd reads the length only,
+// datagram (an attack that once grew vnicd from 28 to 555 MB). vnicd reads the length only,
 // refuses and closes; its RSS stays put.
 func TestIntegrationHostileBigMessages(t *testing.T) {
 	needRoot(t)
