@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/vnic/vnic/bichannel/transport/lossytest"
 )
 
 // A dead peer — closed endpoint, broken TCP connection on either side, or
@@ -34,7 +36,7 @@ func TestDeadPeer(t *testing.T) {
 				cfg.HeartbeatTimeout = hbTimeout
 				bound = hbTimeout + 3*time.Second
 			}
-			eps, _ := lossyCluster(t, 2, cfg, LossyConfig{})
+			eps, _ := lossyCluster(t, 2, cfg, lossytest.Config{})
 			a, b := eps[0], eps[1]
 
 			// Use up a's credits so a Send blocks; block a RecvWait too.

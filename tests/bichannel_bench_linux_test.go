@@ -27,10 +27,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/internal/testbed"
 )
 
-// Issue 9's bi-channel benchmarks (docs/bichannel.md, BENCHMARKS.md):
+// The bi-channel benchmarks on the testbed (docs/bichannel.md, BENCHMARKS.md):
 // node 1 in the DUT namespace, node 0 in the peer namespace, both in this
 // process; vnicd (AF_XDP on the DUT's veth end, its engine pinned to CPU 0)
 // serves node 1's vNIC fast path. Variants, interleaved:
@@ -853,7 +854,7 @@ func biServerMain(ipS, n1, n1k string) error {
 	errc := make(chan error, 3)
 	for i, target := range []string{n1, n1k} {
 		e, err := bichannel.New(bichannel.Config{NodeID: 0, Workers: 1, Listen: netip.AddrPortFrom(ip, 0).String(), Fast: bichannel.FastUDP, MaxPayload: biPayload(),
-			UDP: bichannel.UDPConfig{IP: ip, BasePort: uint16(biPeerPort + 200*i)}})
+			UDP: transport.UDPConfig{IP: ip, BasePort: uint16(biPeerPort + 200*i)}})
 		if err != nil {
 			return err
 		}
@@ -906,7 +907,7 @@ func biServerMain(ipS, n1, n1k string) error {
 // DUT namespace, in this process) and its server process.
 type biRemote struct {
 	n1, n1k *bichannel.Endpoint
-	v1      *bichannel.VNICFast
+	v1      *transport.VNIC
 	tcp     net.Conn
 	srv     *exec.Cmd
 	stdin   io.WriteCloser
@@ -924,12 +925,12 @@ func (b *biBed) remotePairs(name string) *biRemote {
 	r := &biRemote{}
 	if err := testbed.InNetns(b.dut, func() (err error) {
 		r.n1, err = bichannel.New(bichannel.Config{NodeID: 1, Workers: 1, Listen: netip.AddrPortFrom(l.DUTIP, 0).String(), Fast: bichannel.FastVNIC, MaxPayload: b.maxPayload,
-			VNIC: bichannel.VNICConfig{Socket: b.socket, Name: name, IP: l.DUTIP, MAC: dutMAC, PeerMAC: peerMAC, BasePort: biDUTPort,
+			VNIC: transport.VNICConfig{Socket: b.socket, Name: name, IP: l.DUTIP, MAC: dutMAC, PeerMAC: peerMAC, BasePort: biDUTPort,
 				Spin: time.Duration(knobs.BichVnicSpinUs) * time.Microsecond, OwnCPU: knobs.BichVnicOwnCPU}})
 		if err != nil {
 			return err
 		}
-		u1, err := bichannel.NewUDPFast(1, bichannel.UDPConfig{IP: l.DUTIP, BasePort: biDUTPort + 200, MaxDatagram: bichannel.HeaderLen + b.maxPayload})
+		u1, err := transport.NewUDP(1, transport.UDPConfig{IP: l.DUTIP, BasePort: biDUTPort + 200, MaxDatagram: bichannel.HeaderLen + b.maxPayload})
 		if err != nil {
 			return err
 		}
@@ -940,7 +941,7 @@ func (b *biBed) remotePairs(name string) *biRemote {
 		b.tb.Fatal(err)
 	}
 	b.tb.Cleanup(func() { r.n1.Close(); r.n1k.Close() })
-	r.v1, _ = r.n1.FastPath().(*bichannel.VNICFast)
+	r.v1, _ = r.n1.FastPath().(*transport.VNIC)
 	exe, err := os.Executable()
 	if err != nil {
 		b.tb.Fatal(err)

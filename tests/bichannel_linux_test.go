@@ -19,6 +19,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/internal/proto"
 	"github.com/vnic/vnic/internal/testbed"
 	"github.com/vnic/vnic/internal/testutil"
@@ -190,20 +191,20 @@ func (l ledger) balanced() bool {
 // flows' source-port sockets) from its own goroutines, on threads of the
 // root namespace.
 type biNSUDP struct {
-	*bichannel.UDPFast
+	*transport.UDP
 	ns netns.NsHandle
 }
 
-func (n biNSUDP) Connect(peer int, remote bichannel.FastInfo, flows [][]rss.PortPair) error {
-	return testbed.InNetns(n.ns, func() error { return n.UDPFast.Connect(peer, remote, flows) })
+func (n biNSUDP) Connect(peer int, remote transport.Info, flows [][]rss.PortPair) error {
+	return testbed.InNetns(n.ns, func() error { return n.UDP.Connect(peer, remote, flows) })
 }
 
 // biPair is node 0 (peer namespace, kernel UDP) and node 1 (DUT namespace,
 // vNIC) connected to each other.
 type biPair struct {
 	n0, n1 *bichannel.Endpoint
-	u0     *bichannel.UDPFast
-	v1     *bichannel.VNICFast
+	u0     *transport.UDP
+	v1     *transport.VNIC
 	tenant string
 }
 
@@ -220,10 +221,10 @@ func (b *biBed) pair(workers int, name string, vnic bool) *biPair {
 	peerPort := uint16(biPeerPort)
 	if err := testbed.InNetns(b.dut, func() (err error) {
 		cfg := bichannel.Config{NodeID: 1, Workers: workers, Listen: netip.AddrPortFrom(l.DUTIP, 0).String(), Fast: bichannel.FastVNIC, MaxPayload: b.maxPayload,
-			VNIC: bichannel.VNICConfig{Socket: b.socket, Name: name, IP: l.DUTIP, MAC: dutMAC, PeerMAC: peerMAC, BasePort: biDUTPort}}
+			VNIC: transport.VNICConfig{Socket: b.socket, Name: name, IP: l.DUTIP, MAC: dutMAC, PeerMAC: peerMAC, BasePort: biDUTPort}}
 		if !vnic {
 			peerPort = biPeerPort + 200
-			u1, err := bichannel.NewUDPFast(workers, bichannel.UDPConfig{IP: l.DUTIP, BasePort: biDUTPort + 200, MaxDatagram: bichannel.HeaderLen + b.maxPayload})
+			u1, err := transport.NewUDP(workers, transport.UDPConfig{IP: l.DUTIP, BasePort: biDUTPort + 200, MaxDatagram: bichannel.HeaderLen + b.maxPayload})
 			if err != nil {
 				return err
 			}
@@ -235,9 +236,9 @@ func (b *biBed) pair(workers int, name string, vnic bool) *biPair {
 		b.tb.Fatal(err)
 	}
 	b.tb.Cleanup(func() { p.n1.Close() })
-	p.v1, _ = p.n1.FastPath().(*bichannel.VNICFast)
+	p.v1, _ = p.n1.FastPath().(*transport.VNIC)
 	if err := testbed.InNetns(b.peer, func() (err error) {
-		p.u0, err = bichannel.NewUDPFast(workers, bichannel.UDPConfig{IP: l.PeerIP, BasePort: peerPort, MaxDatagram: bichannel.HeaderLen + b.maxPayload})
+		p.u0, err = transport.NewUDP(workers, transport.UDPConfig{IP: l.PeerIP, BasePort: peerPort, MaxDatagram: bichannel.HeaderLen + b.maxPayload})
 		if err != nil {
 			return err
 		}

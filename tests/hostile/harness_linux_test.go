@@ -24,7 +24,7 @@ import (
 // The harness: one real vnicd process (the binary, synthetic source at a
 // fixed rate), one good tenant receiving everything (the default tenant)
 // in this process, a prober asking for vnicd's status every 100 ms, and an
-// attack. check asserts the class-independent properties of issue #10:
+// attack. check asserts the properties every attack must keep:
 //   - vnicd's pid is unchanged and its log has no panic;
 //   - the good tenant receives >= 95% of its rate before the attack;
 //   - vnicd's descriptor count and RSS return to their baseline;
