@@ -43,7 +43,7 @@ type biBed struct {
 	link      testbed.Link
 	dut, peer netns.NsHandle
 	socket    string
-	vnicd     *exec.Cmd
+	vnicd     *testutil.Vnicd
 	log       string
 	// maxPayload is both nodes' bichannel.Config.MaxPayload: the default
 	// for MTU 1500, else bichannel.PayloadForMTU.
@@ -54,7 +54,7 @@ type biBed struct {
 // benchmark's jumbo-frame runs).
 func newBiBed(tb testing.TB, queues, workers int) *biBed {
 	tb.Helper()
-	return newBiBedMTU(tb, queues, workers, biEnv("BICH_MTU", 1500))
+	return newBiBedMTU(tb, queues, workers, knobs.BichMTU)
 }
 
 // biMaxPayload is the bi-channel's largest message for a link MTU: the
@@ -97,42 +97,29 @@ func newBiBedMTU(tb testing.TB, queues, workers, mtu int) *biBed {
 		tb.Fatal(err)
 	}
 	ports := fmt.Sprintf("%d-%d", biDUTPort, biDUTPort+workers-1)
-	args := []string{"netns", "exec", tbd.DUT, filepath.Join(binDir, "vnicd"), "run", "--source", "xsk",
+	args := []string{"run", "--source", "xsk",
 		"--iface", b.link.DUTIf, "--socket", b.socket, "--metrics-addr", "", "--log-format", "json", "--emulator-cpu", "0",
 		"--ax-size", "512", "--bx-size", "2048", "--claim-ports", ports, "--claim-udp-only"}
-	args = append(args, strings.Fields(os.Getenv("BICH_VNICD_ARGS"))...) // the benchmark's placement and idle knobs (later flags win)
-	f, err := os.CreateTemp(tb.TempDir(), "vnicd-*.log")
-	if err != nil {
-		tb.Fatal(err)
+	args = append(args, strings.Fields(knobs.BichVnicdArgs)...) // the benchmark's placement and idle knobs (later flags win)
+	b.log = newLogPath(tb, "vnicd")
+	v, err := testutil.StartVnicd(testutil.VnicdOptions{Bin: vnicdBin, Args: args, Netns: tbd.DUT, Log: b.log, Socket: b.socket})
+	if err == nil {
+		b.vnicd = v
+		return b
 	}
-	defer f.Close()
-	b.log = f.Name()
-	b.vnicd = exec.Command("ip", args...)
-	b.vnicd.Stdout, b.vnicd.Stderr = f, f
-	if err := b.vnicd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	for i := 0; i < 500; i++ {
-		if c, err := proto.Dial(b.socket); err == nil {
-			c.Close()
-			return b
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	b.stopVnicd()
 	out, _ := os.ReadFile(b.log)
 	if strings.Contains(string(out), "multi-buffer AF_XDP (Config.MaxFrame above a chunk) needs Linux 6.6") {
 		tb.Skipf("skipping: MTU %d needs multi-buffer AF_XDP, which this kernel refused:\n%s", mtu, out)
 	}
-	tb.Fatalf("vnicd did not come up:\n%s", out)
+	tb.Fatal(err)
 	return nil
 }
 
 func (b *biBed) stopVnicd() {
-	if b.vnicd == nil || b.vnicd.Process == nil {
+	if b.vnicd == nil {
 		return
 	}
-	stopProcess(b.vnicd)
+	b.vnicd.Stop()
 	b.vnicd = nil
 }
 
