@@ -3,7 +3,7 @@
 // writes <out>/<exp>.csv and a plot <out>/<exp>.svg (or .png with -format
 // png) and prints a one-line summary.
 //
-//	go run ./cmd/vnicsim -exp all -out docs/sim -seed 1
+//	go -C tools run ./cmd/vnicsim -exp all -out ../docs/sim -seed 1   # make sim
 package main
 
 import (

@@ -5,8 +5,8 @@ import (
 
 	"gonum.org/v1/plot/vg"
 
-	"github.com/vnic/vnic/internal/figure"
 	"github.com/vnic/vnic/nic/sim"
+	"github.com/vnic/vnic/tools/internal/figure"
 )
 
 // models in legend order, each with a fixed style.

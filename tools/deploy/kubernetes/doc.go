@@ -1,10 +1,12 @@
-// Package kubernetes holds vnic's Kubernetes manifests (a kustomize base:
-// `kubectl apply -k deploy/kubernetes`) and, in its test, the checks that
-// run offline in make test, since no cluster runs on the build machines:
+// Package kubernetes holds, in its test, the offline checks of vnic's
+// Kubernetes manifests in deploy/kubernetes (a kustomize base:
+// `kubectl apply -k deploy/kubernetes`). They run in make test, since no
+// cluster runs on the build machines, and live in the tools module because
+// they decode with k8s.io/api, which the library's module must not require:
 //
 //   - every manifest decodes strictly (an unknown field is an error) into
 //     the k8s.io/api type of its kind, and kustomization.yaml lists exactly
-//     the manifests in this directory;
+//     the manifests in its directory;
 //   - the DaemonSet's capabilities are the systemd unit's
 //     (contrib/systemd/vnicd.service is the one source of truth);
 //   - the ConfigMap's vnicd.yaml, with the DaemonSet's arguments, passes

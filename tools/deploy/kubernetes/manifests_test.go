@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
-	"github.com/vnic/vnic/internal/image"
+	"github.com/vnic/vnic/tools/internal/image"
 )
 
 // kustomization is the part of kustomize's Kustomization this base uses;
@@ -49,9 +49,16 @@ type manifests struct {
 	namespace string
 }
 
+// repoRoot is the repository's root, seen from this package's directory in
+// the tools module; manifestDir holds the manifests, which stay where
+// kubectl apply -k deploy/kubernetes finds them.
+const repoRoot = "../../.."
+
+var manifestDir = filepath.Join(repoRoot, "deploy", "kubernetes")
+
 func load(t *testing.T) manifests {
 	t.Helper()
-	raw, err := os.ReadFile("kustomization.yaml")
+	raw, err := os.ReadFile(filepath.Join(manifestDir, "kustomization.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +69,10 @@ func load(t *testing.T) manifests {
 	if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" {
 		t.Fatalf("kustomization.yaml is %s %s", k.APIVersion, k.Kind)
 	}
-	onDisk, _ := filepath.Glob("*.yaml")
+	onDisk, _ := filepath.Glob(filepath.Join(manifestDir, "*.yaml"))
+	for i, f := range onDisk {
+		onDisk[i] = filepath.Base(f)
+	}
 	onDisk = slices.DeleteFunc(onDisk, func(s string) bool { return s == "kustomization.yaml" })
 	listed := slices.Clone(k.Resources)
 	sort.Strings(onDisk)
@@ -72,7 +82,7 @@ func load(t *testing.T) manifests {
 	}
 	m := manifests{namespace: k.Namespace}
 	for _, file := range k.Resources {
-		raw, err := os.ReadFile(file)
+		raw, err := os.ReadFile(filepath.Join(manifestDir, file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +142,7 @@ func TestStrictDecoding(t *testing.T) {
 // truth for vnicd's privileges.
 func unitCaps(t *testing.T) (bounding, ambient []string) {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "contrib", "systemd", "vnicd.service"))
+	f, err := os.Open(filepath.Join(repoRoot, "contrib", "systemd", "vnicd.service"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +304,7 @@ func TestConfigPassesVnicdCheck(t *testing.T) {
 	dir := t.TempDir()
 	vnicd := filepath.Join(dir, "vnicd")
 	build := exec.Command("go", "build", "-o", vnicd, "./cmd/vnicd")
-	build.Dir = filepath.Join("..", "..")
+	build.Dir = repoRoot
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build vnicd: %v\n%s", err, out)
 	}
@@ -393,7 +403,7 @@ func TestExampleApp(t *testing.T) {
 // image.DeployTag; an unset newTag would mean :latest, which nothing
 // writes.
 func TestImageTag(t *testing.T) {
-	raw, err := os.ReadFile("kustomization.yaml")
+	raw, err := os.ReadFile(filepath.Join(manifestDir, "kustomization.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +414,7 @@ func TestImageTag(t *testing.T) {
 	if len(k.Images) != 1 || k.Images[0].Name != "vnic" || k.Images[0].NewName != image.Repo || k.Images[0].NewTag != image.DeployTag {
 		t.Errorf("kustomization images %+v, want vnic -> %s:%s (make image's tag)", k.Images, image.Repo, image.DeployTag)
 	}
-	mk, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	mk, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +500,7 @@ func TestExampleAppPrivilege(t *testing.T) {
 		}
 	}
 	if lvl := m.ns.Labels["pod-security.kubernetes.io/enforce"]; lvl == "privileged" {
-		doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "deploy.md"))
+		doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "deploy.md"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/bichannel/transport"
-	"github.com/vnic/vnic/examples/internal/casestudy"
+	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 )
 
 // Place is where one node's sockets live (and its vnicd).

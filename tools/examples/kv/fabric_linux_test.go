@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnic/vnic/examples/internal/casestudy"
+	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 )
 
 // testVnicd builds vnicd into the test's temporary directory.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/bichannel/transport/lossytest"
-	"github.com/vnic/vnic/examples/internal/casestudy"
+	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 )
 
 // Quorum replication over both replication networks, with one secondary

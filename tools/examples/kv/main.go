@@ -23,9 +23,10 @@
 // step: the primary goes on with its quorum, and at the end every live
 // replica is compared with the acknowledged log.
 //
-//	go run ./examples/kv -rates 2000,5000,10000,20000 -duration 2s
+//	go -C tools build -o ../bin/ ./examples/kv   # from the repository root
+//	bin/kv -rates 2000,5000,10000,20000 -duration 2s
 //	vnicctl testbed up --hosts 4 --prefix kv      # primary, 2 secondaries, client
-//	go run ./examples/kv -testbed kv -rates 5000,10000,20000,40000 -csv kv.csv -plot kv.png
+//	bin/kv -testbed kv -rates 5000,10000,20000,40000 -csv kv.csv -plot kv.png
 //	vnicctl testbed down --prefix kv
 package main
 
@@ -42,8 +43,8 @@ import (
 
 	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/bichannel/hist"
-	"github.com/vnic/vnic/examples/internal/casestudy"
 	"github.com/vnic/vnic/internal/cpuacct"
+	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 )
 
 type options struct {

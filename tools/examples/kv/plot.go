@@ -12,7 +12,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/vnic/vnic/internal/figure"
+	"github.com/vnic/vnic/tools/internal/figure"
 )
 
 // PlotLatency draws the paper's Figure 17 for the rows: p95 end-to-end

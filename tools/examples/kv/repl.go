@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
-	"github.com/vnic/vnic/examples/internal/casestudy"
+	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 )
 
 // Repl is the replication network between the primary and the

@@ -3,11 +3,12 @@
 // itself, attaches a sender and a receiver host with the client library,
 // and writes each figure as a CSV and a plot.
 //
-//	go run ./examples/section4 -fig 8     # docs/section4-fig8.{csv,svg,png}
-//	go run ./examples/section4 -fig 9a    # one flow is held to one DPU
-//	go run ./examples/section4 -fig 9b    # queue targeting spreads the receiver
-//	go run ./examples/section4 -fig 10a   # loss under load, and credits
-//	go run ./examples/section4 -fig all -scale small -out /tmp/s4   # smoke
+//	go -C tools build -o ../bin/ ./examples/section4   # from the repository root
+//	bin/section4 -fig 8     # docs/section4-fig8.{csv,svg,png}
+//	bin/section4 -fig 9a    # one flow is held to one DPU
+//	bin/section4 -fig 9b    # queue targeting spreads the receiver
+//	bin/section4 -fig 10a   # loss under load, and credits
+//	bin/section4 -fig all -scale small -out /tmp/s4   # smoke
 //
 // vnicd's engine runs on -engine-cpu (0), the senders and receivers on
 // -app-cpu (1), as goroutines of this process on that one CPU.

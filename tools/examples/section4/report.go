@@ -10,7 +10,7 @@ import (
 
 	"gonum.org/v1/plot/vg"
 
-	"github.com/vnic/vnic/internal/figure"
+	"github.com/vnic/vnic/tools/internal/figure"
 	"github.com/vnic/vnic/wire/fabric"
 )
 

@@ -34,9 +34,9 @@ import (
 
 	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/bichannel/transport"
-	"github.com/vnic/vnic/examples/internal/casestudy"
 	"github.com/vnic/vnic/internal/cpuacct"
 	"github.com/vnic/vnic/shm"
+	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 )
 
 type options struct {

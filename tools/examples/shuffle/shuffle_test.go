@@ -8,7 +8,7 @@ import (
 
 	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/bichannel/transport/lossytest"
-	"github.com/vnic/vnic/examples/internal/casestudy"
+	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 )
 
 func tables(n, rows int) []*Table {

@@ -12,9 +12,9 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/vnic/vnic/bichannel"
-	"github.com/vnic/vnic/examples/internal/casestudy"
 	"github.com/vnic/vnic/internal/testbed"
 	"github.com/vnic/vnic/internal/testutil"
+	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 )
 
 // TestIntegrationShuffleTestbed shuffles among 3 hosts, each in its own

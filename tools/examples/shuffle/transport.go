@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/vnic/vnic/bichannel"
-	"github.com/vnic/vnic/examples/internal/casestudy"
+	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 )
 
 // Transport is what the shuffle needs from the network: reliable messages

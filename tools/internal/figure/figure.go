@@ -1,7 +1,8 @@
 // Package figure draws the line plots that the experiment runners write
-// beside their CSV files (tests/fig16, tests/cachesweep, tests/coreside):
-// one line per series of (x, y) points, then the plots side by side into an
-// SVG and a PNG file.
+// beside their CSV files (the programs of the tools module: tests/fig16,
+// tests/cachesweep, tests/coreside, cmd/vnicsim and the examples): one line
+// per series of (x, y) points, then the plots side by side into an SVG and
+// a PNG file.
 package figure
 
 import (

@@ -13,7 +13,7 @@
 // [Options.Created] (make image uses the commit time from the binaries'
 // build info), files are written in a fixed order with uid and gid 0.
 //
-// It is used by `make image` (through ./internal/image/mkimage) and by its
+// It is used by `make image` (through tools/internal/image/mkimage) and by its
 // own test, which reads the tarball back both ways and runs the binaries
 // it extracts.
 package image

@@ -21,7 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/vnic/vnic/internal/image"
+	"github.com/vnic/vnic/tools/internal/image"
 )
 
 // buildStatic builds the image's binaries as make image does (static,
@@ -30,7 +30,7 @@ func buildStatic(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command("go", "build", "-trimpath", "-o", dir+string(os.PathSeparator), "./cmd/vnicd", "./cmd/vnicctl", "./examples/rxcount")
-	cmd.Dir = filepath.Join("..", "..")
+	cmd.Dir = filepath.Join("..", "..", "..") // the root module, where make image builds them
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

@@ -12,8 +12,9 @@
 // against the size) runs first, in the same process, to show where this
 // machine's cache levels end.
 //
-//	go run ./tests/cachesweep                # writes docs/cache.csv, docs/cache-probe.csv, docs/cache-machine.txt, docs/cache.svg, docs/cache.png
-//	go run ./tests/cachesweep -smoke -out /tmp/c  # two tiny sizes, seconds
+//	go -C tools build -o ../bin/ ./tests/cachesweep   # from the repository root
+//	bin/cachesweep                # writes docs/cache.csv, docs/cache-probe.csv, docs/cache-machine.txt, docs/cache.svg, docs/cache.png
+//	bin/cachesweep -smoke -out /tmp/c  # two tiny sizes, seconds
 //
 // docs/cache.md reads the results beside the paper's claim.
 package main

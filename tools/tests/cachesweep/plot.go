@@ -3,7 +3,7 @@ package main
 import (
 	"gonum.org/v1/plot/vg"
 
-	"github.com/vnic/vnic/internal/figure"
+	"github.com/vnic/vnic/tools/internal/figure"
 )
 
 const mib = 1 << 20

@@ -8,8 +8,9 @@
 // ratio to privring taken within each run (paired) and then the median, and
 // writes a CSV and a plot beside the paper's +34% / +46%.
 //
-//	go run ./tests/coreside                 # docs/coreside.csv, docs/coreside.svg, docs/coreside.png
-//	go run ./tests/coreside -count 1 -benchtime 200x -out /tmp/cs   # smoke
+//	go -C tools build -o ../bin/ ./tests/coreside   # from the repository root
+//	bin/coreside                 # docs/coreside.csv, docs/coreside.svg, docs/coreside.png
+//	bin/coreside -count 1 -benchtime 200x -out /tmp/cs   # smoke
 //
 // docs/coreside.md reads the figures.
 package main
@@ -30,7 +31,7 @@ import (
 
 	"gonum.org/v1/plot/vg"
 
-	"github.com/vnic/vnic/internal/figure"
+	"github.com/vnic/vnic/tools/internal/figure"
 )
 
 var (

@@ -1,10 +1,11 @@
 // Command fig16 plots the bi-channel paper's Figure 16 as measured on the
 // testbed: p95 round-trip latency against the offered rate of 64-byte
 // messages, one line per variant, from the CSV that BenchmarkBichannelTestbed
-// writes (BICH_FIG16_CSV). make bench runs both:
+// writes (BICH_FIG16_CSV). make bench runs both, from the repository root:
 //
 //	BICH_FIG16_CSV=docs/bichannel-fig16.csv go test -run '^$' -bench BichannelTestbed -benchtime 1x ./tests/
-//	go run ./tests/fig16 -csv docs/bichannel-fig16.csv   # writes docs/bichannel-fig16.svg and .png
+//	go -C tools build -o ../bin/ ./tests/fig16
+//	bin/fig16 -csv docs/bichannel-fig16.csv   # writes docs/bichannel-fig16.svg and .png
 package main
 
 import (
@@ -20,7 +21,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/vnic/vnic/internal/figure"
+	"github.com/vnic/vnic/tools/internal/figure"
 )
 
 // labels name the variants in the legend, in this order.

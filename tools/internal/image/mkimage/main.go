@@ -1,7 +1,7 @@
 // Command mkimage writes vnic's OCI image tarball (make image). It runs
 // offline: no container daemon, no registry.
 //
-//	go run ./internal/image/mkimage -bin bin/static -o bin/vnic-image.tar
+//	go -C tools run ./internal/image/mkimage -bin ../bin/static -o ../bin/vnic-image.tar
 package main
 
 import (
@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 
-	"github.com/vnic/vnic/internal/image"
+	"github.com/vnic/vnic/tools/internal/image"
 )
 
 func main() {
