@@ -5,9 +5,10 @@ PKGS      ?= ./...
 # Kubernetes manifests' checks, the case studies that plot) are a second
 # module in tools/, so that an application importing the library does not
 # get their dependencies (internal/modgraph tests it). Every target below
-# runs in both modules; TOOLS_PKGS= leaves the tools out. No go.work is
-# committed: in a workspace the two modules' requirements would be
-# resolved together, and the root module's tests would no longer build
+# runs in both modules (TOOLS_PKGS= leaves the tools out); image and sim
+# build their program from tools/ into bin/ and run it from here. No
+# go.work is committed: in a workspace the two modules' requirements would
+# be resolved together, and the root module's tests would no longer build
 # against the versions an application importing it gets.
 TOOLS_PKGS ?= ./...
 # Debian packages the privileged tests and the demo use; installed when missing.
@@ -154,14 +155,17 @@ soak:
 image:
 	mkdir -p bin/static
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -o bin/static/ ./cmd/vnicd ./cmd/vnicctl ./examples/rxcount
-	$(GO) -C tools run ./internal/image/mkimage -bin ../bin/static -o ../bin/vnic-image.tar
+	$(GO) -C tools build -o $(CURDIR)/bin/mkimage ./internal/image/mkimage
+	bin/mkimage -bin bin/static -o bin/vnic-image.tar
 
 demo: build
 	@VERSION=$(VERSION) scripts/demo.sh
 
 # sim regenerates the simulator's CSVs and plots under docs/sim.
 sim:
-	$(GO) -C tools run ./cmd/vnicsim -exp all -out ../docs/sim -seed 1
+	@mkdir -p bin
+	$(GO) -C tools build -o $(CURDIR)/bin/vnicsim ./cmd/vnicsim
+	bin/vnicsim -exp all -out docs/sim -seed 1
 
 clean:
 	rm -rf bench bin

@@ -3,7 +3,8 @@
 // writes <out>/<exp>.csv and a plot <out>/<exp>.svg (or .png with -format
 // png) and prints a one-line summary.
 //
-//	go -C tools run ./cmd/vnicsim -exp all -out ../docs/sim -seed 1   # make sim
+//	go -C tools build -o ../bin/ ./cmd/vnicsim   # from the repository root
+//	bin/vnicsim -exp all -out docs/sim -seed 1   # what make sim runs
 package main
 
 import (

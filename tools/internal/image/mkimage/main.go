@@ -1,7 +1,8 @@
 // Command mkimage writes vnic's OCI image tarball (make image). It runs
 // offline: no container daemon, no registry.
 //
-//	go -C tools run ./internal/image/mkimage -bin ../bin/static -o ../bin/vnic-image.tar
+//	go -C tools build -o ../bin/ ./internal/image/mkimage   # from the repository root
+//	bin/mkimage -bin bin/static -o bin/vnic-image.tar
 package main
 
 import (
