@@ -1,6 +1,16 @@
 # vnic: the two commands a fresh clone needs are `make demo` and `make test`.
 GO        ?= go
 PKGS      ?= ./...
+# The programs with heavy dependencies (plots, the OCI image builder, the
+# Kubernetes manifests' checks, the case studies that plot) are a second
+# module in tools/, so that an application importing the library does not
+# get their dependencies (internal/modgraph tests it). Every target below
+# runs in both modules (TOOLS_PKGS= leaves the tools out); image and sim
+# build their program from tools/ into bin/ and run it from here. No
+# go.work is committed: in a workspace the two modules' requirements would
+# be resolved together, and the root module's tests would no longer build
+# against the versions an application importing it gets.
+TOOLS_PKGS ?= ./...
 # Debian packages the privileged tests and the demo use; installed when missing.
 APT_PKGS  ?= iproute2 ethtool tcpdump tcpreplay netsniff-ng iperf3 skopeo tshark
 BENCHTIME ?= 1s
@@ -38,6 +48,7 @@ all: build
 # build compiles everything and puts the commands in bin/.
 build:
 	$(GO) build $(PKGS)
+	$(if $(TOOLS_PKGS),$(GO) -C tools build $(TOOLS_PKGS))
 	@mkdir -p bin
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/vnicd ./cmd/vnicctl
 
@@ -77,15 +88,21 @@ lint: vet staticcheck darwin
 
 vet:
 	$(GO) vet $(PKGS)
+	$(if $(TOOLS_PKGS),$(GO) -C tools vet $(TOOLS_PKGS))
 
 # darwin checks that everything, tests included, builds off Linux
 # (docs/design.md §8.6: Linux-only code in _linux.go files, stubs elsewhere).
 darwin:
 	GOOS=darwin $(GO) build $(PKGS)
 	GOOS=darwin $(GO) vet $(PKGS)
+	$(if $(TOOLS_PKGS),GOOS=darwin $(GO) -C tools build $(TOOLS_PKGS))
+	$(if $(TOOLS_PKGS),GOOS=darwin $(GO) -C tools vet $(TOOLS_PKGS))
 
+# staticcheck is a tool of the root module (go.mod); the tools module is
+# checked with the same binary.
 staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck $(PKGS)
+	$(if $(TOOLS_PKGS),cd tools && "$$($(GO) -C .. tool -n staticcheck)" $(TOOLS_PKGS))
 
 # race runs every test, the privileged TestIntegration* ones included (they
 # need root or CAP_NET_ADMIN/CAP_BPF and skip, saying why, without them).
@@ -95,6 +112,7 @@ staticcheck:
 # tests (it once got 74% that way, 100% alone).
 race:
 	$(GO) test -race -count=1 -timeout 12m $$($(GO) list $(PKGS) | grep -v '/tests/hostile$$')
+	$(if $(TOOLS_PKGS),$(GO) -C tools test -race -count=1 -timeout 12m $(TOOLS_PKGS))
 	$(GO) test -race -count=1 -timeout 12m ./tests/hostile
 
 fuzz-smoke:
@@ -114,6 +132,7 @@ bench: build
 # bench-all runs every benchmark of every package (slow).
 bench-all: build
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 1 -timeout 60m $(PKGS)
+	$(if $(TOOLS_PKGS),$(GO) -C tools test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 1 -timeout 60m $(TOOLS_PKGS))
 
 # bench-smoke is what CI runs: the make bench set once, briefly.
 bench-smoke:
@@ -132,18 +151,21 @@ soak:
 # image writes bin/vnic-image.tar, an OCI image (also a docker-archive) with
 # static vnicd, vnicctl and rxcount, built offline: docker load -i / podman
 # load -i take it. -buildvcs=auto overrides a GOFLAGS=-buildvcs=false so the
-# tag comes from the commit (internal/image).
+# tag comes from the commit (tools/internal/image).
 image:
 	mkdir -p bin/static
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -o bin/static/ ./cmd/vnicd ./cmd/vnicctl ./examples/rxcount
-	$(GO) run ./internal/image/mkimage -bin bin/static -o bin/vnic-image.tar
+	$(GO) -C tools build -o $(CURDIR)/bin/mkimage ./internal/image/mkimage
+	bin/mkimage -bin bin/static -o bin/vnic-image.tar
 
 demo: build
 	@VERSION=$(VERSION) scripts/demo.sh
 
 # sim regenerates the simulator's CSVs and plots under docs/sim.
 sim:
-	$(GO) run ./cmd/vnicsim -exp all -out docs/sim -seed 1
+	@mkdir -p bin
+	$(GO) -C tools build -o $(CURDIR)/bin/vnicsim ./cmd/vnicsim
+	bin/vnicsim -exp all -out docs/sim -seed 1
 
 clean:
 	rm -rf bench bin

@@ -19,7 +19,7 @@ import (
 // (cores polling 0-3 queues per Step, holding packets for a while), at the
 // cache sweep's geometry (4 queues, rxbisect ring 64 and privring ring 64
 // with 64 slack buffers per queue, FoldEvery 16), where a paused engine was
-// reported to stall for good about once in 60-90 runs (tests/cachesweep
+// reported to stall for good about once in 60-90 runs (tools/tests/cachesweep
 // works around it with an empty Step after 64 paused Steps).
 func TestPauseResumesWithoutEmptyStep(t *testing.T) {
 	seeds := 40

@@ -22,8 +22,8 @@ else
 fi
 place="host=${HOST_CPUS:-1},nic=${NIC_CPUS:-0}"
 mkdir -p "$out" bench
-go build -o bench/kv ./examples/kv
-go build -o bench/shuffle ./examples/shuffle
+go -C tools build -o "$PWD/bench/kv" ./examples/kv
+go -C tools build -o "$PWD/bench/shuffle" ./examples/shuffle
 go build -o bench/vnicd ./cmd/vnicd
 log=bench/casestudies-fabric-run.txt
 : > "$log"

@@ -34,8 +34,8 @@ fi
 mkdir -p bench "$out" /run/vnic
 go build -o bench/vnicctl ./cmd/vnicctl
 go build -o bench/vnicd ./cmd/vnicd
-go build -o bench/shuffle ./examples/shuffle
-go build -o bench/kv ./examples/kv
+go -C tools build -o "$PWD/bench/shuffle" ./examples/shuffle
+go -C tools build -o "$PWD/bench/kv" ./examples/kv
 bench/vnicctl testbed up --hosts 4 --prefix "$prefix" --queues 2 --mtu 9000 >/dev/null
 pids=()
 cleanup() {

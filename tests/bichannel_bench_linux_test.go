@@ -545,7 +545,7 @@ func pinProcess(cpu int) (restore func(), err error) {
 // process's threads float over every CPU, vnicd's engine is pinned to CPU
 // 0; n: every thread of this process on CPU n, with GOMAXPROCS 1),
 // BICH_FIG16 (1: run the Figure 16 sweep), BICH_FIG16_MS (400 per point),
-// BICH_FIG16_CSV (where to write the sweep; go run ./tests/fig16 plots it),
+// BICH_FIG16_CSV (where to write the sweep; tools/tests/fig16 plots it),
 // BICH_PLACEMENT (niccore: the emulated NIC gets a core of its own, as the
 // paper's emulator did; split: the client gets a core of its own and the
 // engine yields its core to the server; see biPlacement), BICH_VNIC_OWNCPU
@@ -791,7 +791,7 @@ func biFigure16(b *testing.B, variants []struct {
 		if err := os.WriteFile(path, []byte(csv.String()), 0o644); err != nil {
 			b.Fatal(err)
 		}
-		b.Logf("figure 16: wrote %s (plot: go run ./tests/fig16 -csv %s)", path, path)
+		b.Logf("figure 16: wrote %s (plot: go -C tools run ./tests/fig16 -csv %s)", path, path)
 	}
 }
 

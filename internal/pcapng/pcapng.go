@@ -7,8 +7,15 @@
 // timestamps), Enhanced Packet Blocks and, at the end, Interface
 // Statistics Blocks (frames received and dropped). Blocks are written in
 // the host's little-endian order. The reader reads what the writer writes,
-// in either byte order, and skips block types it does not know; it exists
-// for tests and tools, not as a general pcapng library.
+// in either byte order, and skips block types it does not know; only tests
+// use it (this package's and vnicctl dump's), it is not a general pcapng
+// library.
+//
+// Kept rather than gopacket's pcapgo.NgWriter, which is as fast (both 0
+// allocs/op; ~18 vs ~36 ns/op per 64 B frame, ~85 vs ~73 ns/op per 1514 B,
+// into a bufio.Writer) but would put gopacket and golang.org/x/net in the
+// module graph of every application importing the library, and 2.7 MB
+// (its layers package) into a program that writes pcapng.
 package pcapng
 
 import (

@@ -1,10 +1,12 @@
 package pcapng
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -196,4 +198,50 @@ func TestTshark(t *testing.T) {
 	// capinfos-like check of the statistics block through tshark's
 	// pcapng_stats isn't stable across versions; the drop count is
 	// checked by TestRoundTrip with this package's reader.
+}
+
+// TestWritePacketAllocs: vnicctl dump writes a block per captured frame,
+// so a packet written costs no allocation.
+func TestWritePacketAllocs(t *testing.T) {
+	w, err := NewWriter(io.Discard, Section{Application: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := w.AddInterface(Interface{Name: "app/q0", Snaplen: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, ts := udp(1, 2, 1400), time.Unix(1, 0)
+	if n := testing.AllocsPerRun(1000, func() {
+		if err := w.WritePacket(id, ts, len(frame), frame, ""); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("WritePacket: %v allocations per packet, want 0", n)
+	}
+}
+
+// BenchmarkWritePacket: the cost per frame vnicctl dump writes, into a
+// bufio.Writer as dump does.
+func BenchmarkWritePacket(b *testing.B) {
+	for _, n := range []int{64, 1514} {
+		b.Run(strconv.Itoa(n)+"B", func(b *testing.B) {
+			w, err := NewWriter(bufio.NewWriter(io.Discard), Section{Application: "bench"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			id, err := w.AddInterface(Interface{Name: "app/q0"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			frame, ts := udp(1, 2, n-42), time.Unix(1, 0)
+			b.SetBytes(int64(len(frame)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := w.WritePacket(id, ts, len(frame), frame, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -4,7 +4,7 @@
 // over a region in ordinary memory, single-threaded, with a virtual clock,
 // so that the same Config (Seed included) gives the same [Report] on every
 // run. It is for reproducing the paper's experiments (see [Experiments] and
-// cmd/vnicsim) and for testing the four receive models under load that a
+// tools/cmd/vnicsim) and for testing the four receive models under load that a
 // real machine could not offer reproducibly.
 //
 // # The model

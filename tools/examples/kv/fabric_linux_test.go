@@ -1,0 +1,59 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/vnic/vnic/tools/examples/internal/casestudy"
+)
+
+// testVnicd builds vnicd into the test's temporary directory.
+func testVnicd(t *testing.T) string {
+	t.Helper()
+	p, err := casestudy.BuildVnicd(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The KV store on vnicd's fabric, at a small scale: the runner starts
+// vnicd --source fabric, every node attaches as a host of it, secondary 2
+// is killed half-way, and the live replicas match the acknowledged log;
+// the replication messages came by the fast path (the fabric), not by
+// TCP retransmission. No performance is asserted.
+func TestFabricKVKilledReplica(t *testing.T) {
+	o, err := parseFlags([]string{"-vnicd", testVnicd(t), "-fast", "fabric", "-place", "none", "-transport", "hot,bi", "-rates", "2000",
+		"-duration", "600ms", "-conns", "2", "-keys", "200", "-kill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, places, err := placesFor(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for _, tr := range o.transports {
+		row, err := step(ctx, o, places, fast, tr, 2000, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", tr, err)
+		}
+		t.Logf("%s: %.0f/s answered (%d), %d failed; fast %d, TCP %d; NIC CPU-s %.3f; %s", tr, row.Throughput, row.Answered, row.Failed, row.DeliveredFast, row.DeliveredTCP, row.NICCPUs, row.Notes)
+		if !row.Killed || !row.Verified {
+			t.Errorf("%s: killed %v, verified %v: the replicas' check did not run", tr, row.Killed, row.Verified)
+		}
+		if row.Answered == 0 || row.Failed != 0 {
+			t.Errorf("%s: %d updates answered, %d failed", tr, row.Answered, row.Failed)
+		}
+		if row.DeliveredFast == 0 || row.DeliveredFast < 4*row.DeliveredTCP {
+			t.Errorf("%s: %d messages came by the fast path and %d by TCP: the fabric did not carry the replication", tr, row.DeliveredFast, row.DeliveredTCP)
+		}
+		if row.NICCPUs <= 0 {
+			t.Errorf("%s: vnicd's CPU time was not counted (%.3f s)", tr, row.NICCPUs)
+		}
+	}
+}
