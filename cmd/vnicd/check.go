@@ -14,7 +14,6 @@ import (
 	"github.com/vnic/vnic/internal/vnicd"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/rss"
-	"github.com/vnic/vnic/wire/synth"
 )
 
 // settings are vnicd run's (or vnicd demo's) flags, parsed and validated
@@ -85,7 +84,10 @@ func validate(c *cli.Context, local bool) (*settings, error) {
 	if s.bx, err = s.src.Bx(); err != nil {
 		return nil, err
 	}
-	if err = timingFlags(c, &s.engine); err != nil {
+	tf := vnicd.Timing{Idle: c.String("idle"), SpinBudget: c.Duration("spin-budget"), RxCoalesceUsecs: c.Int("rx-coalesce-usecs"),
+		RxCoalesceMaxUsecs: c.Int("rx-coalesce-max-usecs"), PauseMax: c.Duration("pause-max"), PostBatch: c.Int("bx-post-batch"),
+		Priority: c.String("emulator-priority")}
+	if err = tf.Apply(&s.engine); err != nil {
 		return nil, err
 	}
 	if !local {
@@ -98,7 +100,9 @@ func validate(c *cli.Context, local bool) (*settings, error) {
 	}
 	switch source {
 	case "synth":
-		if s.src.Synth, err = synthConfig(c, local); err != nil {
+		sf := vnicd.SynthFlags{FrameSize: c.Int("frame-size"), Flows: c.Int("flows"), Dist: c.String("dist"), ZipfS: c.Float64("zipf-s"),
+			Rate: c.Float64("rate"), Bucket: c.Int("rate-bucket"), DstPorts: c.String("dst-ports"), Queues: c.Int("queues")}
+		if s.src.Synth, err = sf.Config(local); err != nil {
 			return nil, err
 		}
 	case "xsk":
@@ -121,43 +125,6 @@ func validate(c *cli.Context, local bool) (*settings, error) {
 		}
 	}
 	return &s, nil
-}
-
-// synthConfig reads the synthetic source's flags and checks them as
-// synth.New will.
-func synthConfig(c *cli.Context, local bool) (synth.Config, error) {
-	var sc synth.Config
-	dist, err := synth.ParseDist(c.String("dist"))
-	if err != nil {
-		return sc, fmt.Errorf("--dist: %w", err)
-	}
-	if !local && (dist == synth.QueueShare || dist == synth.Replay) {
-		return sc, fmt.Errorf("--dist %s needs the tenant's queues, which the daemon learns only at attach; use uniform or zipf, or vnicd demo", dist)
-	}
-	sc = synth.Config{FrameSize: c.Int("frame-size"), Flows: c.Int("flows"), Dist: dist, Rate: c.Float64("rate"), Bucket: c.Int("rate-bucket"), Seed: 1}
-	if sc.DstPortLo, sc.DstPortHi, err = vnicd.ParsePortRange("--dst-ports", c.String("dst-ports")); err != nil {
-		return sc, err
-	}
-	if dist == synth.Zipf {
-		sc.ZipfS = c.Float64("zipf-s")
-	}
-	if local {
-		sc.Queues = c.Int("queues")
-		switch dist {
-		case synth.Replay:
-			sc.Profile = synth.CAIDALike(sc.Queues, 60, 1)
-		case synth.QueueShare:
-			sc.Share = make([]float64, sc.Queues)
-			for i := range sc.Share {
-				sc.Share[i] = 1
-			}
-			sc.Share[0] = float64(sc.Queues) // one hot queue
-		}
-	}
-	if err := sc.Validate(local); err != nil {
-		return sc, fmt.Errorf("synthetic source (--frame-size, --flows, --dist, --zipf-s, --rate, --rate-bucket): %w", err)
-	}
-	return sc, nil
 }
 
 // configKeys refuses a --config file with a key that is not one of the

@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -99,67 +97,10 @@ func limitFlags() []cli.Flag {
 
 // limits reads limitFlags.
 func limits(c *cli.Context) (daemon.Limits, error) {
-	l := daemon.Limits{
+	return vnicd.CheckLimits(daemon.Limits{
 		MaxConns: c.Int("max-conns"), MaxConnsPerUID: c.Int("max-conns-per-uid"), MaxTenantsPerUID: c.Int("max-tenants-per-uid"),
 		FirstMessageTimeout: c.Duration("first-message-timeout"), ReplyTimeout: c.Duration("reply-timeout"), MaxName: c.Int("max-name"),
 		HugePages: c.Bool("tenant-huge-pages"), MaxDumps: c.Int("max-dumps"),
 		ReservedConns: c.Int("reserved-conns"), LogBurst: c.Int("log-burst"), LogInterval: c.Duration("log-interval"),
-	}
-	if l.ReservedConns < 0 || l.ReservedConns > 1024 {
-		return l, fmt.Errorf("--reserved-conns %d: give 0 (none) to 1024, e.g. 4", l.ReservedConns)
-	}
-	if l.ReservedConns == 0 {
-		l.ReservedConns = -1 // none (a zero field takes the default)
-	}
-	if l.LogInterval < time.Second {
-		return l, fmt.Errorf("--log-interval %v: give at least 1s, e.g. 1m", l.LogInterval)
-	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"max-conns", l.MaxConns}, {"max-conns-per-uid", l.MaxConnsPerUID}, {"max-tenants-per-uid", l.MaxTenantsPerUID}, {"max-name", l.MaxName}, {"max-dumps", l.MaxDumps}, {"log-burst", l.LogBurst}} {
-		if f.v < 1 {
-			return l, fmt.Errorf("--%s %d: give a positive number", f.name, f.v)
-		}
-	}
-	if l.FirstMessageTimeout <= 0 || l.ReplyTimeout <= 0 {
-		return l, fmt.Errorf("--first-message-timeout and --reply-timeout must be positive durations, e.g. 5s")
-	}
-	var err error
-	if l.MaxRegionBytes, err = parseBytes(c.String("max-region")); err != nil {
-		return l, fmt.Errorf("--max-region: %w", err)
-	}
-	if l.DumpBufferBytes, err = parseBytes(c.String("dump-buffer")); err != nil {
-		return l, fmt.Errorf("--dump-buffer: %w", err)
-	}
-	if l.DumpBufferBytes < daemon.MinDumpBuffer || l.DumpBufferBytes > 1<<30 {
-		return l, fmt.Errorf("--dump-buffer %s: give 64KiB..1GiB, e.g. 4MiB", c.String("dump-buffer"))
-	}
-	if b := c.String("memory-budget"); b != "auto" {
-		if l.MemoryBudget, err = parseBytes(b); err != nil {
-			return l, fmt.Errorf("--memory-budget: %w", err)
-		}
-	}
-	return l, nil
-}
-
-// parseBytes reads a positive size: a number of bytes with an optional
-// KiB, MiB, GiB or TiB suffix.
-func parseBytes(s string) (int64, error) {
-	mult := int64(1)
-	num := s
-	for _, u := range []struct {
-		suf string
-		m   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}} {
-		if strings.HasSuffix(s, u.suf) {
-			mult, num = u.m, strings.TrimSuffix(s, u.suf)
-			break
-		}
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is not a size; give bytes with an optional KiB, MiB, GiB or TiB suffix, e.g. 512MiB", s)
-	}
-	return n * mult, nil
+	}, vnicd.Sizes{MaxRegion: c.String("max-region"), DumpBuffer: c.String("dump-buffer"), MemoryBudget: c.String("memory-budget")})
 }
