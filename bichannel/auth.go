@@ -6,9 +6,6 @@ import (
 	"encoding/binary"
 )
 
-// MinClusterKeyLen is the shortest Config.ClusterKey accepted.
-const MinClusterKeyLen = 16
-
 // The authenticated handshake (Config.ClusterKey set), dialer D, acceptor A:
 //
 //	D -> A  auth1: D's id, the id D dialed, nonce_D

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vnic/vnic/bichannel/transport/lossytest"
 )
 
 var testKey = []byte("bichannel test cluster key, 32 B")
@@ -20,7 +22,7 @@ func authConfig() Config {
 // datagram carries a tag the receiver checks.
 func TestAuthExactlyOnce(t *testing.T) {
 	t.Run("lossy", func(t *testing.T) {
-		eps, _ := lossyCluster(t, 3, authConfig(), LossyConfig{Loss: 0.15, Reorder: 0.1, Duplicate: 0.05, Seed: 7})
+		eps, _ := lossyCluster(t, 3, authConfig(), lossytest.Config{Loss: 0.15, Reorder: 0.1, Duplicate: 0.05, Seed: 7})
 		for _, e := range eps {
 			for _, p := range e.peers() {
 				if !p.auth || p.txKey == (sipKey{}) || p.rxKey == (sipKey{}) || p.txKey == p.rxKey {
@@ -45,7 +47,7 @@ func TestAuthExactlyOnce(t *testing.T) {
 // it returns both Connect errors.
 func connectPair(t *testing.T, ca, cb Config, timeout time.Duration) (*Endpoint, *Endpoint, error, error) {
 	t.Helper()
-	ln, err := NewLossyNet(LossyConfig{})
+	ln, err := lossytest.New(lossytest.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +124,7 @@ func TestConnectLate(t *testing.T) {
 			if mode == "authenticated" {
 				cfg = authConfig()
 			}
-			ln, _ := NewLossyNet(LossyConfig{})
+			ln, _ := lossytest.New(lossytest.Config{})
 			var eps [2]*Endpoint
 			for i := range eps {
 				c := cfg

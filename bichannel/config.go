@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/vnic/vnic/bichannel/transport"
 )
 
 // FastMode chooses the fast path New builds when Config.FastPath is nil.
@@ -18,9 +19,9 @@ const (
 	// FastAuto attaches to vnicd and falls back to kernel UDP, with one
 	// log line, when that fails.
 	FastAuto FastMode = iota
-	// FastVNIC uses vnicd (VNICFast) and fails if it cannot attach.
+	// FastVNIC uses vnicd (transport.VNIC) and fails if it cannot attach.
 	FastVNIC
-	// FastUDP uses kernel UDP sockets (UDPFast).
+	// FastUDP uses kernel UDP sockets (transport.UDP).
 	FastUDP
 )
 
@@ -95,6 +96,8 @@ const (
 	MaxWorkers = 1024
 	// MaxWindow bounds Config.Window.
 	MaxWindow = 1 << 15
+	// MinClusterKeyLen is the shortest Config.ClusterKey accepted.
+	MinClusterKeyLen = 16
 )
 
 // Config configures an Endpoint. Zero fields take the defaults above.
@@ -115,19 +118,19 @@ type Config struct {
 	// node dials instead of a net.Dialer: hooks for endpoints whose
 	// sockets live elsewhere than the calling thread, e.g. in a network
 	// namespace (run the call on a thread locked inside it), or behind a
-	// custom transport. UDPConfig.ListenUDP is the same hook for the
+	// custom transport. transport.UDPConfig.ListenUDP is the same hook for the
 	// kernel UDP fast path's sockets.
 	ListenFunc func(network, address string) (net.Listener, error)
 	Dialer     func(ctx context.Context, network, address string) (net.Conn, error)
 
-	// FastPath, if set, is used as is (the Endpoint closes it); Fast, UDP
+	// transport.Path, if set, is used as is (the Endpoint closes it); Fast, UDP
 	// and VNIC are then ignored.
-	FastPath FastPath
+	FastPath transport.Path
 	// Fast chooses the fast path to build: FastAuto (the default),
 	// FastVNIC or FastUDP.
 	Fast FastMode
-	UDP  UDPConfig
-	VNIC VNICConfig
+	UDP  transport.UDPConfig
+	VNIC transport.VNICConfig
 
 	// Flows is the number of flows (UDP port pairs) per worker and peer,
 	// each aimed at the buddy worker's receive queue (default 8).
@@ -177,7 +180,7 @@ type Config struct {
 	// rebuilt.
 	TolerateDeadPeers bool
 	// HotAcks turns on hot-path acknowledgements, the bi-channel paper's
-	// mode for quorum replication (hotack.go): this node acknowledges
+	// mode for quorum replication (ack.go): this node acknowledges
 	// every message on the fast path as it takes it, and resends its own
 	// unacknowledged messages over the fast path (three times, then over
 	// TCP). Credits still go back asynchronously over TCP, with a
@@ -217,107 +220,6 @@ type Config struct {
 	// Logger receives the Endpoint's few log lines (fast-path fallback,
 	// dead peers). Nil means no logging.
 	Logger *zerolog.Logger
-}
-
-// UDPConfig configures the kernel UDP fast path.
-type UDPConfig struct {
-	// IP is the local address (default 127.0.0.1).
-	IP netip.Addr
-	// BasePort: worker w receives on BasePort+w; 0 lets the kernel choose
-	// a port per worker (the hello tells peers).
-	BasePort uint16
-	// ReadBuffer is the receive buffer per worker socket (default 4 MiB,
-	// or 1,024 × MaxDatagram if more, for jumbo datagrams). It is set with
-	// SO_RCVBUFFORCE where the process may (CAP_NET_ADMIN), else with
-	// SO_RCVBUF, which the kernel caps at net.core.rmem_max (212,992 bytes
-	// on a stock kernel: raise it with sysctl, or lost datagrams come
-	// again over TCP).
-	ReadBuffer int
-	// MaxDatagram is the largest datagram received (default
-	// HeaderLen+DefaultMaxPayload; New sets it from MaxPayload).
-	MaxDatagram int
-	// Batch is the most datagrams one recvmmsg call takes (default 32;
-	// at most 8 with UDP_GRO, each in a 64 KiB buffer).
-	Batch int
-	// NoGSO and NoGRO turn off UDP_SEGMENT on sends and UDP_GRO on the
-	// workers' sockets, which UDPFast otherwise uses where the kernel
-	// has them (UDPFast.Offloads tells).
-	NoGSO, NoGRO bool
-	// ListenUDP, if set, opens every socket of the fast path (the
-	// workers' and the flows' source ports) instead of net.ListenUDP;
-	// see Config.ListenFunc.
-	ListenUDP func(network string, laddr *net.UDPAddr) (*net.UDPConn, error)
-}
-
-// VNICConfig configures the vNIC fast path.
-type VNICConfig struct {
-	// Socket is vnicd's control socket (default /run/vnic/vnicd.sock).
-	Socket string
-	// Name is the tenant name vnicctl shows (default "bichannel-<id>").
-	Name string
-	// IP and MAC are this node's addresses on the vNIC's wire (IP
-	// defaults to UDP.IP). A zero MAC is replaced by a locally
-	// administered one derived from IP (02:76:6e + the address's last
-	// three bytes): Linux bridges and switches drop frames whose source
-	// MAC is zero, so every message would go by TCP retransmission. Set
-	// the interface's own MAC where the wire filters on it.
-	IP  netip.Addr
-	MAC [6]byte
-	// PeerMAC is the destination MAC for peers that advertise none (zero:
-	// broadcast).
-	PeerMAC [6]byte
-	// BasePort: worker w receives on BasePort+w; the tenant claims UDP
-	// ports BasePort to BasePort+Workers-1 (defaults to UDP.BasePort;
-	// must not be 0).
-	BasePort uint16
-	// AttachTimeout bounds the attach (default 10s: vnicd creates and
-	// populates the tenant's region, rings sized from the link's rate, up
-	// to ~100 MiB, before it replies, which a loaded host takes seconds for).
-	AttachTimeout time.Duration
-	// Buffers, if not zero, asks vnicd for that many packet buffers.
-	Buffers int
-	// AxSize is the entries of each queue's allocation (Ax) ring: the
-	// buffers posted for a worker's arriving datagrams. New (Endpoint)
-	// fills 0 with enough for what two peers may have in flight to a
-	// worker: 2 × Flows × BuffersPerFlow as a power of two from 256 to
-	// 8,192 (1,024 with the defaults). vnicd's own default is smaller
-	// (its --ax-size, spread over the tenant's queues: 128 to 256), and
-	// peers that send in bursts while the worker waits for a CPU exhaust
-	// it: vnicd drops the rest (drops_ax_starved) and every one of them
-	// comes again over TCP after the retransmission timeout. Credits bound
-	// messages per flow, not the vNIC's buffers, so size this for the
-	// peers that send at once. Above 1,024 the Bx rings are asked as large.
-	// The rings cost buffers (queues × AxSize of vnicd's --buf-size each):
-	// if vnicd refuses them (--max-region), the fast path takes vnicd's
-	// defaults and Endpoint logs a warning (VNICFast.Reduced). An explicit
-	// value also overrides a larger --ax-size of vnicd's; NewVNICFast,
-	// called directly, passes 0 on to vnicd's default, and
-	// NewVNICFastTenant ignores it (the caller attached).
-	AxSize int
-	// Spin is how long a worker waiting for messages polls its queue
-	// before it sleeps on the queue's eventfd (default DefaultVNICSpin,
-	// 50µs; negative: sleep at once). Polling costs a core while it lasts;
-	// sleeping costs a wake-up (an eventfd write by vnicd and a scheduler
-	// hop) on the next message.
-	Spin time.Duration
-	// OwnCPU says each worker thread has a CPU of its own: Wait then
-	// spins for the whole of Spin. Without it, Wait cuts its spin short
-	// and sleeps when the signs say it shares its CPU with whoever must
-	// produce the reply (its thread was descheduled, or what it sent is
-	// still on the TX ring 20µs later: vnicd's engine has not run). Those
-	// signs also fire when vnicd yields its own CPU to the peer
-	// (--emulator-priority idle), where the sleep costs a wake-up on every
-	// round trip (docs/bichannel.md, "The split placement").
-	OwnCPU bool
-	// FabricHost attaches the tenant as a host of vnicd's emulated network
-	// (vnicd run --source fabric): IP and MAC become the host's identity,
-	// frames other hosts send to IP reach it, and its match rule claims
-	// the UDP ports on IP alone, so that several nodes on one vnicd use
-	// the same BasePort on different addresses. Peers are addressed by
-	// their own host IPs (each node's hello carries its IP). IP must be
-	// an IPv4 address; the control path stays kernel TCP (e.g. on
-	// 127.0.0.0/8, which needs no setup).
-	FabricHost bool
 }
 
 // withDefaults fills zero fields and checks the rest.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/vnic/vnic/bichannel/transport/lossytest"
 )
 
 // A dead peer — closed endpoint, broken TCP connection on either side, or
@@ -23,7 +25,7 @@ func TestDeadPeer(t *testing.T) {
 		{"close-endpoint", func(a, b *Endpoint) { b.Close() }},
 		{"close-tcp-local", func(a, b *Endpoint) { a.peers()[1].conn.Close() }},
 		{"close-tcp-remote", func(a, b *Endpoint) { b.peers()[0].conn.Close() }},
-		{"heartbeat-timeout", func(a, b *Endpoint) { b.testMute.Store(true) }},
+		{"heartbeat-timeout", func(a, b *Endpoint) { mute(t, b) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig()
@@ -34,7 +36,7 @@ func TestDeadPeer(t *testing.T) {
 				cfg.HeartbeatTimeout = hbTimeout
 				bound = hbTimeout + 3*time.Second
 			}
-			eps, _ := lossyCluster(t, 2, cfg, LossyConfig{})
+			eps, _ := lossyCluster(t, 2, cfg, lossytest.Config{})
 			a, b := eps[0], eps[1]
 
 			// Use up a's credits so a Send blocks; block a RecvWait too.
@@ -95,4 +97,11 @@ func TestDeadPeer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mute makes e send nothing on its control connections until the test ends.
+func mute(t *testing.T, e *Endpoint) {
+	f := func(x *Endpoint) bool { return x == e }
+	muted.Store(&f)
+	t.Cleanup(func() { muted.Store(nil) })
 }

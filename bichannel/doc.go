@@ -7,13 +7,14 @@
 //
 // # Channels
 //
-// The fast path ([FastPath]) carries one datagram per message, unreliable
-// and unordered. Three implementations exist: [VNICFast] through vnicd (the
-// vNIC of this project, via the client package), [UDPFast] over kernel UDP
-// sockets when no vnicd runs, and [LossyFast], an in-process network with
-// seeded loss, reordering and duplication for tests. [New] picks one from
-// [Config.Fast]: FastAuto tries vnicd and falls back to kernel UDP with one
-// log line.
+// The fast path (transport.Path, package bichannel/transport) carries one
+// datagram per message, unreliable and unordered. Three implementations
+// exist: transport.VNIC through vnicd (the vNIC of this project, via the
+// client package), transport.UDP over kernel UDP sockets when no vnicd
+// runs, and lossytest.Fast (package bichannel/transport/lossytest), an
+// in-process network with seeded loss, reordering and duplication for
+// tests. [New] picks one from [Config.Fast]: FastAuto tries vnicd and falls
+// back to kernel UDP with one log line.
 //
 // The control path is one TCP connection per pair of nodes; the node with
 // the lower id dials. At connect, each side sends a hello: node id, 64-bit
@@ -74,14 +75,14 @@
 // acknowledgements said ([Stats.HotAckUnconfirmed]), so a forged or
 // replayed one delays a message, never loses it. Set HotAcks alike on
 // every node: a node without it drops hot acknowledgements
-// ([Stats.HotAckOff]). [Endpoint.SendTagged] sends a message whose acknowledgement comes
-// back as a [MsgAcked] event, with the application's tag (a version
+// ([Stats.HotAckOff]). [Endpoint.SendTagged] sends a message whose
+// acknowledgement comes back as a [MsgAcked] event, with the application's tag (a version
 // number), in the sending worker's Recv: a primary counts its quorum from
 // them. [Endpoint.Abandon] then marks the copies to the other replicas:
 // they are never resent, and one still unacknowledged about three
 // retransmission timeouts after its send (its deadline, then twice that
-// again) is skipped ([Stats.Abandoned]); a skip record on the control connection
-// makes its receiver count the sequence number as received (its window
+// again) is skipped ([Stats.Abandoned]); a skip record on the control
+// connection makes its receiver count the sequence number as received (its window
 // moves on) and hand the application a [MsgSkipped] event with the tag,
 // so it knows what to fetch. The event holds one of its flow's buffers, as
 // the message would have, until Recv hands it over, and its credit goes
@@ -186,9 +187,9 @@
 //
 // Ports to firewall, letting only the cluster's nodes in: the control
 // listener ([Config.Listen], TCP); the workers' fast-path ports (UDP:
-// [UDPConfig.BasePort] to BasePort+Workers-1, or the ports the kernel
-// chose, shown in Endpoint.Info; vNIC: [VNICConfig.BasePort] to
-// BasePort+Workers-1); and the flows' source ports ([Config.MinPort] to
+// transport.UDPConfig.BasePort to BasePort+Workers-1, or the ports the
+// kernel chose, shown in Endpoint.Info; vNIC: transport.VNICConfig.BasePort
+// to BasePort+Workers-1); and the flows' source ports ([Config.MinPort] to
 // MaxPort, UDP), which are bound but receive nothing. With the vNIC fast
 // path vnicd's XDP program takes the claimed UDP ports before netfilter
 // sees them: a host firewall does not filter them; filter in front of the
@@ -206,11 +207,12 @@
 //
 // Inside, each Endpoint runs an accept goroutine and, per peer, a control
 // reader, an acknowledgement batcher, a retransmission timer and a
-// heartbeat. Fast paths that are FastPollers (VNICFast, UDPFast) run to
-// completion: Recv and RecvWait for worker w take worker w's datagrams off
-// its own queue on the caller's goroutine, as the paper's workers poll
-// their own NIC queue; other fast paths get a receive goroutine per worker.
-// SendBatch sends a run of messages with one fast-path call (FastBatcher).
+// heartbeat. Fast paths that are transport.Pollers (transport.VNIC and
+// transport.UDP) run to completion: Recv and RecvWait for worker w take
+// worker w's datagrams off its own queue on the caller's goroutine, as the
+// paper's workers poll their own NIC queue; other fast paths get a receive
+// goroutine per worker. SendBatch sends a run of messages with one
+// fast-path call (transport.Batcher).
 //
 // # Example
 //

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/rss"
 )
 
@@ -50,25 +51,6 @@ var (
 	errPeerClosed       = errors.New("the peer closed its endpoint")
 	errHeartbeatTimeout = errors.New("no heartbeat")
 )
-
-// Message is one received message.
-type Message struct {
-	Peer   int // the sending node
-	Worker int // the worker it was sent to (and from)
-	Flow   int // the sender's flow
-	Seq    uint64
-	// Data is the payload. It stays valid until the next Recv or
-	// RecvWait for the same worker; copy it to keep it longer.
-	Data []byte
-	// Retransmitted is true when the message arrived over the TCP control
-	// path (its fast-path copy was lost or late).
-	Retransmitted bool
-	// Kind is MsgData for a message; MsgAcked and MsgSkipped are events
-	// about tracked and abandoned messages (SendTagged, Abandon), with the
-	// sender's Tag and no Data.
-	Kind MsgKind
-	Tag  uint64
-}
 
 // Stats are an Endpoint's counters (Endpoint.Stats). Sender-side and
 // receiver-side counters are both kept; across a cluster,
@@ -121,8 +103,8 @@ type Stats struct {
 	// HotAckOff counts hot acknowledgements received while Config.HotAcks
 	// is off on this node (set it alike on every node).
 	HotAckOff    uint64
-	FastDrops    uint64 // drops inside the fast path (FastCounter), e.g. a full socket buffer
-	FastOversize uint64 // datagrams longer than the fast path receives (FastCounter), not counted in FastDrops
+	FastDrops    uint64 // drops inside the fast path (transport.Counter), e.g. a full socket buffer
+	FastOversize uint64 // datagrams longer than the fast path receives (transport.Counter), not counted in FastDrops
 	// BadAcks counts acknowledgements of sequence numbers never sent, or
 	// for a worker or flow that does not exist: ignored (they can only
 	// come from a forged datagram the receiver accepted, or a broken
@@ -202,9 +184,9 @@ type Endpoint struct {
 	cfg     Config
 	log     zerolog.Logger
 	session uint64
-	fp      FastPath
-	poller  FastPoller // fp, when its workers poll their own queue (run-to-completion); else nil
-	info    FastInfo
+	fp      transport.Path
+	poller  transport.Poller // fp, when its workers poll their own queue (run-to-completion); else nil
+	info    transport.Info
 	ln      net.Listener
 	epoch   time.Time
 	workers []*worker
@@ -232,8 +214,6 @@ type Endpoint struct {
 
 	st      counters
 	lastLog atomic.Int64 // Endpoint.now of the last drop or refusal log line
-
-	testMute atomic.Bool // tests: send nothing on the control path (a hung node)
 }
 
 // worker is the receive state of one worker: its inbox and the buffers of
@@ -247,10 +227,10 @@ type worker struct {
 	lent   [][]byte
 	notify chan struct{}
 
-	poll pollState // run-to-completion receive (FastPoller); see poll.go
+	poll pollState // run-to-completion receive (transport.Poller); see receive.go
 
 	// Hot acknowledgements owed for the datagrams the goroutine receiving
-	// this worker's fast path took in its current batch (hotack.go); only
+	// this worker's fast path took in its current batch (ack.go); only
 	// that goroutine touches them.
 	hot []hotPending
 }
@@ -261,7 +241,7 @@ type inMsg struct {
 	seq    uint64
 	data   []byte
 	viaTCP bool
-	kind   MsgKind // MsgData, or an event (quorum.go)
+	kind   MsgKind // MsgData, or an event (ack.go)
 	tag    uint64
 }
 
@@ -270,9 +250,18 @@ type kick struct {
 	urgent bool
 }
 
-// New builds an Endpoint: its fast path (Config.FastPath, or one chosen by
-// Config.Fast) and its control listener. Call Connect to reach the peers.
+// New is NewContext with context.Background().
 func New(cfg Config) (*Endpoint, error) {
+	return NewContext(context.Background(), cfg)
+}
+
+// NewContext builds an Endpoint: its fast path (Config.FastPath, or one
+// chosen by Config.Fast) and its control listener. Call Connect to reach
+// the peers. Attaching to vnicd ends when ctx ends or after
+// VNICConfig.AttachTimeout, whichever comes first; when ctx ends first,
+// NewContext returns an error wrapping ctx.Err() (FastAuto then does not
+// fall back to kernel UDP). The Endpoint does not keep ctx.
+func NewContext(ctx context.Context, cfg Config) (*Endpoint, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -308,7 +297,7 @@ func New(cfg Config) (*Endpoint, error) {
 
 	e.fp = cfg.FastPath
 	if e.fp == nil {
-		if e.fp, err = e.buildFastPath(); err != nil {
+		if e.fp, err = e.buildFastPath(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -334,7 +323,7 @@ func New(cfg Config) (*Endpoint, error) {
 	for w := range e.workers {
 		e.workers[w] = &worker{notify: make(chan struct{}, 1)}
 	}
-	e.poller, _ = e.fp.(FastPoller)
+	e.poller, _ = e.fp.(transport.Poller)
 	e.wg.Add(1)
 	go e.acceptLoop()
 	if e.poller == nil { // else Recv and RecvWait poll the fast path themselves
@@ -360,7 +349,7 @@ func (e *Endpoint) checkInfo() error {
 	return nil
 }
 
-// vnicAxSize is VNICConfig.AxSize's default: room for two peers' credits
+// vnicAxSize is transport.VNICConfig.AxSize's default: room for two peers' credits
 // to one worker, a power of two from 256 to 8,192.
 func vnicAxSize(flows, buffersPerFlow int) int {
 	n := 256
@@ -371,16 +360,20 @@ func vnicAxSize(flows, buffersPerFlow int) int {
 }
 
 // newVNICFast attaches the vNIC fast path and logs it if vnicd refused
-// the rings asked for (VNICFast.Reduced).
-func (e *Endpoint) newVNICFast(c Config) (*VNICFast, error) {
-	fp, err := NewVNICFast(context.Background(), c.Workers, c.VNIC)
+// the rings asked for (transport.VNIC.Reduced).
+func (e *Endpoint) newVNICFast(ctx context.Context, c Config) (*transport.VNIC, error) {
+	fp, err := transport.NewVNIC(ctx, c.Workers, c.VNIC)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("bichannel: attach to vnicd: %w (%w)", ctx.Err(), err)
+	}
 	if err == nil && fp.Reduced() != "" {
 		e.log.Warn().Msg("bichannel: " + fp.Reduced())
 	}
 	return fp, err
 }
 
-func (e *Endpoint) buildFastPath() (FastPath, error) {
+// buildFastPath builds the fast path Config.Fast chooses.
+func (e *Endpoint) buildFastPath(ctx context.Context) (transport.Path, error) {
 	c := e.cfg
 	if c.VNIC.AxSize == 0 {
 		c.VNIC.AxSize = vnicAxSize(c.Flows, c.BuffersPerFlow)
@@ -389,16 +382,19 @@ func (e *Endpoint) buildFastPath() (FastPath, error) {
 	case FastUDP:
 		return e.newUDPFast(nil)
 	case FastVNIC:
-		fp, err := e.newVNICFast(c)
+		fp, err := e.newVNICFast(ctx, c)
 		if err != nil {
-			return nil, err // not a nil *VNICFast in a FastPath
+			return nil, err // not a nil *transport.VNIC in a transport.Path
 		}
 		return fp, nil
 	case FastAuto:
-		fp, err := e.newVNICFast(c)
+		fp, err := e.newVNICFast(ctx, c)
 		if err == nil {
 			e.log.Info().Str("socket", c.VNIC.Socket).Msg("bichannel: fast path through vnicd")
 			return fp, nil
+		}
+		if ctx.Err() != nil { // the caller gave up: no fallback
+			return nil, err
 		}
 		return e.newUDPFast(err)
 	}
@@ -407,8 +403,8 @@ func (e *Endpoint) buildFastPath() (FastPath, error) {
 
 // newUDPFast builds the kernel UDP fast path and logs, in one line, the
 // offloads it found and why vnicd is not used (vnicErr, for FastAuto).
-func (e *Endpoint) newUDPFast(vnicErr error) (FastPath, error) {
-	u, err := NewUDPFast(e.cfg.Workers, e.cfg.UDP)
+func (e *Endpoint) newUDPFast(vnicErr error) (transport.Path, error) {
+	u, err := transport.NewUDP(e.cfg.Workers, e.cfg.UDP)
 	if err != nil {
 		return nil, err
 	}
@@ -430,10 +426,10 @@ func (e *Endpoint) Workers() int { return e.cfg.Workers }
 func (e *Endpoint) ControlAddr() string { return e.ln.Addr().String() }
 
 // Info returns how peers reach this node's workers over the fast path.
-func (e *Endpoint) Info() FastInfo { return e.info }
+func (e *Endpoint) Info() transport.Info { return e.info }
 
-// FastPath returns the fast path in use.
-func (e *Endpoint) FastPath() FastPath { return e.fp }
+// transport.Path returns the fast path in use.
+func (e *Endpoint) FastPath() transport.Path { return e.fp }
 
 // now returns monotonic nanoseconds since New.
 func (e *Endpoint) now() int64 { return int64(time.Since(e.epoch)) }
@@ -488,229 +484,6 @@ func (e *Endpoint) Flows(peerID, w int) []rss.PortPair {
 		return nil
 	}
 	return slices.Clone(p.flows[w])
-}
-
-// Send sends msg from worker w to worker w of peer. It blocks while every
-// flow to that worker is out of credits, for at most Config.SendTimeout
-// (if set); it returns a *PeerError if the peer dies meanwhile. The message
-// is copied: msg may be reused at once.
-func (e *Endpoint) Send(peerID, w int, msg []byte) error {
-	return e.send(context.Background(), true, peerID, w, msg)
-}
-
-// SendContext is Send that waits for credits until ctx ends.
-func (e *Endpoint) SendContext(ctx context.Context, peerID, w int, msg []byte) error {
-	return e.send(ctx, false, peerID, w, msg)
-}
-
-// SendBatch sends msgs from worker w to worker w of peer, in order, as
-// that many Sends would, but puts each run of messages that fit one flow's
-// credits on that flow with one fast-path call (FastBatcher): through
-// vnicd, one TX ring publication; over kernel UDP, one sendmsg with
-// UDP_SEGMENT or one sendmmsg. It blocks while out of credits, like Send;
-// it returns how many messages it sent, fewer than len(msgs) only with an
-// error. The messages are copied.
-func (e *Endpoint) SendBatch(peerID, w int, msgs [][]byte) (int, error) {
-	return e.sendMany(context.Background(), true, peerID, w, msgs, nil)
-}
-
-// SendBatchContext is SendBatch that waits for credits until ctx ends.
-func (e *Endpoint) SendBatchContext(ctx context.Context, peerID, w int, msgs [][]byte) (int, error) {
-	return e.sendMany(ctx, false, peerID, w, msgs, nil)
-}
-
-// send is Send (useTimeout: bounded by Config.SendTimeout) and SendContext.
-func (e *Endpoint) send(ctx context.Context, useTimeout bool, peerID, w int, msg []byte) error {
-	one := [1][]byte{msg}
-	_, err := e.sendMany(ctx, useTimeout, peerID, w, one[:], nil)
-	return err
-}
-
-// sendMany is Send, SendBatch and (tr set, one message) SendTagged.
-func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int, msgs [][]byte, tr *tracking) (int, error) {
-	if e.isClosing() {
-		return 0, ErrClosed
-	}
-	p := e.peers()[peerID]
-	if p == nil || !p.ready.Load() {
-		if peerID == e.cfg.NodeID {
-			return 0, fmt.Errorf("bichannel: send: peer %d is this node", peerID)
-		}
-		return 0, fmt.Errorf("%w: node %d (call Connect with it first)", ErrNotConnected, peerID)
-	}
-	if w < 0 || w >= e.cfg.Workers {
-		return 0, fmt.Errorf("bichannel: send: worker %d out of range [0, %d)", w, e.cfg.Workers)
-	}
-	for _, msg := range msgs {
-		if len(msg) > p.maxPayload {
-			return 0, fmt.Errorf("%w: %d bytes, the most is %d (Config.MaxPayload, on both nodes): split it", ErrTooBig, len(msg), p.maxPayload)
-		}
-	}
-	ss := p.send[w]
-	var (
-		stallStart time.Time
-		timer      *time.Timer
-		timeout    <-chan time.Time
-	)
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	done := ctx.Done()
-	sent := 0
-	for sent < len(msgs) {
-		select {
-		case <-p.dead:
-			return sent, p.err
-		default:
-		}
-		ss.mu.Lock()
-		if f := ss.pick(); f >= 0 {
-			if tr != nil {
-				ss.tracked, ss.trackTag = true, tr.tag
-			}
-			sent += e.sendRun(p, ss, w, f, msgs[sent:])
-			if tr != nil {
-				ss.tracked, tr.ticket = false, ss.ticket
-			}
-			more := !stallStart.IsZero() && ss.pick() >= 0
-			ss.mu.Unlock()
-			if !stallStart.IsZero() {
-				e.st.stallNanos.Add(uint64(time.Since(stallStart)))
-				stallStart = time.Time{}
-			}
-			if more {
-				signal(ss.wake) // another sender of this worker may be waiting
-			}
-			continue
-		}
-		ss.mu.Unlock()
-		if stallStart.IsZero() {
-			stallStart = time.Now()
-			e.st.stalls.Add(1)
-			if timer == nil && useTimeout && e.cfg.SendTimeout > 0 {
-				timer = time.NewTimer(e.cfg.SendTimeout)
-				timeout = timer.C
-			}
-		}
-		select {
-		case <-ss.wake:
-		case <-p.dead:
-			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
-			return sent, p.err
-		case <-e.closing:
-			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
-			return sent, ErrClosed
-		case <-done:
-			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
-			return sent, fmt.Errorf("bichannel: send to node %d worker %d: waiting for credits: %w", peerID, w, ctx.Err())
-		case <-timeout:
-			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
-			return sent, fmt.Errorf("bichannel: send to node %d worker %d: no credits within %v: %w", peerID, w, e.cfg.SendTimeout, context.DeadlineExceeded)
-		}
-	}
-	return sent, nil
-}
-
-// Recv appends to dst up to Config.RecvBatch messages received for worker
-// w, from any peer, and returns at once (it may append none). Consuming
-// messages returns credits to their senders. The Data of the messages
-// returned by the previous Recv for w becomes invalid.
-//
-// If a peer is down, Recv still appends what arrived and returns a
-// *PeerError; after Close it returns ErrClosed.
-func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
-	if w < 0 || w >= e.cfg.Workers {
-		return dst, fmt.Errorf("bichannel: recv: worker %d out of range [0, %d)", w, e.cfg.Workers)
-	}
-	if e.isClosing() {
-		return dst, ErrClosed
-	}
-	wk := e.workers[w]
-	if e.poller != nil {
-		e.pollFast(w, wk)
-	}
-	wk.mu.Lock()
-	wk.free = append(wk.free, wk.lent...)
-	clear(wk.lent)
-	wk.lent = wk.lent[:0]
-	n := min(len(wk.inbox)-wk.head, e.cfg.RecvBatch)
-	var kbuf [8]kick
-	kicks := kbuf[:0]
-	events := 0
-	for range n {
-		m := wk.inbox[wk.head]
-		wk.inbox[wk.head] = inMsg{}
-		wk.head++
-		if m.kind == MsgAcked {
-			dst = append(dst, Message{Peer: m.p.id, Worker: w, Flow: m.flow, Seq: m.seq, Kind: m.kind, Tag: m.tag})
-			events++
-			continue
-		}
-		// A message or a skip event (onSkip): it held one of its flow's
-		// buffers, whose credit goes back now.
-		rf := &m.p.rx[w][m.flow]
-		rf.buffered--
-		rf.owed++
-		m.p.markDirty(w, m.flow, rf)
-		urgent := int(rf.owed) >= e.creditBatch
-		found := false
-		for i := range kicks {
-			if kicks[i].p == m.p {
-				kicks[i].urgent = kicks[i].urgent || urgent
-				found = true
-				break
-			}
-		}
-		if !found {
-			kicks = append(kicks, kick{p: m.p, urgent: urgent})
-		}
-		if m.kind == MsgSkipped {
-			dst = append(dst, Message{Peer: m.p.id, Worker: w, Flow: m.flow, Seq: m.seq, Kind: m.kind, Tag: m.tag})
-			events++
-			continue
-		}
-		dst = append(dst, Message{Peer: m.p.id, Worker: w, Flow: m.flow, Seq: m.seq, Data: m.data, Retransmitted: m.viaTCP})
-		wk.lent = append(wk.lent, m.data)
-	}
-	if wk.head == len(wk.inbox) {
-		wk.inbox, wk.head = wk.inbox[:0], 0
-	} else if wk.head > 1024 && wk.head*2 > len(wk.inbox) {
-		k := copy(wk.inbox, wk.inbox[wk.head:])
-		clear(wk.inbox[k:])
-		wk.inbox, wk.head = wk.inbox[:k], 0
-	}
-	wk.mu.Unlock()
-	for _, k := range kicks {
-		k.p.kickAcks(k.urgent)
-	}
-	if n > events {
-		e.st.received.Add(uint64(n - events))
-	}
-	return dst, e.downErr()
-}
-
-// RecvWait is Recv that blocks until at least one message is there, a peer
-// is down, the Endpoint closes or ctx ends.
-func (e *Endpoint) RecvWait(ctx context.Context, w int, dst []Message) ([]Message, error) {
-	if e.poller != nil && w >= 0 && w < e.cfg.Workers {
-		return e.recvWaitPoll(ctx, w, dst)
-	}
-	for {
-		before := len(dst)
-		dst, err := e.Recv(w, dst)
-		if err != nil || len(dst) > before {
-			return dst, err
-		}
-		select {
-		case <-e.workers[w].notify:
-		case <-e.anyDead:
-		case <-e.closing:
-		case <-ctx.Done():
-			return dst, ctx.Err()
-		}
-	}
 }
 
 // Flush sends every pending acknowledgement and credit now, then waits
@@ -823,7 +596,7 @@ func (e *Endpoint) Stats() Stats {
 	for i := range s.drop {
 		st.Malformed += s.drop[i].Load()
 	}
-	if c, ok := e.fp.(FastCounter); ok {
+	if c, ok := e.fp.(transport.Counter); ok {
 		fs := c.FastStats()
 		st.FastDrops, st.FastOversize = fs.Drops, fs.Oversize
 	}
@@ -852,161 +625,4 @@ func (e *Endpoint) Close() error {
 		e.stopWatches()
 	})
 	return err
-}
-
-// rxLoop receives worker w's datagrams from the fast path.
-func (e *Endpoint) rxLoop(w int) {
-	defer e.wg.Done()
-	dgs := make([]Datagram, 0, 64)
-	for {
-		var err error
-		dgs, err = e.fp.Recv(w, dgs[:0])
-		for _, d := range dgs {
-			e.onDatagram(w, d.Src, d.Data)
-		}
-		e.flushHotAcks(w)
-		if err != nil {
-			if !e.isClosing() {
-				// vnicd gone, say: messages still arrive, retransmitted
-				// over TCP.
-				e.log.Error().Err(err).Int("worker", w).Msg("bichannel: fast path receive failed; relying on TCP retransmission")
-			}
-			return
-		}
-	}
-}
-
-// onDatagram handles one fast-path datagram from src received on worker
-// w's queue. It is the one place every fast path's datagrams are checked:
-// the header, the peer and its session, the ranges, the source (one of the
-// peer's flows) and, in the authenticated mode, the tag — all before the
-// message is looked at.
-func (e *Endpoint) onDatagram(w int, src netip.AddrPort, d []byte) {
-	var h dgHeader
-	payload, ok := parseHeader(d, &h)
-	if !ok {
-		e.dropped(dropHeader, src)
-		return
-	}
-	p := e.peers()[int(h.node)]
-	switch {
-	case p == nil:
-		e.dropped(dropUnknownNode, src)
-		return
-	case p.down.Load():
-		e.dropped(dropDeadPeer, src)
-		return
-	case h.session != p.remote.session:
-		e.dropped(dropStaleSession, src)
-		return
-	case int(h.worker) >= e.cfg.Workers || int(h.flow) >= p.remote.flows || len(payload) > e.cfg.MaxPayload:
-		e.dropped(dropBadFlow, src)
-		return
-	case src.Addr() != p.remote.info.Addr || src.Port() != p.rxSrc[h.worker][h.flow]:
-		e.dropped(dropBadSource, src)
-		return
-	case p.auth && !tagOK(p.rxKey, d, h.tag):
-		e.dropped(dropBadTag, src)
-		return
-	}
-	if h.typ == dgAck {
-		if !e.cfg.HotAcks {
-			e.dropped(dropHotAckOff, src)
-			return
-		}
-		e.onHotAck(p, &h, payload, src)
-		return
-	}
-	if int(h.worker) != w {
-		e.st.mistargeted.Add(1)
-	}
-	e.arrive(p, int(h.worker), int(h.flow), h.seq, payload, w, src)
-}
-
-// dropped counts a dropped datagram and logs it, naming the source, at
-// most once a second.
-func (e *Endpoint) dropped(reason int, src netip.AddrPort) {
-	n := e.st.drop[reason].Add(1)
-	if e.logAllowed() {
-		e.log.Warn().Str("from", src.String()).Str("reason", dropNames[reason]).Uint64("count", n).
-			Msg("bichannel: dropped a fast-path datagram (at most one such line a second)")
-	}
-}
-
-// logAllowed rate-limits the drop and refusal log lines to one a second.
-func (e *Endpoint) logAllowed() bool {
-	now := e.now()
-	last := e.lastLog.Load()
-	return (last == 0 || now-last >= int64(time.Second)) && e.lastLog.CompareAndSwap(last, now)
-}
-
-// arrive takes one copy of a message, from the fast path (received by
-// worker rxw's receiving goroutine) or TCP (rxw -1): duplicate suppression,
-// buffer accounting, the inbox.
-func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, rxw int, src netip.AddrPort) {
-	viaTCP := rxw < 0
-	wk := e.workers[w]
-	wk.mu.Lock()
-	rf := &p.rx[w][f]
-	win := uint64(e.cfg.Window)
-	switch {
-	case seq < rf.base || (seq-rf.base < win && rf.has(seq, win)):
-		base := rf.base
-		wk.mu.Unlock()
-		e.st.duplicates.Add(1)
-		if e.cfg.HotAcks {
-			e.hotAck(rxw, p, w, f, seq, base) // its sender missed the first
-		}
-		return
-	case seq-rf.base >= win:
-		wk.mu.Unlock()
-		e.dropped(dropOutOfWindow, src) // the sender broke the window rule
-		return
-	case rf.buffered >= e.cfg.BuffersPerFlow:
-		wk.mu.Unlock()
-		e.st.dropsNoBuffer.Add(1)
-		return
-	}
-	rf.receive(seq, win)
-	rf.buffered++
-	rf.fresh++
-	p.markDirty(w, f, rf)
-	// With hot acknowledgements the TCP record only carries credits and
-	// a cumulative backstop: no hurry.
-	urgent := rf.fresh >= e.ackBatch && !e.cfg.HotAcks
-	base := rf.base
-	var buf []byte
-	if n := len(wk.free); n > 0 {
-		buf = wk.free[n-1]
-		wk.free[n-1] = nil
-		wk.free = wk.free[:n-1]
-	} else {
-		buf = make([]byte, 0, e.cfg.MaxPayload)
-	}
-	buf = append(buf[:0], payload...)
-	wk.inbox = append(wk.inbox, inMsg{p: p, flow: f, seq: seq, data: buf, viaTCP: viaTCP})
-	wk.mu.Unlock()
-	if viaTCP {
-		e.st.deliveredTCP.Add(1)
-	} else {
-		e.st.deliveredFast.Add(1)
-	}
-	signal(wk.notify)
-	if e.poller != nil && wk.poll.waiting.Load() {
-		e.poller.Wake(w) // a TCP copy for a worker asleep in the fast path's Wait
-	}
-	if e.cfg.HotAcks {
-		e.hotAck(rxw, p, w, f, seq, base)
-	}
-	p.kickAcks(urgent)
-}
-
-// isDead reports whether the peer is down.
-func (p *peer) isDead() bool {
-	select {
-	case <-p.dead:
-		return true
-	default:
-		return false
-	}
 }

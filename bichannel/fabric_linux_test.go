@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/wire/fabric"
@@ -56,8 +57,8 @@ func startFabricDaemon(t *testing.T) (string, *fabric.Fabric) {
 
 // fabricVNIC is node i's fast path config on the fabric: host 198.18.0.<i+1>,
 // every node on the same base port.
-func fabricVNIC(sock string, i int) VNICConfig {
-	return VNICConfig{Socket: sock, IP: netip.AddrFrom4([4]byte{198, 18, 0, byte(i + 1)}), FabricHost: true, BasePort: 9400, AttachTimeout: 10 * time.Second}
+func fabricVNIC(sock string, i int) transport.VNICConfig {
+	return transport.VNICConfig{Socket: sock, IP: netip.AddrFrom4([4]byte{198, 18, 0, byte(i + 1)}), FabricHost: true, BasePort: 9400, AttachTimeout: 10 * time.Second}
 }
 
 // Three endpoints on one vnicd --source fabric, each a host of its own
@@ -128,8 +129,8 @@ func TestFabricExactlyOnce(t *testing.T) {
 }
 
 func TestFabricHostNeedsIPv4(t *testing.T) {
-	c := VNICConfig{Socket: "/nonexistent", IP: netip.MustParseAddr("fd00::1"), FabricHost: true, BasePort: 9400}
-	_, err := NewVNICFast(context.Background(), 1, c)
+	c := transport.VNICConfig{Socket: "/nonexistent", IP: netip.MustParseAddr("fd00::1"), FabricHost: true, BasePort: 9400}
+	_, err := transport.NewVNIC(context.Background(), 1, c)
 	if err == nil || !strings.Contains(err.Error(), "IPv4") {
 		t.Fatalf("a fabric host on an IPv6 address: %v, want an error asking for IPv4", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnic/vnic/bichannel/transport"
+	"github.com/vnic/vnic/bichannel/transport/lossytest"
 	"github.com/vnic/vnic/rss"
 )
 
@@ -16,9 +18,9 @@ import (
 // make soak for long (FUZZ_TARGETS in the Makefile).
 
 func FuzzParseHello(f *testing.F) {
-	rc, queues, _ := defaultRSS(3)
+	rc, queues, _ := transport.DefaultRSS(3)
 	h := &hello{node: 7, session: 0xdeadbeef, workers: 3, flows: 8, buffers: 64, window: 1024, maxPayload: 1400,
-		info: FastInfo{Addr: netip.MustParseAddr("198.18.0.9"), Ports: []uint16{9000, 9001, 9002}, Queues: queues, RSS: rc}}
+		info: transport.Info{Addr: netip.MustParseAddr("198.18.0.9"), Ports: []uint16{9000, 9001, 9002}, Queues: queues, RSS: rc}}
 	b, _ := appendHello(nil, h)
 	f.Add(b[frameHdrLen:])
 	f.Add([]byte("BICH"))
@@ -172,17 +174,6 @@ func FuzzReadFrame(f *testing.F) {
 	})
 }
 
-func FuzzUDPPayload(f *testing.F) {
-	fr := rss.BuildUDP4(nil, [6]byte{1}, [6]byte{2}, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), 1, 2, 3)
-	f.Add(fr)
-	f.Fuzz(func(t *testing.T, frame []byte) {
-		p, src, ok := udpPayload(frame)
-		if ok && (!src.IsValid() || len(p) > len(frame)) {
-			t.Fatalf("payload %d bytes from %v", len(p), src)
-		}
-	})
-}
-
 // FuzzOnDatagram feeds arbitrary datagrams, from a peer's true source, to
 // a connected authenticated endpoint: none panics, none is delivered
 // (without the key no tag verifies).
@@ -190,11 +181,11 @@ func FuzzOnDatagram(f *testing.F) {
 	cfg := authConfig()
 	cfg.HeartbeatTimeout = time.Hour
 	cfg.HeartbeatInterval = time.Minute
-	ln, err := NewLossyNet(LossyConfig{})
+	ln, err := lossytest.New(lossytest.Config{})
 	if err != nil {
 		f.Fatal(err)
 	}
-	eps := newCluster(f, 2, cfg, func(int) FastPath {
+	eps := newCluster(f, 2, cfg, func(int) transport.Path {
 		fp, err := ln.NewFastPath(cfg.Workers)
 		if err != nil {
 			f.Fatal(err)

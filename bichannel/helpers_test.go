@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/internal/testutil"
 )
 
@@ -39,7 +40,7 @@ func testConfig() Config {
 
 // newCluster builds n endpoints from cfg (fast path from mk, if not nil)
 // and connects them all; Cleanup closes them.
-func newCluster(t testing.TB, n int, cfg Config, mk func(i int) FastPath) []*Endpoint {
+func newCluster(t testing.TB, n int, cfg Config, mk func(i int) transport.Path) []*Endpoint {
 	t.Helper()
 	eps := make([]*Endpoint, n)
 	for i := range eps {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Config.ListenFunc, Config.Dialer and UDPConfig.ListenUDP make every
+// Config.ListenFunc, Config.Dialer and transport.UDPConfig.ListenUDP make every
 // socket of an Endpoint: the control listener, the dialed control
 // connections and the fast path's UDP sockets.
 func TestSocketHooks(t *testing.T) {

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnic/vnic/bichannel/transport"
+	"github.com/vnic/vnic/bichannel/transport/lossytest"
 	"github.com/vnic/vnic/rss"
 )
 
@@ -57,11 +59,11 @@ func hostileRun(t *testing.T, auth bool) {
 	}
 	var (
 		eps [2]*Endpoint
-		us  [2]*UDPFast
+		us  [2]*transport.UDP
 	)
 	for i := range eps {
 		ip := netip.AddrFrom4([4]byte{127, 0, 0, byte(2 + i)})
-		u, err := NewUDPFast(cfg.Workers, UDPConfig{IP: ip, MaxDatagram: HeaderLen + cfg.MaxPayload})
+		u, err := transport.NewUDP(cfg.Workers, transport.UDPConfig{IP: ip, MaxDatagram: HeaderLen + cfg.MaxPayload})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +103,7 @@ func hostileRun(t *testing.T, auth bool) {
 		t.Logf("early claim: %v", err)
 	}
 	routes := [][]rss.PortPair{b.Flows(0, 0), b.Flows(0, 1)}
-	socks := us[1].openSockets()
+	socks := us[1].SendSockets()
 
 	// The attacks, while the honest nodes exchange messages.
 	var (
@@ -320,7 +322,7 @@ func hostileRun(t *testing.T, auth bool) {
 	if got := [][]rss.PortPair{b.Flows(0, 0), b.Flows(0, 1)}; !slices.Equal(got[0], routes[0]) || !slices.Equal(got[1], routes[1]) {
 		t.Errorf("node 1's flows to node 0 changed: %v, were %v", got, routes)
 	}
-	if n := us[1].openSockets(); n != socks {
+	if n := us[1].SendSockets(); n != socks {
 		t.Errorf("node 1 has %d sending sockets, had %d before the attacks", n, socks)
 	}
 	// Let the receive loops drain what the attacker sent last.
@@ -466,7 +468,7 @@ func claimID(addr, from string, id, target int, auth bool, honest *Endpoint) err
 // An acknowledgement of messages never sent is counted and ignored; the
 // pair stays up and delivers exactly once.
 func TestAckBeyondSent(t *testing.T) {
-	eps, _ := lossyCluster(t, 2, testConfig(), LossyConfig{})
+	eps, _ := lossyCluster(t, 2, testConfig(), lossytest.Config{})
 	p := eps[0].peers()[1]
 	for _, a := range []ackRecord{
 		{worker: 0, flow: 0, cum: 1000, credits: 0},
@@ -490,7 +492,7 @@ func TestAckBeyondSent(t *testing.T) {
 // The datagram path — header, source, tag, duplicate window, inbox — and
 // Recv allocate nothing in the authenticated mode.
 func TestDatagramPathAllocs(t *testing.T) {
-	eps, _ := lossyCluster(t, 2, authConfig(), LossyConfig{})
+	eps, _ := lossyCluster(t, 2, authConfig(), lossytest.Config{})
 	a, b := eps[0], eps[1]
 	pa := a.peers()[1]
 	src := netip.AddrPortFrom(a.Info().Addr, a.Flows(1, 0)[0].SrcPort)

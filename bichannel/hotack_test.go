@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vnic/vnic/bichannel/transport"
+	"github.com/vnic/vnic/bichannel/transport/lossytest"
 )
 
 // Hot-path acknowledgements under 10% loss and 10% duplication (plus
@@ -18,7 +21,7 @@ import (
 func TestHotAcksExactlyOnceLossy(t *testing.T) {
 	cfg := testConfig()
 	cfg.HotAcks = true
-	eps, ln := lossyCluster(t, 3, cfg, LossyConfig{Loss: 0.10, Duplicate: 0.10, Reorder: 0.05, Seed: 12})
+	eps, ln := lossyCluster(t, 3, cfg, lossytest.Config{Loss: 0.10, Duplicate: 0.10, Reorder: 0.05, Seed: 12})
 	runTraffic(t, eps, trafficOpts{perPair: 400})
 	var sum Stats
 	for _, e := range eps {
@@ -47,7 +50,7 @@ func TestHotAcksExactlyOnceLossy(t *testing.T) {
 
 // blackhole drops every datagram sent to one peer while on.
 type blackhole struct {
-	FastPath
+	transport.Path
 	to      int
 	on      atomic.Bool
 	dropped atomic.Uint64
@@ -58,7 +61,7 @@ func (b *blackhole) Send(peer, w, f int, d []byte) error {
 		b.dropped.Add(1)
 		return nil
 	}
-	return b.FastPath.Send(peer, w, f, d)
+	return b.Path.Send(peer, w, f, d)
 }
 
 // Quorum skip: node 0 replicates to nodes 1 and 2, and node 2 hears
@@ -81,19 +84,19 @@ func TestQuorumSkip(t *testing.T) {
 	// Node 2's copies hold their credits until skipped at that deadline:
 	// 64 (not 16) keeps the sends from waiting out a dozen deadlines.
 	cfg.BuffersPerFlow = 64
-	ln, err := NewLossyNet(LossyConfig{Seed: 5})
+	ln, err := lossytest.New(lossytest.Config{Seed: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ln.Wait)
 	var bh *blackhole
-	eps := newCluster(t, 3, cfg, func(i int) FastPath {
+	eps := newCluster(t, 3, cfg, func(i int) transport.Path {
 		fp, err := ln.NewFastPath(cfg.Workers)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i == 0 {
-			bh = &blackhole{FastPath: fp, to: 2}
+			bh = &blackhole{Path: fp, to: 2}
 			return bh
 		}
 		return fp
@@ -339,7 +342,7 @@ func TestHotAckRoundTripDoesNotAllocate(t *testing.T) {
 func TestHotAcksAuthenticated(t *testing.T) {
 	cfg := authConfig()
 	cfg.HotAcks = true
-	eps, _ := lossyCluster(t, 3, cfg, LossyConfig{Loss: 0.10, Duplicate: 0.10, Seed: 21})
+	eps, _ := lossyCluster(t, 3, cfg, lossytest.Config{Loss: 0.10, Duplicate: 0.10, Seed: 21})
 	runTraffic(t, eps, trafficOpts{perPair: 200})
 	var taken uint64
 	for i, e := range eps {

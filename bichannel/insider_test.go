@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnic/vnic/bichannel/transport"
+	"github.com/vnic/vnic/bichannel/transport/lossytest"
 	"github.com/vnic/vnic/rss"
 )
 
@@ -117,7 +119,7 @@ func forgeHotAck(from, to *Endpoint, w, f int, seq uint64) []byte {
 // network acknowledge it with a hot acknowledgement from the receiver's
 // address, port and session.
 type holePunch struct {
-	FastPath
+	transport.Path
 	seq    uint64
 	forge  atomic.Pointer[func()]
 	lost   atomic.Int64
@@ -135,7 +137,7 @@ func (h *holePunch) Send(peer, w, f int, d []byte) error {
 			return nil
 		}
 	}
-	return h.FastPath.Send(peer, w, f, d)
+	return h.Path.Send(peer, w, f, d)
 }
 
 // A forged hot acknowledgement of a message that was lost does not stop
@@ -149,20 +151,20 @@ func TestForgedHotAckRecovers(t *testing.T) {
 		t.Run(fmt.Sprintf("hotacks=%v", hot), func(t *testing.T) {
 			cfg := testConfig()
 			cfg.HotAcks = hot
-			ln, err := NewLossyNet(LossyConfig{})
+			ln, err := lossytest.New(lossytest.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(ln.Wait)
-			var lf0 *LossyFast
+			var lf0 *lossytest.Fast
 			hp := &holePunch{seq: 20}
-			eps := newCluster(t, 2, cfg, func(i int) FastPath {
+			eps := newCluster(t, 2, cfg, func(i int) transport.Path {
 				fp, err := ln.NewFastPath(cfg.Workers)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if i == 0 {
-					lf0, hp.FastPath = fp, fp
+					lf0, hp.Path = fp, fp
 					return hp
 				}
 				return fp
@@ -395,7 +397,7 @@ func TestEmptyFirstFrameRefused(t *testing.T) {
 			if auth {
 				cfg = authConfig()
 			}
-			eps, _ := lossyCluster(t, 2, cfg, LossyConfig{})
+			eps, _ := lossyCluster(t, 2, cfg, lossytest.Config{})
 			a, b := eps[0], eps[1]
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
@@ -430,13 +432,13 @@ func TestEmptyFirstFrameRefused(t *testing.T) {
 // bigRSS advertises a RETA of size entries that steers as the wrapped fast
 // path's table does (round-robin over the same queues).
 type bigRSS struct {
-	FastPath
-	info FastInfo
+	transport.Path
+	info transport.Info
 }
 
-func (b *bigRSS) Info() FastInfo { return b.info }
+func (b *bigRSS) Info() transport.Info { return b.info }
 
-func withBigRSS(t *testing.T, fp FastPath, size int) FastPath {
+func withBigRSS(t *testing.T, fp transport.Path, size int) transport.Path {
 	t.Helper()
 	in := fp.Info()
 	reta, err := rss.NewRETA(size, in.RSS.RETA.Queues())
@@ -444,7 +446,7 @@ func withBigRSS(t *testing.T, fp FastPath, size int) FastPath {
 		t.Fatal(err)
 	}
 	in.RSS.RETA = reta
-	return &bigRSS{FastPath: fp, info: in}
+	return &bigRSS{Path: fp, info: in}
 }
 
 // The hello carries the largest RSS table rss accepts: a hello of
@@ -461,7 +463,7 @@ func TestHelloLargestRSSFits(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &hello{node: 7, session: 9, workers: MaxWorkers, flows: 1024, buffers: 64, window: MaxWindow, maxPayload: 8932,
-		info: FastInfo{Addr: netip.MustParseAddr("2001:db8::1"), Ports: make([]uint16, MaxWorkers), Queues: make([]int, MaxWorkers),
+		info: transport.Info{Addr: netip.MustParseAddr("2001:db8::1"), Ports: make([]uint16, MaxWorkers), Queues: make([]int, MaxWorkers),
 			RSS: rss.Config{Profile: prof, RETA: reta}}}
 	frame, err := appendHello(nil, h)
 	if err != nil {
@@ -477,12 +479,12 @@ func TestHelloLargestRSSFits(t *testing.T) {
 	t.Logf("largest hello: %d bytes, cap %d", len(frame), maxHelloLen)
 
 	cfg := testConfig()
-	ln, err := NewLossyNet(LossyConfig{})
+	ln, err := lossytest.New(lossytest.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ln.Wait)
-	eps := newCluster(t, 2, cfg, func(int) FastPath {
+	eps := newCluster(t, 2, cfg, func(int) transport.Path {
 		fp, err := ln.NewFastPath(cfg.Workers)
 		if err != nil {
 			t.Fatal(err)

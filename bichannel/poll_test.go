@@ -9,48 +9,47 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnic/vnic/client"
-	"github.com/vnic/vnic/rss"
+	"github.com/vnic/vnic/bichannel/transport"
 )
 
 // pollClusters builds two connected endpoints over each run-to-completion
-// fast path: kernel UDP, and VNICFast over the fake vnicd. drop, if not 0,
+// fast path: kernel UDP, and transport.VNIC over the fake vnicd. drop, if not 0,
 // drops that fraction of node 0's fast-path sends (so TCP retransmission
 // carries them).
 func pollClusters(t *testing.T, cfg Config, drop float64) map[string][]*Endpoint {
 	out := map[string][]*Endpoint{}
-	wrap := func(i int, fp FastPath) FastPath {
+	wrap := func(i int, fp transport.Path) transport.Path {
 		if drop == 0 || i != 0 {
 			return fp
 		}
-		d, err := DropOnSend(fp, drop, 7)
+		d, err := transport.DropOnSend(fp, drop, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d
 	}
-	out["udp"] = newCluster(t, 2, cfg, func(i int) FastPath {
-		u, err := NewUDPFast(cfg.Workers, UDPConfig{MaxDatagram: HeaderLen + cfg.MaxPayload})
+	out["udp"] = newCluster(t, 2, cfg, func(i int) transport.Path {
+		u, err := transport.NewUDP(cfg.Workers, transport.UDPConfig{MaxDatagram: HeaderLen + cfg.MaxPayload})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return wrap(i, u)
 	})
 	wire := newFakeWire(0, 3)
-	out["vnic"] = newCluster(t, 2, cfg, func(i int) FastPath {
+	out["vnic"] = newCluster(t, 2, cfg, func(i int) transport.Path {
 		_, fp := fakeVNIC(t, wire, i, cfg.Workers, cfg.Workers)
 		return wrap(i, fp)
 	})
 	return out
 }
 
-// With a FastPoller, no receive goroutine runs: Recv and RecvWait take the
+// With a transport.Poller, no receive goroutine runs: Recv and RecvWait take the
 // datagrams off the worker's queue themselves.
 func TestRunToCompletionNoReceiveGoroutine(t *testing.T) {
 	for name, eps := range pollClusters(t, testConfig(), 0) {
 		t.Run(name, func(t *testing.T) {
 			if eps[0].poller == nil || eps[1].poller == nil {
-				t.Fatalf("%s: the fast path is not a FastPoller", name)
+				t.Fatalf("%s: the fast path is not a transport.Poller", name)
 			}
 			var sb strings.Builder
 			pprof.Lookup("goroutine").WriteTo(&sb, 1)
@@ -227,70 +226,5 @@ func TestSendBatch(t *testing.T) {
 				t.Errorf("sender: %+v", st)
 			}
 		})
-	}
-}
-
-// stillQueue is a vnicQueue that allocates nothing: Send completes at
-// once, and Recv hands out the frames of the last Send.
-type stillQueue struct {
-	frames [][]byte
-	bufs   [][]byte
-}
-
-func (q *stillQueue) Recv(dst []client.Packet) []client.Packet {
-	for _, f := range q.frames {
-		dst = append(dst, client.Packet{Data: f})
-	}
-	q.frames = q.frames[:0]
-	return dst
-}
-func (q *stillQueue) Release([]client.Packet) {}
-func (q *stillQueue) Send(frames [][]byte) (int, error) {
-	for len(q.bufs) < len(frames) {
-		q.bufs = append(q.bufs, make([]byte, 2048))
-	}
-	for i, f := range frames {
-		q.frames = append(q.frames, append(q.bufs[i][:0], f...))
-	}
-	return len(frames), nil
-}
-func (q *stillQueue) Wait(context.Context) error { return nil }
-func (q *stillQueue) TxPending() int             { return 0 }
-
-type stillTenant struct{ q *stillQueue }
-
-func (t stillTenant) Queues() int             { return 1 }
-func (t stillTenant) Queue(int) vnicQueue     { return t.q }
-func (t stillTenant) RSSInfo() client.RSSInfo { return client.RSSInfo{} }
-func (t stillTenant) Err() error              { return nil }
-func (t stillTenant) Close() error            { return nil }
-
-// VNICFast's hot path — SendBatch (frames built, one TX publication) and
-// Poll (Recv, parse, release) — allocates nothing.
-func TestVNICFastHotPathDoesNotAllocate(t *testing.T) {
-	q := &stillQueue{}
-	vc := vnicConfig(0)
-	v, err := newVNICFast(stillTenant{q}, 1, vc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	if err := v.Connect(1, FastInfo{Addr: vnicConfig(1).IP}, [][]rss.PortPair{{{SrcPort: 10001, DstPort: 7000}}}); err != nil {
-		t.Fatal(err)
-	}
-	dgs := [][]byte{make([]byte, 64), make([]byte, 64), make([]byte, 64)}
-	var got []Datagram
-	round := func() {
-		if n, err := v.SendBatch(1, 0, 0, dgs); err != nil || n != len(dgs) {
-			t.Fatalf("SendBatch: %d, %v", n, err)
-		}
-		got, err = v.Poll(0, got[:0])
-		if err != nil || len(got) != len(dgs) || len(got[0].Data) != 64 {
-			t.Fatalf("Poll: %d datagrams, %v", len(got), err)
-		}
-	}
-	round()
-	if n := testing.AllocsPerRun(1000, round); n != 0 {
-		t.Errorf("%.2f allocations per batch sent and polled, want 0", n)
 	}
 }

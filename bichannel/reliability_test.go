@@ -7,16 +7,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vnic/vnic/bichannel/transport"
+	"github.com/vnic/vnic/bichannel/transport/lossytest"
 )
 
-// lossyCluster connects n endpoints over one LossyNet.
-func lossyCluster(t *testing.T, n int, cfg Config, lc LossyConfig) ([]*Endpoint, *LossyNet) {
+// lossyCluster connects n endpoints over one lossytest.Net.
+func lossyCluster(t *testing.T, n int, cfg Config, lc lossytest.Config) ([]*Endpoint, *lossytest.Net) {
 	t.Helper()
-	ln, err := NewLossyNet(lc)
+	ln, err := lossytest.New(lc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eps := newCluster(t, n, cfg, func(int) FastPath {
+	eps := newCluster(t, n, cfg, func(int) transport.Path {
 		fp, err := ln.NewFastPath(cfg.Workers)
 		if err != nil {
 			t.Fatal(err)
@@ -39,7 +42,7 @@ func TestLossyExactlyOnce(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("loss%.0f%%-reorder%.0f%%-dup%.0f%%", 100*tc.loss, 100*tc.reorder, 100*tc.dup), func(t *testing.T) {
 			cfg := testConfig()
-			lc := LossyConfig{Loss: tc.loss, Reorder: tc.reorder, Duplicate: tc.dup, Seed: 42}
+			lc := lossytest.Config{Loss: tc.loss, Reorder: tc.reorder, Duplicate: tc.dup, Seed: 42}
 			if tc.dup == 0 {
 				// The receive queue holds exactly what the credits allow
 				// (buffers x flows x peers): credits must keep it from ever
@@ -81,7 +84,7 @@ func TestLossyExactlyOnce(t *testing.T) {
 func TestCreditsBindSlowReceiver(t *testing.T) {
 	cfg := testConfig()
 	cfg.Workers = 1
-	lc := LossyConfig{Seed: 7, QueueLen: cfg.BuffersPerFlow * cfg.Flows}
+	lc := lossytest.Config{Seed: 7, QueueLen: cfg.BuffersPerFlow * cfg.Flows}
 	eps, ln := lossyCluster(t, 2, cfg, lc)
 	runTraffic(t, eps, trafficOpts{perPair: 600, slowEvery: 32, slowFor: 2 * time.Millisecond})
 	if s := eps[0].Stats(); s.Stalls == 0 || s.StallTime == 0 {
@@ -96,7 +99,7 @@ func TestCreditsBindSlowReceiver(t *testing.T) {
 func TestSendBlocksWithoutCredits(t *testing.T) {
 	cfg := testConfig()
 	cfg.Workers = 1
-	eps, _ := lossyCluster(t, 2, cfg, LossyConfig{Seed: 1})
+	eps, _ := lossyCluster(t, 2, cfg, lossytest.Config{Seed: 1})
 	a, b := eps[0], eps[1]
 	credits := cfg.BuffersPerFlow * cfg.Flows
 	for i := range credits {
@@ -159,7 +162,7 @@ func TestSendBlocksWithoutCredits(t *testing.T) {
 func TestSendRejects(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxPayload = 100
-	eps, _ := lossyCluster(t, 2, cfg, LossyConfig{})
+	eps, _ := lossyCluster(t, 2, cfg, lossytest.Config{})
 	a := eps[0]
 	if err := a.Send(1, 0, make([]byte, 101)); !errors.Is(err, ErrTooBig) {
 		t.Errorf("101-byte message: %v, want ErrTooBig", err)
@@ -186,7 +189,7 @@ func TestSendRejects(t *testing.T) {
 }
 
 func TestConnectMismatchedWorkers(t *testing.T) {
-	ln, _ := NewLossyNet(LossyConfig{})
+	ln, _ := lossytest.New(lossytest.Config{})
 	c0, c1 := testConfig(), testConfig()
 	c0.NodeID, c1.NodeID = 0, 1
 	c1.Workers = 3
@@ -220,7 +223,7 @@ func TestConnectMismatchedWorkers(t *testing.T) {
 // its credit) first holds a queue slot no credit pays for. That takes an
 // acknowledgement later than the retransmission timeout (a slow
 // scheduler), and every such drop must be matched by one.
-func checkQueueFull(t *testing.T, eps []*Endpoint, ls LossyStats) {
+func checkQueueFull(t *testing.T, eps []*Endpoint, ls lossytest.Stats) {
 	t.Helper()
 	if ls.QueueFull == 0 {
 		return

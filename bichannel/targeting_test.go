@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/vnic/vnic/bichannel/transport"
+	"github.com/vnic/vnic/bichannel/transport/lossytest"
 	"github.com/vnic/vnic/rss"
 )
 
@@ -46,11 +48,11 @@ func TestFlowsLandOnBuddyQueue(t *testing.T) {
 			cfg := testConfig()
 			cfg.Workers = 4
 			cfg.Flows = 8
-			ln, err := NewLossyNet(LossyConfig{Seed: 3})
+			ln, err := lossytest.New(lossytest.Config{Seed: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
-			eps := newCluster(t, 3, cfg, func(i int) FastPath {
+			eps := newCluster(t, 3, cfg, func(i int) transport.Path {
 				rc, queues := shuffledRSS(t, profile, cfg.Workers, uint64(i+10))
 				fp, err := ln.NewFastPathRSS(cfg.Workers, rc, queues)
 				if err != nil {

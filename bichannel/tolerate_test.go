@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/vnic/vnic/bichannel/transport/lossytest"
 )
 
 // With TolerateDeadPeers, the death of one peer fails only what involves
@@ -20,7 +22,7 @@ func TestTolerateDeadPeers(t *testing.T) {
 	// testConfig's 10 s heartbeat timeout: node 2's death is seen through
 	// its Close (goodbye, connection closed) well within the 3 s below; a
 	// short timeout would let a scheduling stall mark a live peer dead.
-	eps, _ := lossyCluster(t, 3, cfg, LossyConfig{Loss: 0.05, Seed: 3})
+	eps, _ := lossyCluster(t, 3, cfg, lossytest.Config{Loss: 0.05, Seed: 3})
 	a, b, c := eps[0], eps[1], eps[2]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -66,7 +68,7 @@ func TestTolerateDeadPeers(t *testing.T) {
 	// Node 2 restarts: nobody takes it back.
 	rc := cfg
 	rc.NodeID = 2
-	ln, err := NewLossyNet(LossyConfig{})
+	ln, err := lossytest.New(lossytest.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

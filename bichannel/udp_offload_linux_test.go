@@ -7,10 +7,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
-	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/vnic/vnic/bichannel/transport"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,7 +19,7 @@ import (
 // counters show which way they went. On loopback a GSO send reaches a GRO
 // socket as one coalesced datagram, which the receiver splits.
 func TestUDPOffloads(t *testing.T) {
-	if !probeGSO(mustUDP(t)) {
+	if !kernelGSO(t) {
 		t.Skip("skipping: this kernel has no UDP_SEGMENT (Linux 4.18 on)")
 	}
 	for _, gso := range []bool{true, false} {
@@ -31,9 +31,9 @@ func TestUDPOffloads(t *testing.T) {
 				// -race run resent 64 messages over TCP (CI, load 28), so
 				// only a real loss may trigger the TCP path here.
 				cfg.RetransmitTimeout = 2 * time.Second
-				us := make([]*UDPFast, 2)
-				eps := newCluster(t, 2, cfg, func(i int) FastPath {
-					u, err := NewUDPFast(cfg.Workers, UDPConfig{MaxDatagram: HeaderLen + cfg.MaxPayload, NoGSO: !gso, NoGRO: !gro})
+				us := make([]*transport.UDP, 2)
+				eps := newCluster(t, 2, cfg, func(i int) transport.Path {
+					u, err := transport.NewUDP(cfg.Workers, transport.UDPConfig{MaxDatagram: HeaderLen + cfg.MaxPayload, NoGSO: !gso, NoGRO: !gro})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -69,28 +69,41 @@ func TestUDPOffloads(t *testing.T) {
 // cannot honour, so the kernel answers EINVAL) gets the batch again with
 // sendmmsg: nothing is lost, and the refusal is counted.
 func TestUDPGSOFallback(t *testing.T) {
-	if !probeGSO(mustUDP(t)) {
+	if !kernelGSO(t) {
 		t.Skip("skipping: this kernel has no UDP_SEGMENT (Linux 4.18 on)")
 	}
 	cfg := testConfig()
-	us := make([]*UDPFast, 2)
-	eps := newCluster(t, 2, cfg, func(i int) FastPath {
-		u, err := NewUDPFast(cfg.Workers, UDPConfig{MaxDatagram: HeaderLen + cfg.MaxPayload})
+	us := make([]*transport.UDP, 2)
+	eps := newCluster(t, 2, cfg, func(i int) transport.Path {
+		uc := transport.UDPConfig{MaxDatagram: HeaderLen + cfg.MaxPayload}
+		if i == 0 {
+			// Every socket of node 0 (the sending ones matter) refuses
+			// UDP_SEGMENT sends.
+			uc.ListenUDP = func(network string, laddr *net.UDPAddr) (*net.UDPConn, error) {
+				c, err := net.ListenUDP(network, laddr)
+				if err != nil {
+					return nil, err
+				}
+				rc, err := c.SyscallConn()
+				if err != nil {
+					c.Close()
+					return nil, err
+				}
+				rc.Control(func(fd uintptr) {
+					if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1); err != nil {
+						t.Errorf("SO_NO_CHECK: %v", err)
+					}
+				})
+				return c, nil
+			}
+		}
+		u, err := transport.NewUDP(cfg.Workers, uc)
 		if err != nil {
 			t.Fatal(err)
 		}
 		us[i] = u
 		return u
 	})
-	us[0].mu.Lock()
-	for _, s := range us[0].socks {
-		s.rc.Control(func(fd uintptr) {
-			if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1); err != nil {
-				t.Errorf("SO_NO_CHECK: %v", err)
-			}
-		})
-	}
-	us[0].mu.Unlock()
 	sendBatches(t, eps, cfg, 20, 8)
 	o := us[0].Offloads()
 	t.Logf("sender: %d UDP_SEGMENT sends, %d sendmmsg, %d refused", o.GSOSends, o.MultiSends, o.GSOFallbacks)
@@ -100,74 +113,6 @@ func TestUDPGSOFallback(t *testing.T) {
 	if !o.GSO {
 		t.Error("EINVAL (this batch) turned GSO off for good")
 	}
-}
-
-// The receive side splits coalesced datagrams at the segment size, the
-// last one shorter, and counts a truncated one as a drop.
-func TestUDPRxSplitsGRO(t *testing.T) {
-	if !probeGSO(mustUDP(t)) {
-		t.Skip("skipping: this kernel has no UDP_SEGMENT (Linux 4.18 on)")
-	}
-	u, err := NewUDPFast(1, UDPConfig{MaxDatagram: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer u.Close()
-	if !u.Offloads().GRO {
-		t.Skip("skipping: this kernel has no UDP_GRO (Linux 5.0 on)")
-	}
-	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netipAddrPort(u)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	tx := newUDPTx(u)
-	rc, _ := c.SyscallConn()
-	s := &udpSock{c: c, rc: rc}
-	dgs := [][]byte{make([]byte, 100), make([]byte, 100), make([]byte, 100), make([]byte, 37)}
-	for i, d := range dgs {
-		for j := range d {
-			d[j] = byte(i)
-		}
-	}
-	// A connected socket: sendmsg with a name is still fine.
-	if n, err := tx.send(s, netipAddrPort(u), dgs); err != nil || n != len(dgs) {
-		t.Fatalf("send: %d, %v", n, err)
-	}
-	var got []Datagram
-	deadline := time.Now().Add(5 * time.Second)
-	for len(got) < len(dgs) && time.Now().Before(deadline) {
-		got, err = u.Poll(0, got)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) < len(dgs) {
-			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-			u.Wait(ctx, 0)
-			cancel()
-		}
-	}
-	if len(got) != len(dgs) {
-		t.Fatalf("got %d datagrams, want %d", len(got), len(dgs))
-	}
-	for i, dg := range got {
-		d := dg.Data
-		if len(d) != len(dgs[i]) || d[0] != byte(i) || d[len(d)-1] != byte(i) {
-			t.Errorf("datagram %d: %d bytes starting %d, want %d bytes of %d", i, len(d), d[0], len(dgs[i]), i)
-		}
-	}
-	if o := u.Offloads(); o.GROSegments != uint64(len(dgs)) {
-		t.Errorf("%d segments counted as coalesced, want %d", o.GROSegments, len(dgs))
-	}
-}
-
-func mustUDP(t *testing.T) *net.UDPConn {
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // sendBatches sends batches of per messages of the largest size (the last
@@ -223,6 +168,17 @@ func sendBatches(t *testing.T, eps []*Endpoint, cfg Config, batches, per int) {
 	}
 }
 
+// kernelGSO tells whether this kernel takes UDP_SEGMENT (Linux 4.18 on),
+// as transport.UDP probes it.
+func kernelGSO(t *testing.T) bool {
+	u, err := transport.NewUDP(1, transport.UDPConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	return u.Offloads().GSO
+}
+
 func batchMsg(idx, size int) []byte {
 	b := make([]byte, size)
 	binary.BigEndian.PutUint64(b, uint64(idx))
@@ -230,10 +186,6 @@ func batchMsg(idx, size int) []byte {
 		b[j] = byte(idx*7 + j)
 	}
 	return b
-}
-
-func netipAddrPort(u *UDPFast) netip.AddrPort {
-	return netip.AddrPortFrom(u.info.Addr, u.info.Ports[0])
 }
 
 // A batch of 8 messages through SendBatch (one UDP_SEGMENT sendmsg) and
@@ -267,5 +219,5 @@ func TestSendBatchDoesNotAllocate(t *testing.T) {
 	if n := testing.AllocsPerRun(500, round); n >= 0.5 {
 		t.Errorf("%.2f allocations per batch of %d, want 0", n, len(bufs))
 	}
-	t.Logf("offloads: %v", a.FastPath().(*UDPFast).Offloads())
+	t.Logf("offloads: %v", a.FastPath().(*transport.UDP).Offloads())
 }

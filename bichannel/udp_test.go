@@ -3,23 +3,22 @@ package bichannel
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
 
-	"github.com/vnic/vnic/rss"
+	"github.com/vnic/vnic/bichannel/transport"
 )
 
 // udpCluster connects n endpoints over kernel UDP on loopback, each
 // fast path dropping a seeded fraction of its sends.
-func udpCluster(t *testing.T, n int, cfg Config, loss float64) ([]*Endpoint, []*UDPFast) {
+func udpCluster(t *testing.T, n int, cfg Config, loss float64) ([]*Endpoint, []*transport.UDP) {
 	t.Helper()
-	us := make([]*UDPFast, n)
-	eps := newCluster(t, n, cfg, func(i int) FastPath {
-		u, err := NewUDPFast(cfg.Workers, UDPConfig{MaxDatagram: HeaderLen + cfg.MaxPayload})
+	us := make([]*transport.UDP, n)
+	eps := newCluster(t, n, cfg, func(i int) transport.Path {
+		u, err := transport.NewUDP(cfg.Workers, transport.UDPConfig{MaxDatagram: HeaderLen + cfg.MaxPayload})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -27,7 +26,7 @@ func udpCluster(t *testing.T, n int, cfg Config, loss float64) ([]*Endpoint, []*
 		if loss == 0 {
 			return u
 		}
-		fp, err := DropOnSend(u, loss, uint64(100+i))
+		fp, err := transport.DropOnSend(u, loss, uint64(100+i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,8 +71,8 @@ func TestAutoFallsBackToUDP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if _, ok := e.FastPath().(*UDPFast); !ok {
-		t.Fatalf("fast path %T, want *UDPFast", e.FastPath())
+	if _, ok := e.FastPath().(*transport.UDP); !ok {
+		t.Fatalf("fast path %T, want *transport.UDP", e.FastPath())
 	}
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], "falling back") || !strings.Contains(lines[0], "not running") {
@@ -85,46 +84,5 @@ func TestAutoFallsBackToUDP(t *testing.T) {
 	if e, err := New(cfg); err == nil {
 		e.Close()
 		t.Error("FastVNIC without vnicd succeeded")
-	}
-}
-
-// UDPFast shares a source port's socket among the peers whose flows use
-// it, and Disconnect closes it with the last of them.
-func TestUDPDisconnect(t *testing.T) {
-	u, err := NewUDPFast(1, UDPConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer u.Close()
-	remote := u.Info()
-	shared := [][]rss.PortPair{{{SrcPort: 0, DstPort: remote.Ports[0]}}}
-	// Port 0 would be a fresh kernel-chosen port per socket: pick real ones.
-	probe, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p1 := uint16(probe.LocalAddr().(*net.UDPAddr).Port)
-	probe.Close()
-	shared[0][0].SrcPort = p1
-	own := [][]rss.PortPair{{{SrcPort: p1, DstPort: remote.Ports[0]}, {SrcPort: p1 + 1, DstPort: remote.Ports[0]}}}
-	if err := u.Connect(1, remote, shared); err != nil {
-		t.Skipf("port %d: %v", p1, err)
-	}
-	if err := u.Connect(2, remote, own); err != nil {
-		t.Skipf("ports %d, %d: %v", p1, p1+1, err)
-	}
-	if n := u.openSockets(); n != 2 {
-		t.Fatalf("%d sockets, want 2", n)
-	}
-	u.Disconnect(2)
-	if n := u.openSockets(); n != 1 {
-		t.Fatalf("after disconnecting peer 2: %d sockets, want 1 (peer 1 still uses port %d)", n, p1)
-	}
-	if err := u.Send(2, 0, 0, []byte("x")); err == nil {
-		t.Error("Send to a disconnected peer succeeded")
-	}
-	u.Disconnect(1)
-	if n := u.openSockets(); n != 0 {
-		t.Fatalf("after disconnecting both: %d sockets, want 0", n)
 	}
 }

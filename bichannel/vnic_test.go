@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/rss"
 )
@@ -71,11 +72,20 @@ func (w *fakeWire) attach(t *testing.T, ip netip.Addr, queues int, lo, hi uint16
 		reta[i] = uint16((i*5 + 3) % queues)
 	}
 	ft := &fakeTenant{w: w, ip: ip, lo: lo, hi: hi, info: client.RSSInfo{Profile: "toeplitz", Key: key, RETA: reta}}
-	cfg, err := rssFromTenant(ft.info, queues)
+	p, err := rss.ParseProfile(rss.ProfileToeplitz, rss.Key(key))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ft.cfg = cfg
+	rt, err := rss.NewRETA(len(reta), queues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, q := range reta {
+		if err := rt.Set(i, int(q)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ft.cfg = rss.Config{Profile: p, RETA: rt} // as the fast path reads ft.info
 	for q := range queues {
 		ft.queues = append(ft.queues, &fakeQueue{t: ft, id: q, ready: make(chan struct{}, 1)})
 	}
@@ -85,9 +95,9 @@ func (w *fakeWire) attach(t *testing.T, ip netip.Addr, queues int, lo, hi uint16
 	return ft
 }
 
-func (ft *fakeTenant) Queues() int             { return len(ft.queues) }
-func (ft *fakeTenant) Queue(i int) vnicQueue   { return ft.queues[i] }
-func (ft *fakeTenant) RSSInfo() client.RSSInfo { return ft.info }
+func (ft *fakeTenant) Queues() int                     { return len(ft.queues) }
+func (ft *fakeTenant) Queue(i int) transport.VNICQueue { return ft.queues[i] }
+func (ft *fakeTenant) RSSInfo() client.RSSInfo         { return ft.info }
 func (ft *fakeTenant) Err() error {
 	if ft.closed.Load() {
 		return client.ErrDaemonGone
@@ -234,8 +244,8 @@ func fold(s uint32) uint16 {
 	return uint16(s)
 }
 
-func vnicConfig(i int) VNICConfig {
-	return VNICConfig{
+func vnicConfig(i int) transport.VNICConfig {
+	return transport.VNICConfig{
 		IP:       netip.AddrFrom4([4]byte{198, 18, 1, byte(i + 1)}),
 		MAC:      [6]byte{0x02, 0, 0, 0, 1, byte(i + 1)},
 		BasePort: 7000,
@@ -245,11 +255,11 @@ func vnicConfig(i int) VNICConfig {
 // fakeVNIC attaches node i (vnicConfig(i)) to wire as a tenant of queues
 // queues, whose first workers receive the node's ports, and returns the
 // tenant and the node's vNIC fast path over it.
-func fakeVNIC(t *testing.T, wire *fakeWire, i, workers, queues int) (*fakeTenant, *VNICFast) {
+func fakeVNIC(t *testing.T, wire *fakeWire, i, workers, queues int) (*fakeTenant, *transport.VNIC) {
 	t.Helper()
 	vc := vnicConfig(i)
 	ft := wire.attach(t, vc.IP, queues, vc.BasePort, vc.BasePort+uint16(workers)-1, uint64(i))
-	fp, err := newVNICFast(ft, workers, vc)
+	fp, err := transport.NewVNICOn(ft, workers, vc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,8 +275,8 @@ func TestVNICFakeExactlyOnce(t *testing.T) {
 			cfg := testConfig()
 			wire := newFakeWire(loss, 11)
 			tenants := make([]*fakeTenant, 3)
-			eps := newCluster(t, 3, cfg, func(i int) FastPath {
-				var fp *VNICFast
+			eps := newCluster(t, 3, cfg, func(i int) transport.Path {
+				var fp *transport.VNIC
 				tenants[i], fp = fakeVNIC(t, wire, i, cfg.Workers, cfg.Workers)
 				return fp
 			})
@@ -299,7 +309,7 @@ func TestVNICFakeExactlyOnce(t *testing.T) {
 	}
 }
 
-// VNICFast alone: the frame it sends is a correct Ethernet/IPv4/UDP frame
+// transport.VNIC alone: the frame it sends is a correct Ethernet/IPv4/UDP frame
 // with the flow's ports and the payload; received frames that are not UDP
 // are dropped and released; payloads are released by the next Recv.
 func TestVNICFastFrames(t *testing.T) {
@@ -307,12 +317,12 @@ func TestVNICFastFrames(t *testing.T) {
 	a := wire.attach(t, netip.MustParseAddr("198.18.1.1"), 2, 7000, 7001, 1)
 	b := wire.attach(t, netip.MustParseAddr("198.18.1.2"), 2, 7000, 7001, 2)
 	ca, cb := vnicConfig(0), vnicConfig(1)
-	fa, err := newVNICFast(a, 2, ca)
+	fa, err := transport.NewVNICOn(a, 2, ca)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fa.Close()
-	fb, err := newVNICFast(b, 2, cb)
+	fb, err := transport.NewVNICOn(b, 2, cb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +340,7 @@ func TestVNICFastFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	flows := [][]rss.PortPair{pairs, pairs}
-	if err := fa.Connect(1, FastInfo{Addr: cb.IP, MAC: cb.MAC}, flows); err != nil {
+	if err := fa.Connect(1, transport.Info{Addr: cb.IP, MAC: cb.MAC}, flows); err != nil {
 		t.Fatal(err)
 	}
 	payload := []byte("bi-channel payload, odd length!")
@@ -389,52 +399,20 @@ func TestVNICFastFrames(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("Close did not unblock Recv")
 	}
-	if err := fb.Send(0, 0, 0, payload); !errors.Is(err, ErrFastClosed) {
-		t.Errorf("Send after Close: %v, want ErrFastClosed", err)
+	if err := fb.Send(0, 0, 0, payload); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("Send after Close: %v, want transport.ErrClosed", err)
 	}
 }
 
-func TestUDPPayload(t *testing.T) {
-	src, dst := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
-	f := rss.BuildUDP4(nil, [6]byte{1}, [6]byte{2}, src, dst, 1234, 5678, 5)
-	copy(f[len(f)-5:], "hello")
-	rss.SetUDPChecksum(f)
-	if !checksumsOK(f) {
-		t.Fatal("checksum wrong after rss.SetUDPChecksum")
-	}
-	if p, from, ok := udpPayload(append(f, 0, 0, 0)); !ok || string(p) != "hello" || from != netip.AddrPortFrom(src, 1234) { // Ethernet padding ignored
-		t.Fatalf("payload %q %v", p, ok)
-	}
-	// VLAN-tagged.
-	tagged := append(append(bytes.Clone(f[:12]), 0x81, 0, 0, 7), f[12:]...)
-	if p, _, ok := udpPayload(tagged); !ok || string(p) != "hello" {
-		t.Fatalf("tagged payload %q %v", p, ok)
-	}
-	// IPv6.
-	s6, d6 := netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2")
-	f6 := rss.BuildUDP6(nil, [6]byte{1}, [6]byte{2}, s6, d6, 1, 2, 3)
-	copy(f6[len(f6)-3:], "abc")
-	rss.SetUDPChecksum(f6)
-	if p, _, ok := udpPayload(f6); !ok || string(p) != "abc" {
-		t.Fatalf("IPv6 payload %q %v", p, ok)
-	}
-	for n := range len(f) {
-		udpPayload(f[:n]) // truncated: no panic
-	}
-	if _, _, ok := udpPayload(f[:len(f)-1]); ok {
-		t.Error("truncated frame accepted")
-	}
-}
-
-// With twice the queues (as NewVNICFast attaches), worker w receives on
+// With twice the queues (as transport.NewVNIC attaches), worker w receives on
 // queue w and sends on queue workers+w: no queue is used by two goroutines
 // at once, receive queues send nothing and send queues receive nothing.
 func TestVNICFastSeparateTxQueues(t *testing.T) {
 	cfg := testConfig()
 	wire := newFakeWire(0, 13)
 	tenants := make([]*fakeTenant, 2)
-	eps := newCluster(t, 2, cfg, func(i int) FastPath {
-		var fp *VNICFast
+	eps := newCluster(t, 2, cfg, func(i int) transport.Path {
+		var fp *transport.VNIC
 		tenants[i], fp = fakeVNIC(t, wire, i, cfg.Workers, 2*cfg.Workers)
 		return fp
 	})
@@ -454,131 +432,5 @@ func TestVNICFastSeparateTxQueues(t *testing.T) {
 		if ft.wrongQueue.Load() != 0 {
 			t.Errorf("tenant %d: %d frames on another worker's queue", i, ft.wrongQueue.Load())
 		}
-	}
-}
-
-// stallQueue is a queue with nothing to receive whose Recv stalls once,
-// at poll stallAt, as if the thread had been descheduled.
-type stallQueue struct {
-	polls, stallAt, waits int
-	pending               int // TxPending's answer
-	stall                 time.Duration
-}
-
-func (q *stallQueue) Recv(dst []client.Packet) []client.Packet {
-	if q.polls++; q.polls == q.stallAt {
-		time.Sleep(q.stall)
-	}
-	return dst
-}
-func (q *stallQueue) Release([]client.Packet)        {}
-func (q *stallQueue) Send(f [][]byte) (int, error)   { return len(f), nil }
-func (q *stallQueue) Wait(ctx context.Context) error { q.waits++; return nil }
-func (q *stallQueue) TxPending() int                 { return q.pending }
-
-type stallTenant struct{ q *stallQueue }
-
-func (t stallTenant) Queues() int             { return 1 }
-func (t stallTenant) Queue(int) vnicQueue     { return t.q }
-func (t stallTenant) RSSInfo() client.RSSInfo { return client.RSSInfo{} }
-func (t stallTenant) Err() error              { return nil }
-func (t stallTenant) Close() error            { return nil }
-
-// waitSpinMinute runs one Wait of a vNIC fast path over q whose Spin is a
-// minute, fails the test with stuck if Wait has not returned within 30 s,
-// and returns the fast path's counters.
-func waitSpinMinute(t *testing.T, q *stallQueue, stuck string) FastStats {
-	t.Helper()
-	cfg := VNICConfig{BasePort: 9000, IP: netip.MustParseAddr("198.18.0.1"), Spin: time.Minute}
-	v, err := newVNICFast(stallTenant{q}, 1, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	done := make(chan error, 1)
-	go func() { done <- v.Wait(context.Background(), 0) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal(stuck)
-	}
-	return v.FastStats()
-}
-
-// TestVNICWaitSpinCutWhenDescheduled: a waiter whose spin finds it was off
-// its CPU (a pass of polls took longer than spinGap) stops spinning and
-// sleeps in Queue.Wait, instead of holding a shared CPU for the rest of
-// VNICConfig.Spin; SpinsCut and Sleeps count it.
-func TestVNICWaitSpinCutWhenDescheduled(t *testing.T) {
-	q := &stallQueue{stallAt: 10, stall: 5 * spinGap}
-	st := waitSpinMinute(t, q, "Wait spun on after a stall (Spin is a minute)")
-	if st.SpinsCut != 1 || st.Sleeps != 1 || q.waits != 1 {
-		t.Fatalf("SpinsCut %d, Sleeps %d, Queue.Wait calls %d; want 1, 1, 1", st.SpinsCut, st.Sleeps, q.waits)
-	}
-	if q.polls > 64+q.stallAt { // the pass after the stall is the last
-		t.Fatalf("%d polls after a stall at poll %d", q.polls, q.stallAt)
-	}
-}
-
-// TestVNICWaitSpinCutWhileTxPending: a waiter whose sent frames stay on
-// its TX ring (vnicd's engine has not run: it shares this CPU) stops
-// spinning after txProbe and sleeps, instead of holding the CPU the engine
-// needs for the whole VNICConfig.Spin.
-func TestVNICWaitSpinCutWhileTxPending(t *testing.T) {
-	q := &stallQueue{pending: 1}
-	if st := waitSpinMinute(t, q, "Wait spun on while its TX ring stayed full (Spin is a minute)"); st.SpinsCut != 1 || st.Sleeps != 1 || q.waits != 1 {
-		t.Fatalf("SpinsCut %d, Sleeps %d, Queue.Wait calls %d; want 1, 1, 1", st.SpinsCut, st.Sleeps, q.waits)
-	}
-}
-
-// A zero VNICConfig.MAC becomes a locally administered unicast MAC that
-// Linux bridges forward (they drop a zero source), distinct per address.
-func TestVNICDerivedMAC(t *testing.T) {
-	a := derivedMAC(netip.MustParseAddr("198.18.0.1"))
-	b := derivedMAC(netip.MustParseAddr("198.18.0.2"))
-	if a == ([6]byte{}) || a == b {
-		t.Fatalf("derived MACs %x and %x: want non-zero and distinct", a, b)
-	}
-	if a[0]&1 != 0 || a[0]&2 == 0 {
-		t.Fatalf("derived MAC %x: want unicast, locally administered", a)
-	}
-	v, err := newVNICFast(stallTenant{&stallQueue{}}, 1, VNICConfig{BasePort: 9000, IP: netip.MustParseAddr("198.18.0.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	if got := v.Info().MAC; got != a {
-		t.Fatalf("fast path advertises MAC %x, want %x", got, a)
-	}
-}
-
-// TestVNICWaitOwnCPUSpinsFull: with VNICConfig.OwnCPU neither sign of a
-// shared CPU (a stall in the spin, a frame left on the TX ring) cuts the
-// spin: Wait polls for the whole of Spin, then sleeps once. This is the
-// split placement's client (docs/bichannel.md): vnicd yields its CPU to
-// the peer there, so a frame may sit on the TX ring for longer than
-// txProbe while the waiter's own CPU is free.
-func TestVNICWaitOwnCPUSpinsFull(t *testing.T) {
-	q := &stallQueue{stallAt: 10, stall: 5 * spinGap, pending: 1}
-	const spin = 30 * time.Millisecond
-	v, err := newVNICFast(stallTenant{q}, 1, VNICConfig{BasePort: 9000, IP: netip.MustParseAddr("198.18.0.1"), Spin: spin, OwnCPU: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	t0 := time.Now()
-	if err := v.Wait(context.Background(), 0); err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(t0)
-	st := v.FastStats()
-	if st.SpinsCut != 0 || st.Sleeps != 1 || q.waits != 1 {
-		t.Fatalf("SpinsCut %d, Sleeps %d, Queue.Wait calls %d; want 0, 1, 1", st.SpinsCut, st.Sleeps, q.waits)
-	}
-	if took < spin || q.polls <= 64+q.stallAt {
-		t.Fatalf("Wait returned after %v and %d polls: the spin was cut before Spin (%v)", took, q.polls, spin)
 	}
 }

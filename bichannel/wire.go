@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/netip"
 
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/rss"
 )
 
@@ -57,7 +58,7 @@ type hello struct {
 	buffers    int // buffers per incoming flow: the sender's initial credits
 	window     int // duplicate-suppression window per flow
 	maxPayload int
-	info       FastInfo
+	info       transport.Info
 }
 
 func appendFrameHdr(b []byte, typ byte) ([]byte, int) {

@@ -8,13 +8,14 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/rss"
 )
 
 func sampleHello(t *testing.T) *hello {
 	rc, queues := shuffledRSS(t, rss.ProfileToeplitz, 3, 5)
 	return &hello{node: 7, session: 0xdeadbeef, workers: 3, flows: 8, buffers: 64, window: 1024, maxPayload: 1400,
-		info: FastInfo{Addr: netip.MustParseAddr("198.18.0.9"), MAC: [6]byte{2, 0, 0, 0, 0, 9},
+		info: transport.Info{Addr: netip.MustParseAddr("198.18.0.9"), MAC: [6]byte{2, 0, 0, 0, 0, 9},
 			Ports: []uint16{9000, 9001, 9002}, Queues: queues, RSS: rc}}
 }
 

@@ -98,7 +98,7 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	conn, err := proto.Dial(socketPath)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ECONNREFUSED) {
-			return nil, fmt.Errorf("client: vnicd is not running at %s; start it with: vnicd run --socket %s: %w", socketPath, socketPath, err)
+			return nil, fmt.Errorf("client: vnicd is not running at %s (no socket, or nothing listens on it); start vnicd with its control socket at that path, or pass Attach the path it uses: %w", socketPath, err)
 		}
 		if errors.Is(err, os.ErrPermission) {
 			return nil, fmt.Errorf("client: no permission to connect to %s; join the socket's group (it is mode 0660): %w", socketPath, err)
@@ -108,6 +108,9 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	if dl, ok := ctx.Deadline(); ok {
 		conn.Unix().SetDeadline(dl)
 	}
+	// A cancelled ctx ends the exchange at once: a deadline in the past
+	// fails the pending read or write.
+	stop := context.AfterFunc(ctx, func() { conn.Unix().SetDeadline(time.Unix(1, 0)) })
 	var rep proto.AttachReply
 	req := proto.Attach{
 		Name: o.Name, Queues: o.Queues, AxSize: o.AxSize, BxSize: o.BxSize, TxSize: o.TxSize, Buffers: o.Buffers,
@@ -117,8 +120,18 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 		req.Host = &proto.Host{Addr: h.Addr, MAC: h.MAC, Key: hex.EncodeToString(h.Key)}
 	}
 	files, err := conn.Call(proto.TAttach, req, &rep)
+	if !stop() && err == nil {
+		// ctx ended just as the reply came: honour it.
+		for _, f := range files {
+			f.Close()
+		}
+		err = ctx.Err()
+	}
 	if err != nil {
 		conn.Close()
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("client: attach: %w (%v)", cerr, err)
+		}
 		return nil, fmt.Errorf("client: attach: %w", err)
 	}
 	conn.Unix().SetDeadline(time.Time{})

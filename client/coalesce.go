@@ -26,9 +26,8 @@ const napBit = 1 << 31
 // into the ring unseen until the timer ends, signals it when the queue's
 // Ax ring falls below half its size. Without that, a burst (vnicd
 // catching up after its CPU was taken) could consume every posted buffer
-// during one nap, and the rest of the burst was dropped as ax_starved:
-// 5.4% of the frames at 1 ms naps on a loaded machine (BENCHMARKS.md,
-// "Issue 9 (h23)").
+// during one nap, and the rest of the burst was dropped as ax_starved
+// (5.4% of the frames at 1 ms naps on a loaded machine).
 func (q *Queue) napWait(ctx context.Context) (ready bool, err error) {
 	if q.bx.Ready() {
 		q.wst.Spun++

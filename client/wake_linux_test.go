@@ -17,8 +17,8 @@ import (
 // lands on the next Wait's generation and wakes it for nothing. That Wait
 // must publish a new generation before it sleeps again, or vnicd, finding
 // the generation signalled, sends nothing for the next entry and the
-// queue sleeps until the poll's safety timeout (the lost wake-up behind
-// make demo's drops under load, issue 9).
+// queue sleeps until the poll's safety timeout (a lost wake-up, and
+// drops in make demo under load).
 func TestWaitLateSignal(t *testing.T) {
 	q, r, vnicd := sigQueue(t, 10*time.Microsecond)
 	g := r.Geo

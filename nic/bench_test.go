@@ -2,7 +2,6 @@ package nic_test
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/counters"
 	"github.com/vnic/vnic/internal/affinity"
+	"github.com/vnic/vnic/internal/testutil"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/shm"
 	"github.com/vnic/vnic/wire/synth"
@@ -89,10 +89,9 @@ func BenchmarkEngine(b *testing.B) {
 
 // umemLike copies frames into one arena of huge pages at a 2 KiB stride,
 // as vnicd's AF_XDP UMEM holds them, with VNIC_BENCH_PAGES=huge; without
-// it the frames stay where the generator put them (the figures of record
-// before huge pages).
+// it the frames stay where the generator put them (on ordinary pages).
 func umemLike(frames [][]byte) [][]byte {
-	if os.Getenv("VNIC_BENCH_PAGES") != "huge" {
+	if !hugeBenchPages() {
 		return frames
 	}
 	const stride = 2048
@@ -301,4 +300,14 @@ func median(v []float64) float64 {
 	}
 	slices.Sort(v)
 	return v[len(v)/2]
+}
+
+// hugeBenchPages says whether VNIC_BENCH_PAGES=huge asks the benchmarks for
+// huge pages.
+func hugeBenchPages() bool {
+	k, err := testutil.LoadKnobs()
+	if err != nil {
+		panic(err)
+	}
+	return k.BenchPages == "huge"
 }

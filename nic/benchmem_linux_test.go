@@ -1,8 +1,6 @@
 package nic_test
 
 import (
-	"os"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/vnic/vnic/internal/pages"
@@ -14,7 +12,7 @@ import (
 // allows shmem THP); otherwise Go heap memory in the kernel's small pages.
 // The mapping is never unmapped: a benchmark binary maps a few of them.
 func benchBytes(n int) []byte {
-	if os.Getenv("VNIC_BENCH_PAGES") != "huge" {
+	if !hugeBenchPages() {
 		return alignedBytes(n)
 	}
 	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)

@@ -97,10 +97,12 @@ type Config struct {
 	// Batch is the most frames Step handles at once in Run (default 32).
 	Batch int
 	// FoldEvery is how many batches the engine accumulates counter deltas
-	// and occupancy before storing them into the regions' counter blocks
-	// (default 1: after every Step, so callers of Step see exact counters;
-	// Run uses 16 and also folds whenever the wire is idle). Counters then
-	// lag by at most FoldEvery batches, a few microseconds.
+	// and occupancy before storing them into the regions' counter blocks.
+	// Counters then lag by at most FoldEvery batches, a few microseconds.
+	// 0 takes the default: 1 (after every Step, so callers of Step see
+	// exact counters) until Run starts, and RunFoldEvery from then on (Run
+	// also folds whenever the wire is idle). A value above 0 is kept, under
+	// Run too.
 	FoldEvery int
 	// PostBatch is the Bx write-back threshold under load: at the end of
 	// a full batch (Batch frames, the source had more), a Bx ring with
@@ -113,7 +115,7 @@ type Config struct {
 	// batch. 0 takes DefaultPostBatch; 1 posts every ring after every
 	// batch. A tenant's threshold is at most a quarter of its Ax and Bx
 	// rings, so a deferred post never holds most of a ring's buffers. With
-	// FoldEvery 1 (the default outside Run) every batch posts everything.
+	// FoldEvery 1 (the default before Run) every batch posts everything.
 	PostBatch int
 	// EmulatorCPU is the CPU Run pins its thread to; -1 leaves it unpinned.
 	EmulatorCPU int

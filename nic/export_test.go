@@ -1,8 +1,9 @@
 package nic
 
-// SetSlowOnly makes Step send every frame through the general path, so
-// that tests can compare it with the inline common path.
-func SetSlowOnly(e *Engine, slow bool) { e.slowOnly = slow }
+// SetSlowOnly makes Step send every frame of every engine through the
+// general path (deliver), so that tests can compare it with the fast path.
+// Tests that set it reset it before they end.
+func SetSlowOnly(slow bool) { slowOnly.Store(slow) }
 
 // HoldKicks starts what Run does after a nap: signals to sleeping cores
 // wait for ReleaseKicks.

@@ -12,7 +12,7 @@ import (
 	"github.com/vnic/vnic/rss"
 )
 
-// Zero-copy hand-off for a single tenant (issue 5, item 3).
+// Zero-copy hand-off for a single tenant.
 //
 // The receive sockets' packet memory is the tenant's buffer section, so the
 // kernel writes each frame straight into a tenant buffer and the engine only

@@ -46,7 +46,8 @@ func TestTenantOwnKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			nic.SetSlowOnly(eng, slow)
+			nic.SetSlowOnly(slow)
+			defer nic.SetSlowOnly(false)
 			plainT, plain := hostTenant(t, eng, 1, "198.18.0.1", nil)
 			ownT, mine := hostTenant(t, eng, 2, "198.18.0.2", own)
 			if string(plainT.Key()) != string(rss.MicrosoftKey) || string(ownT.Key()) != string(own) {

@@ -25,6 +25,23 @@ type SourceFunc func(dst [][]byte) ([][]byte, error)
 // Recv calls f.
 func (f SourceFunc) Recv(dst [][]byte) ([][]byte, error) { return f(dst) }
 
+// ConfigError is an error Run returns because of a Config field's value:
+// Field names the field (say "EmulatorCPU") and Fix a value of it that
+// avoids the failure, so that a program that sets the field from a flag
+// or a setting of its own can name that instead.
+type ConfigError struct {
+	Op    string // what failed, say "pin the emulator"
+	Field string // the Config field
+	Fix   string // a value of the field that avoids the failure
+	Err   error
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("nic: %s: %v; or set Config.%s to %s", e.Op, e.Err, e.Field, e.Fix)
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
 // idleCheck is how many empty polls Run makes between two looks at the
 // clock (against the spin budget) and at the occupancy gauges.
 const idleCheck = 64
@@ -55,110 +72,30 @@ const idleCheck = 64
 // it doubles while naps collect under half of coalesceTargetBatches
 // batches and halves when they collect more, within [RxCoalesce,
 // RxCoalesceMax].
+//
+// If the thread cannot be pinned or put under SCHED_IDLE, Run returns a
+// *ConfigError naming the field.
 func (e *Engine) Run(ctx context.Context, src Source) error {
-	if e.cfg.EmulatorCPU >= 0 {
-		// The thread's previous mask comes back before it unlocks, so the
-		// thread never returns to Go's pool pinned (docs/design.md §9).
-		unpin, err := affinity.Pin(e.cfg.EmulatorCPU)
-		if err != nil {
-			return fmt.Errorf("nic: pin the emulator: %w; or use --emulator-cpu -1", err)
-		}
-		defer unpin()
+	restore, err := e.placeThread()
+	if err != nil {
+		return err
 	}
-	if e.cfg.EmulatorIdlePriority {
-		// The policy belongs to the thread: it comes back before the
-		// thread unlocks, or the thread dies with this goroutine.
-		restore, err := affinity.IdlePolicy()
-		if err != nil {
-			return fmt.Errorf("nic: run the emulator under SCHED_IDLE: %w; or use --emulator-priority normal", err)
-		}
-		defer restore()
+	defer restore()
+	idler, err := e.begin(src)
+	if err != nil {
+		return err
 	}
-	if e.cfg.FoldEvery == 1 {
-		e.cfg.FoldEvery = 16
-	}
-	var idler *idler
-	if e.cfg.Idle == IdleAdaptive {
-		var err error
-		if idler, err = newIdler(src); err != nil && !errors.Is(err, ErrNotSupported) {
-			return err
-		}
-	}
-	e.mu.Lock()
-	if e.running {
-		e.mu.Unlock()
-		if idler != nil {
-			idler.close()
-		}
-		return errors.New("nic: Run is already active on this engine")
-	}
-	e.running = true
-	e.idle = idler
-	if idler != nil {
-		for _, t := range e.tenants {
-			idler.addTenant(t)
-		}
-	}
-	select {
-	case <-e.started:
-	default:
-		close(e.started)
-	}
-	e.mu.Unlock()
 	defer e.startFaultWatch()()
-	stopKick := func() bool { return false }
-	if idler != nil {
-		// A cancelled context wakes a sleeping engine.
-		stopKick = context.AfterFunc(ctx, func() {
-			e.mu.Lock()
-			if e.idle != nil {
-				e.idle.kick()
-			}
-			e.mu.Unlock()
-		})
-	}
-	defer func() {
-		stopKick()
-		e.releaseKicks()
-		e.mu.Lock()
-		e.running = false
-		if e.idle != nil {
-			e.setSleeping(0)
-			e.idle.close()
-			e.idle = nil
-		}
-		e.mu.Unlock()
-		e.runOps()
-	}()
-	budget := e.cfg.SpinBudget
-	if budget <= 0 {
-		budget = DefaultSpinBudget
-	}
-	var coalesce time.Duration
-	var mod moderator
-	if idler != nil && e.cfg.RxCoalesce > 0 {
-		coalesce = e.cfg.RxCoalesce
-		mod = newModerator(coalesce, e.cfg.RxCoalesceMax, e.cfg.Batch)
-		e.idleCnt.napNow.Store(int64(mod.nap()))
-		// The naps are timed sleeps: a precise timer needs this thread's
-		// timer slack (50 µs by default) well below the delay.
-		runtime.LockOSThread()
-		old := affinity.SetTimerSlack(affinity.SlackFor(coalesce))
-		defer func() {
-			affinity.RestoreTimerSlack(old)
-			runtime.UnlockOSThread()
-		}()
+	defer e.end(e.wakeOnDone(ctx))
+	co := newCoalescer(e, idler)
+	defer co.start()()
+	idle := idleRun{budget: e.cfg.SpinBudget}
+	if idle.budget <= 0 {
+		idle.budget = DefaultSpinBudget
 	}
 	buf := make([][]byte, 0, e.cfg.Batch)
 	var pending [][]byte
-	idle, iter, txBusy := 0, 0, 0
-	loaded := true // the last batch was full: poll again without a nap
-	// Coalescing state: nap before the next look; frames taken since the
-	// last nap (collecting: until a look returns less than a full batch);
-	// frames the previous look found.
-	napNext, collecting, napped, release := false, false, false, false
-	got, last, before, held := 0, 0, 0, 0
-	var idleSince time.Time
+	iter, txBusy := 0, 0
 	done := ctx.Done()
 	for {
 		select {
@@ -174,46 +111,16 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 		txMoved := false
 		if iter%4 == 0 || len(pending) == 0 {
 			if e.TxStep() > 0 {
-				idle, txMoved = 0, true // fold the TX counters when the wire goes idle
+				idle.n, txMoved = 0, true // fold the TX counters when the wire goes idle
 			}
 		}
 		if len(pending) == 0 {
-			napped = napNext
-			if napNext {
-				// Interrupt moderation: one nap, then looks until one
-				// returns less than a full batch: what arrived meanwhile.
-				napNext, collecting, got, held = false, true, 0, 0
-				e.idleCnt.naps.Add(1)
-				idler.nap(mod.nap())
-				// One signal per sleeping core for the whole burst, at its
-				// end: a signal per batch woke a core on the engine's CPU
-				// in the middle of the burst (it preempted the engine, took
-				// a batch and slept again), or sent it an IPI per batch.
-				e.holdKicks = true
-			}
-			var err error
-			buf, err = src.Recv(buf[:0])
-			if err != nil {
+			co.beforeLook()
+			if buf, err = src.Recv(buf[:0]); err != nil {
 				return err
 			}
 			pending = buf
-			if len(buf) > 0 {
-				loaded = len(buf) == cap(buf)
-			}
-			if collecting {
-				got += len(buf)
-				if held++; e.holdKicks && (len(buf) < cap(buf) || held > coalesceTargetBatches) {
-					// The burst ends, or has lasted long enough: the
-					// cores are signalled after this batch.
-					e.holdKicks, release = false, true
-				}
-				if len(buf) < cap(buf) {
-					collecting = false
-					mod.observe(got)
-					e.idleCnt.napNow.Store(int64(mod.nap()))
-				}
-			}
-			before, last = last, len(buf)
+			co.looked(len(buf), cap(buf))
 		}
 		if len(pending) == 0 && txMoved {
 			// TX descriptors kept the engine busy (a transmitting tenant,
@@ -225,75 +132,169 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 			continue
 		}
 		if len(pending) == 0 {
-			if release {
-				e.releaseKicks()
-				release = false
+			if pending, err = e.rest(ctx, src, buf, &co, &idle); err != nil {
+				return err
 			}
-			idle++
-			if idle == 1 {
-				e.Fold()
-				idleSince = time.Now()
-				e.faultTick(idleSince)
-			}
-			if coalesce > 0 {
-				if !napped && before > 0 {
-					// The look after a full batch found nothing: the
-					// wire is active, nap before the next look.
-					napNext = true
-					continue
-				}
-				// A nap collected nothing: the wire paused. Sleep at
-				// once in epoll: the next frame wakes the engine, which
-				// takes it without a nap. A pause longer than the latency
-				// budget makes the rate estimate stale: start again from
-				// the shortest nap.
-				t0 := time.Now()
-				var err error
-				if pending, err = e.sleep(ctx, src, buf, true); err != nil {
-					return err
-				}
-				if time.Since(t0) > mod.max {
-					mod.idle()
-					e.idleCnt.napNow.Store(int64(mod.nap()))
-				}
-				idle = 0
-				if len(pending) == 0 {
-					continue
-				}
-			} else {
-				if idle%idleCheck != 0 {
-					continue
-				}
-				if idler == nil || time.Since(idleSince) < budget {
-					if idle%(64*idleCheck) == 0 {
-						e.Step(nil) // busy: refresh the occupancy gauges now and then
-					}
-					continue
-				}
-				var err error
-				if pending, err = e.sleep(ctx, src, buf, false); err != nil {
-					return err
-				}
-				idle = 0
-				if len(pending) == 0 {
-					continue
-				}
+			if len(pending) == 0 {
+				continue
 			}
 		}
-		idle = 0
+		idle.n = 0
 		n := e.Step(pending)
 		pending = pending[n:]
-		if release {
-			e.releaseKicks()
-			release = false
-		}
+		co.stepped(len(pending) > 0)
 		if len(pending) > 0 {
 			// Paused on starvation: let the cores refill.
 			runtime.Gosched()
-		} else if coalesce > 0 && !loaded {
-			napNext = true
 		}
 	}
+}
+
+// placeThread pins Run's thread to Config.EmulatorCPU and puts it under
+// SCHED_IDLE with Config.EmulatorIdlePriority. The returned function
+// restores the thread's mask and policy: both come back before the thread
+// unlocks, so it never returns to Go's pool pinned (docs/design.md §9), and
+// it does not die with this goroutine.
+func (e *Engine) placeThread() (func(), error) {
+	unpin, normal := func() {}, func() {}
+	if e.cfg.EmulatorCPU >= 0 {
+		var err error
+		if unpin, err = affinity.Pin(e.cfg.EmulatorCPU); err != nil {
+			return nil, &ConfigError{Op: "pin the emulator", Field: "EmulatorCPU", Fix: "-1", Err: err}
+		}
+	}
+	if e.cfg.EmulatorIdlePriority {
+		var err error
+		if normal, err = affinity.IdlePolicy(); err != nil {
+			unpin()
+			return nil, &ConfigError{Op: "run the emulator under SCHED_IDLE", Field: "EmulatorIdlePriority", Fix: "false", Err: err}
+		}
+	}
+	return func() {
+		normal()
+		unpin()
+	}, nil
+}
+
+// begin marks the engine as run by this goroutine, with its idler (nil:
+// none), and applies Run's default fold interval, before Started is
+// closed. It fails if Run is already active.
+func (e *Engine) begin(src Source) (*idler, error) {
+	var idler *idler
+	if e.cfg.Idle == IdleAdaptive {
+		var err error
+		if idler, err = newIdler(src); err != nil && !errors.Is(err, ErrNotSupported) {
+			return nil, err
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running {
+		if idler != nil {
+			idler.close()
+		}
+		return nil, errors.New("nic: Run is already active on this engine")
+	}
+	e.running = true
+	if !e.foldSet {
+		e.cfg.FoldEvery = RunFoldEvery
+	}
+	e.idle = idler
+	if idler != nil {
+		for _, t := range e.tenants {
+			idler.addTenant(t)
+		}
+	}
+	select {
+	case <-e.started:
+	default:
+		close(e.started)
+	}
+	return idler, nil
+}
+
+// wakeOnDone makes a cancelled context wake a sleeping engine; the
+// returned function stops that.
+func (e *Engine) wakeOnDone(ctx context.Context) func() bool {
+	if e.idle == nil {
+		return func() bool { return false }
+	}
+	return context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		if e.idle != nil {
+			e.idle.kick()
+		}
+		e.mu.Unlock()
+	})
+}
+
+// end undoes begin when Run returns: held signals go out, the idler
+// closes, and the control-plane changes waiting run now.
+func (e *Engine) end(stopWake func() bool) {
+	stopWake()
+	e.releaseKicks()
+	e.mu.Lock()
+	e.running = false
+	if e.idle != nil {
+		e.setSleeping(0)
+		e.idle.close()
+		e.idle = nil
+	}
+	e.mu.Unlock()
+	e.runOps()
+}
+
+// idleRun is Run's count of empty looks in a row, when the run began, and
+// how long it may poll before it sleeps (Config.SpinBudget).
+type idleRun struct {
+	n      int
+	since  time.Time
+	budget time.Duration
+}
+
+// rest is Run's turn after a look found nothing. The first empty look
+// folds. With interrupt moderation the look after a full batch means the
+// wire is active: nap before the next look; a nap that collected nothing
+// means it paused: sleep at once in epoll, so the next frame wakes the
+// engine, which takes it without a nap. Without moderation Run polls for
+// the spin budget (looking at the clock every idleCheck looks and
+// refreshing the gauges now and then), then sleeps. It returns the frames
+// the sleep's last look found, if any.
+func (e *Engine) rest(ctx context.Context, src Source, buf [][]byte, co *coalescer, w *idleRun) ([][]byte, error) {
+	co.releaseHeld()
+	if w.n++; w.n == 1 {
+		e.Fold()
+		w.since = time.Now()
+		e.faultTick(w.since)
+	}
+	if co.on {
+		if co.napInstead() {
+			return nil, nil
+		}
+		t0 := time.Now()
+		pending, err := e.sleep(ctx, src, buf, true)
+		if err != nil {
+			return nil, err
+		}
+		co.slept(time.Since(t0))
+		w.n = 0
+		return pending, nil
+	}
+	if w.n%idleCheck != 0 {
+		return nil, nil
+	}
+	if co.idler == nil || time.Since(w.since) < w.budget {
+		if w.n%(64*idleCheck) == 0 {
+			e.Step(nil) // busy: refresh the occupancy gauges now and then
+		}
+		return nil, nil
+	}
+	pending, err := e.sleep(ctx, src, buf, false)
+	if err != nil {
+		return nil, err
+	}
+	w.n = 0
+	return pending, nil
 }
 
 // sleep is Run's idle path: publish "sleeping", look at everything once

@@ -1,13 +1,13 @@
 package nic_test
 
 import (
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/counters"
+	"github.com/vnic/vnic/internal/testutil"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/shm"
 	"github.com/vnic/vnic/wire/synth"
@@ -16,11 +16,7 @@ import (
 // soakDuration is how long TestSoakMixedMigrating runs: VNIC_SOAK_DURATION
 // (make soak sets 10m), else a one-second smoke run.
 func soakDuration(t *testing.T) time.Duration {
-	if s := os.Getenv("VNIC_SOAK_DURATION"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			t.Fatalf("VNIC_SOAK_DURATION=%q: give a duration such as 10m", s)
-		}
+	if d := testutil.KnobsFor(t).SoakDuration; d > 0 {
 		return d
 	}
 	return time.Second

@@ -82,7 +82,7 @@ type Tenant struct {
 	fault   atomic.Pointer[error] // the same, for other goroutines
 	check   *conserve.Checker
 	dirty   bool // touched since the last fold
-	// inline: Step's inline path may take this tenant's frames (dirty,
+	// inline: Step's fast path may take this tenant's frames (dirty,
 	// healthy, own Ax ring first, no DynShRing state, no conservation
 	// checker, no dump running); setInline recomputes it whenever one of
 	// those changes.
@@ -101,7 +101,7 @@ type Tenant struct {
 	mirror  *Mirror   // a dump session's copy (mirror.go); nil when none runs
 	// ownFirst: every queue's first Ax candidate is its own ring and the
 	// notice (if any) goes to that ring's Bx ring (RxBisect and PrivRing
-	// with the default association): Engine.frame's fast path applies.
+	// with the default association): Step's fast path applies.
 	ownFirst bool
 	nodes    []int  // NUMA node of each queue
 	bufs     []byte // the region's packet buffers

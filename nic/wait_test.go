@@ -13,8 +13,8 @@ import (
 	"github.com/vnic/vnic/wire/synth"
 )
 
-// TestWaitPaysRefillsOrReportsStarved is issue 9's stuck Wait: a queue
-// whose Ax ring drained while the application held every buffer owes all
+// TestWaitPaysRefillsOrReportsStarved is the stuck Wait: a queue whose
+// Ax ring drained while the application held every buffer owes all
 // its refills. Wait must not sleep then (no frame can come): it returns
 // ErrStarved; Release pays the refills at once, after which Wait waits
 // normally and frames are received again without a starvation drop.

@@ -2,11 +2,16 @@
 # make bench: the benchmarks behind BENCHMARKS.md, interleaved (A B A B ...)
 # COUNT times so that a noisy neighbour hits every variant alike, then
 # summarised with benchstat. SMOKE=1 runs each once, briefly (CI).
+# Raw outputs go into bench/ (ignored by git; make clean removes it), and so
+# do the figures' CSVs and plots unless FIGS names another folder:
+# FIGS=docs regenerates the figures the docs show.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COUNT=${COUNT:-6}
 out=bench
-mkdir -p "$out"
+figs=${FIGS:-$out}
+mkdir -p "$out" "$figs"
+figs=$(cd "$figs" && pwd) # absolute: go test runs in tests/
 n() { if [ "${SMOKE:-0}" = 1 ]; then echo 100x; else echo "$1"; fi; }
 [ "${SMOKE:-0}" = 1 ] && COUNT=1
 : >"$out/ring.txt"; : >"$out/engine.txt"; : >"$out/rss.txt"; : >"$out/alloc.txt"; : >"$out/boundary.txt"
@@ -30,17 +35,17 @@ for f in ring engine rss alloc boundary; do
 done
 cat "$out/machine.txt"
 if [ "${CACHE:-1}" = 1 ]; then
-	# Issue 13: the working-set sweep on this machine's real caches
-	# (docs/cache.md) and the core-side cost per packet of privring, shring
-	# and rxbisect (docs/coreside.md), each one command writing a CSV and a
-	# plot. SMOKE=1 runs them tiny and keeps the output in bench/.
+	# The working-set sweep on this machine's real caches (docs/cache.md)
+	# and the core-side cost per packet of privring, shring and rxbisect
+	# (docs/coreside.md), each one command writing a CSV and a plot.
+	# SMOKE=1 runs them tiny and keeps the output in bench/.
 	echo "== cache working-set sweep and core-side cost (real engine, CPUs 0 and 1)"
 	if [ "${SMOKE:-0}" = 1 ]; then
 		go run ./tests/cachesweep -smoke -out "$out/cache"
 		go run ./tests/coreside -count 1 -benchtime 200x -out "$out/coreside"
 	else
-		go run ./tests/cachesweep -out docs/cache | tee "$out/cache.txt"
-		go run ./tests/coreside -out docs/coreside | tee "$out/coreside.txt"
+		go run ./tests/cachesweep -out "$figs/cache" | tee "$out/cache.txt"
+		go run ./tests/coreside -out "$figs/coreside" | tee "$out/coreside.txt"
 	fi
 fi
 if [ "${SMOKE:-0}" != 1 ] && [ "${RECEIVERS:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
@@ -48,15 +53,15 @@ if [ "${SMOKE:-0}" != 1 ] && [ "${RECEIVERS:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; 
 	go test -run '^$' -bench Receivers -benchtime 1x -timeout 20m ./tests/ | tee "$out/receivers.txt"
 fi
 if [ "${BICHANNEL:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
-	# Issue 9: the bi-channel through vnicd vs over kernel UDP vs kernel
-	# TCP between two namespaced hosts, and Figure 16 (p95 against the
-	# offered rate). SMOKE=1 runs it briefly and keeps the figure in bench/.
+	# The bi-channel through vnicd vs over kernel UDP vs kernel TCP between
+	# two namespaced hosts, and Figure 16 (p95 against the offered rate).
+	# SMOKE=1 runs it briefly and keeps the figure in bench/.
 	echo "== bi-channel testbed (vnicd on the DUT end, engine on CPU 0; root only)"
 	if [ "${SMOKE:-0}" = 1 ]; then
 		csv="$PWD/$out/bichannel-fig16.csv" # absolute: go test runs in tests/
 		export BICH_REPS=1 BICH_PING_MS=200 BICH_PIPE_MS=200 BICH_BATCHES=200 BICH_FIG16_MS=100 BICH_FIG16_RATES=2000,20000
 	else
-		csv="$PWD/docs/bichannel-fig16.csv"
+		csv="$figs/bichannel-fig16.csv"
 	fi
 	BICH_FIG16_CSV="$csv" go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel.txt"
 	go run ./tests/fig16 -csv "$csv"
@@ -66,14 +71,14 @@ if [ "${BICHANNEL:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
 	if [ "${SMOKE:-0}" = 1 ]; then
 		BICH_PLACEMENT=split BICH_FIG16=0 go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel-split.txt"
 	else
-		BICH_PLACEMENT=split BICH_FIG16_CSV="$PWD/docs/bichannel-fig16-split.csv" go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel-split.txt"
-		go run ./tests/fig16 -csv docs/bichannel-fig16-split.csv -title "p95 latency vs offered load, 64 B messages (testbed, 2 vCPUs, split placement)"
+		BICH_PLACEMENT=split BICH_FIG16_CSV="$figs/bichannel-fig16-split.csv" go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel-split.txt"
+		go run ./tests/fig16 -csv "$figs/bichannel-fig16-split.csv" -title "p95 latency vs offered load, 64 B messages (testbed, 2 vCPUs, split placement)"
 	fi
 	echo "== bi-channel testbed, NIC-core placement, jumbo frames (MTU 9000: multi-buffer AF_XDP, one datagram per 8 KiB message)"
 	BICH_MTU=9000 BICH_PLACEMENT=niccore BICH_FIG16=0 go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel-niccore-mtu9000.txt"
 fi
 if [ "${CASESTUDIES:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
-	# Issue 12: the hash shuffle and the quorum-replicated KV on a 4-host
-	# testbed, bi-channel vs kernel TCP (docs/shuffle.md, docs/kv.md).
-	scripts/casestudies.sh | tee "$out/casestudies.txt"
+	# The hash shuffle and the quorum-replicated KV on a 4-host testbed,
+	# bi-channel vs kernel TCP (docs/shuffle.md, docs/kv.md).
+	FIGS="$figs" scripts/casestudies.sh | tee "$out/casestudies.txt"
 fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# boundary.sh: the process-boundary check of issue 9. Runs
+# boundary.sh: the process-boundary check (target: crossproc/inproc >= 0.9
+# in 20 of 20 invocations). Runs
 #   go test -run '^$' -bench ProcessBoundary -benchtime 1x ./internal/daemon
 # N times (default 20), each invocation a fresh process (so a CPU mask
 # leaked into a forked child shows up as it did: one slow invocation in a

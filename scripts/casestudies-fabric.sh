@@ -6,11 +6,13 @@
 # engine (the emulated NIC) on NIC_CPUS (default 0); kernel TCP runs on the
 # host CPUs too (tcp, with no vnicd running, so the NIC CPUs' idleness
 # shows it got no help) and on both (tcp-both, its best case). Writes the
-# CSVs and plots of Figures 14, 17 and 18 (-fabric variants) to docs/
-# (SMOKE=1: a brief run into bench/). Needs no namespaces or privileges.
+# CSVs and plots of Figures 14, 17 and 18 (-fabric variants) to bench/, or
+# to FIGS (FIGS=docs: the figures the docs show), and its log to
+# bench/casestudies-fabric-run.txt (SMOKE=1: a brief run into bench/).
+# Needs no namespaces or privileges.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=docs
+out=${FIGS:-bench}
 if [ "${SMOKE:-0}" = 1 ]; then
 	out=bench
 	rates=10000,40000 runs=1 rows=50000 dur=500ms
@@ -23,7 +25,7 @@ mkdir -p "$out" bench
 go build -o bench/kv ./examples/kv
 go build -o bench/shuffle ./examples/shuffle
 go build -o bench/vnicd ./cmd/vnicd
-log="$out/casestudies-fabric-run.txt"
+log=bench/casestudies-fabric-run.txt
 : > "$log"
 note() { echo "== $* ($(date -u +%FT%TZ); $(uptime))" | tee -a "$log"; }
 note "KV sweep, placement $place"

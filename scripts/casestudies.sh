@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12: the two database case studies of the bi-channel paper on a
+# The two database case studies of the bi-channel paper on a
 # 4-host namespaced testbed (hosts 0-2 run the shuffle; the KV's primary is
 # host 0, its secondaries hosts 1-2, its load client host 3), each host with
 # its own vnicd. The shuffle runs over the bi-channel (kernel UDP fast path,
@@ -7,8 +7,9 @@
 # interleaved in one run (MTU 9000: also with 8900-byte messages); the KV
 # over the bi-channel with hot-path acknowledgements (hot), with its
 # acknowledgements in TCP batches (bi) and over kernel TCP (tcp), on the
-# UDP fast path, then on the vNIC one. Writes CSVs and plots to docs/
-# (SMOKE=1: a brief run into bench/; SKIP_SHUFFLE=1: the KV only).
+# UDP fast path, then on the vNIC one. Writes CSVs and plots to bench/, or
+# to FIGS (FIGS=docs: the figures docs/shuffle.md and docs/kv.md show);
+# SMOKE=1: a brief run into bench/; SKIP_SHUFFLE=1: the KV only.
 # Every comparison gives each transport the same host CPUs: every host and
 # the KV's load client on HOST_CPUS (default 1), each vnicd (the NIC) on
 # NIC_CPUS (default 0); kernel TCP also runs on both (tcp-both, its best
@@ -16,7 +17,7 @@
 # Root only (network namespaces, XDP).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=docs
+out=${FIGS:-bench}
 prefix="cs$(($$ % 10000))"
 if [ "${SMOKE:-0}" = 1 ]; then
 	out=bench

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# enginefloor.sh: issue 9 item 6, the engine against its floor at 64 B.
+# enginefloor.sh: the engine against its floor at 64 B.
 # Runs, N times (default 6), one invocation of
 #   nic.test -test.bench '^BenchmarkEngine$/rxbisect/64B|^BenchmarkFloor$/64B|CrossCoreLine'
 # (each a fresh process; engine and floor interleaved within it), prints

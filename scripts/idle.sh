@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# idle.sh: vnicd's CPU use with no traffic (issue 9). Builds a namespaced
+# idle.sh: vnicd's CPU use with no traffic (target: at most 1% of a core,
+# alone and with a waiting client). Builds a namespaced
 # veth testbed (PREFIX, default vidle), runs vnicd on its DUT end with XDP +
 # AF_XDP and --idle adaptive (or IDLE=busy), and reads utime+stime from
 # /proc/<pid>/stat over WINDOW seconds (default 10): first vnicd alone,

@@ -107,8 +107,7 @@ import (
 //
 // Run it as root: go test -run '^$' -bench Receivers ./tests/
 func BenchmarkReceivers(b *testing.B) {
-	frames := rbEnvInt(b, "VNIC_BENCH_FRAMES", rbDefaultFrames, 1000)
-	reps := rbEnvInt(b, "VNIC_BENCH_REPS", rbDefaultReps, 1)
+	frames, reps := knobs.BenchFrames, knobs.BenchReps
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rbShmemTHP(b)
@@ -171,10 +170,10 @@ const (
 var rbReceivers = rbSelect([]string{"vnicd", "vnicd-coal", "vnicd-coal@alt", "vnicd-adapt", "vnicd-adapt@alt", "vnicd-adapt-nap", "afxdp-raw", "afpacket-v3", "recvmmsg"})
 
 func rbSelect(all []string) []string {
-	env := os.Getenv("VNIC_BENCH_RECEIVERS")
+	env := knobs.BenchReceivers
 	var out []string
 	for _, n := range all {
-		if strings.HasSuffix(n, "@alt") && os.Getenv("VNIC_BENCH_VNICD_ALT") == "" {
+		if strings.HasSuffix(n, "@alt") && knobs.BenchVnicdAlt == "" {
 			continue
 		}
 		if env == "" || slices.Contains(strings.Split(env, ","), n) {
@@ -189,11 +188,7 @@ func rbSelect(all []string) []string {
 // (retire_blk_tov: a block is handed over when full or after this long)
 // and vnicd-adapt's --rx-coalesce-max-usecs (no nap is longer).
 func rbBudget() time.Duration {
-	ms, err := strconv.Atoi(os.Getenv("VNIC_BENCH_BUDGET_MS"))
-	if err != nil || ms <= 0 || ms > 10 {
-		ms = 10
-	}
-	return time.Duration(ms) * time.Millisecond
+	return time.Duration(knobs.BenchBudgetMs) * time.Millisecond
 }
 
 // rbClientQueues is the vnicd tenant's queue count, one receive thread
@@ -201,43 +196,20 @@ func rbBudget() time.Duration {
 // client one thread, as the kernel receivers have: vnicd then delivers both
 // veth queues' frames to it).
 func rbClientQueues() int {
-	if n, err := strconv.Atoi(os.Getenv("VNIC_BENCH_QUEUES")); err == nil && n >= 1 && n <= 8 {
-		return n
-	}
-	return rbQueues
+	return knobs.BenchQueues
 }
 
 // rbAdaptMin is vnicd-adapt's shortest nap, --rx-coalesce-usecs
 // (VNIC_BENCH_ADAPT_MIN_US, default 50).
 func rbAdaptMin() time.Duration {
-	us, err := strconv.Atoi(os.Getenv("VNIC_BENCH_ADAPT_MIN_US"))
-	if err != nil || us <= 0 {
-		us = 50
-	}
-	return time.Duration(us) * time.Microsecond
+	return time.Duration(knobs.BenchAdaptMinUs) * time.Microsecond
 }
 
 // rbCoalesce is the interrupt moderation of the vnicd-coal runs: vnicd's
 // --rx-coalesce-usecs and the client's AttachOptions.Coalesce
 // (VNIC_BENCH_COALESCE_US, default 200).
 func rbCoalesce() time.Duration {
-	us, err := strconv.Atoi(os.Getenv("VNIC_BENCH_COALESCE_US"))
-	if err != nil || us <= 0 {
-		us = 200
-	}
-	return time.Duration(us) * time.Microsecond
-}
-
-func rbEnvInt(b *testing.B, name string, def, lo int) int {
-	s := os.Getenv(name)
-	if s == "" {
-		return def
-	}
-	v, err := strconv.Atoi(strings.ReplaceAll(s, "_", ""))
-	if err != nil || v < lo {
-		b.Fatalf("%s=%q: give an integer of at least %d", name, s, lo)
-	}
-	return v
+	return time.Duration(knobs.BenchCoalesceUs) * time.Microsecond
 }
 
 // rbMachine describes the machine as DESIGN §9 asks: nproc, CPU model,
@@ -441,7 +413,7 @@ func rbSummary(results []rbResult, frames int) string {
 	}
 	fmt.Fprintf(&sb, "vnicd-coal: --rx-coalesce-usecs %d and the client's Coalesce %v (VNIC_BENCH_COALESCE_US)\n", rbCoalesce()/time.Microsecond, rbCoalesce())
 	fmt.Fprintf(&sb, "vnicd's tenant: %d queues, one receive thread each (VNIC_BENCH_QUEUES)\n", rbClientQueues())
-	if os.Getenv("VNIC_BENCH_XSK_RING") != "" {
+	if knobs.BenchXskRing != 0 {
 		fmt.Fprintf(&sb, "AF_XDP RX and fill rings of vnicd and afxdp-raw: %d entries (VNIC_BENCH_XSK_RING)\n", rbXskRing())
 	} else {
 		fmt.Fprintf(&sb, "AF_XDP RX and fill rings: vnicd's default (sized from the link rate and --latency-budget), afxdp-raw %d entries (VNIC_BENCH_XSK_RING sets both)\n", rbXskRing())
@@ -541,7 +513,7 @@ var (
 // rbSendTimeout bounds one trafgen run (at least 50,000 frames/s, or
 // 2,000 with VNIC_BENCH_GAP).
 func rbSendTimeout(n int) time.Duration {
-	if os.Getenv("VNIC_BENCH_GAP") != "" {
+	if knobs.BenchGap != "" {
 		return 30*time.Second + time.Duration(n)*500*time.Microsecond
 	}
 	return 30*time.Second + time.Duration(n)*20*time.Microsecond
@@ -559,7 +531,7 @@ func (e *rbBed) send(ctx context.Context, n int) (rbSend, error) {
 	timeout := rbSendTimeout(n)
 	args := []string{"netns", "exec", e.link.PeerNS, "trafgen", "--dev", e.link.PeerIf, "--conf", e.conf,
 		"-n", strconv.Itoa(n), "--cpus", "1", "-Q"}
-	if gap := os.Getenv("VNIC_BENCH_GAP"); gap != "" {
+	if gap := knobs.BenchGap; gap != "" {
 		args = append(args, "--gap", gap)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -766,17 +738,17 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 	// moderation from rbAdaptMin up to rbBudget; the client sleeps on its
 	// socket (vnicd wakes it once per nap). vnicd-adapt-nap: see below.
 	var coalesce, coalesceMax, clientCoalesce time.Duration
-	bin := filepath.Join(binDir, "vnicd")
+	bin := vnicdBin
 	switch name {
 	case "vnicd-coal", "vnicd-coal@alt":
 		coalesce, clientCoalesce = rbCoalesce(), rbCoalesce()
 		if name == "vnicd-coal@alt" {
-			bin = os.Getenv("VNIC_BENCH_VNICD_ALT")
+			bin = knobs.BenchVnicdAlt
 		}
 	case "vnicd-adapt", "vnicd-adapt@alt":
 		coalesce, coalesceMax = rbAdaptMin(), rbBudget()
 		if name == "vnicd-adapt@alt" {
-			bin = os.Getenv("VNIC_BENCH_VNICD_ALT")
+			bin = knobs.BenchVnicdAlt
 		}
 	case "vnicd-adapt-nap":
 		// Half the budget each: vnicd's nap grows to budget/2 and the
@@ -791,34 +763,18 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 	if err != nil {
 		return res, err
 	}
-	defer logf.Close()
-	args := []string{"netns", "exec", e.bed.DUT, bin, "run", "--source", "xsk", "--iface", e.link.DUTIf, "--xdp-mode", "native",
+	logf.Close()
+	args := []string{"run", "--source", "xsk", "--iface", e.link.DUTIf, "--xdp-mode", "native",
 		"--socket", sock, "--metrics-addr", "", "--log-format", "json", "--emulator-cpu", strconv.Itoa(rbVnicdCPU()),
 		"--claim-all", // the bench's own testbed
 		"--rx-coalesce-usecs", strconv.Itoa(int(coalesce / time.Microsecond))}
-	if os.Getenv("VNIC_BENCH_XSK_RING") != "" {
+	if knobs.BenchXskRing != 0 {
 		args = append(args, "--xsk-ring-size", strconv.Itoa(rbXskRing()))
 	}
 	if coalesceMax > 0 {
 		args = append(args, "--rx-coalesce-max-usecs", strconv.Itoa(int(coalesceMax/time.Microsecond)))
 	}
-	cmd := exec.Command("ip", args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return res, err
-	}
-	// ip netns exec execs vnicd: the pid is vnicd's.
-	pid := cmd.Process.Pid
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	defer func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
+	defer func() { // after vnicd stopped
 		// Closing the link on exit detaches the XDP program.
 		for end := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 			if a, aerr := e.xdpAttached(); aerr != nil || !a {
@@ -830,23 +786,12 @@ func (e *rbBed) runVnicd(ctx context.Context, name string, n int) (res rbResult,
 			}
 		}
 	}()
-	logTail := func() string { b, _ := os.ReadFile(logf.Name()); return string(b) }
-	for i := 0; ; i++ {
-		c, derr := proto.Dial(sock)
-		if derr == nil {
-			c.Close()
-			break
-		}
-		select {
-		case <-exited:
-			return res, fmt.Errorf("vnicd exited:\n%s", logTail())
-		default:
-		}
-		if i == 500 {
-			return res, fmt.Errorf("vnicd did not come up in 5 s:\n%s", logTail())
-		}
-		time.Sleep(10 * time.Millisecond)
+	v, err := testutil.StartVnicd(testutil.VnicdOptions{Bin: bin, Args: args, Netns: e.bed.DUT, Log: logf.Name(), Socket: sock})
+	if err != nil {
+		return res, err
 	}
+	defer v.Stop()
+	pid := v.Pid
 	// Every thread of vnicd goes where its emulator is pinned (threads
 	// created later inherit that).
 	if err := rbPinProcess(pid, rbVnicdCPU()); err != nil {
@@ -1036,7 +981,7 @@ func (e *rbBed) vnicdLedger(sock string) (drops, info []rbCounter, err error) {
 // VNIC_BENCH_PERF names a directory (a diagnostic: perf record -g, one
 // file per receiver and run). It returns the function that stops it.
 func rbPerf(name string, pid int) (stop func()) {
-	dir := os.Getenv("VNIC_BENCH_PERF")
+	dir := knobs.BenchPerf
 	if dir == "" {
 		return func() {}
 	}
@@ -1055,7 +1000,7 @@ func rbPerf(name string, pid int) (stop func()) {
 // rbShmemTHP applies VNIC_BENCH_SHMEM_THP for the benchmark, restoring the
 // host's policy in b.Cleanup.
 func rbShmemTHP(b *testing.B) {
-	want := os.Getenv("VNIC_BENCH_SHMEM_THP")
+	want := knobs.BenchShmemTHP
 	if want == "" {
 		return
 	}
@@ -1080,8 +1025,5 @@ func rbShmemTHP(b *testing.B) {
 // the napping modes (vnicd-adapt, vnicd-adapt-nap, vnicd-coal) allow: a
 // polling emulator starves a client on its CPU.
 func rbVnicdCPU() int {
-	if os.Getenv("VNIC_BENCH_VNICD_CPU") == "1" {
-		return 1
-	}
-	return 0
+	return knobs.BenchVnicdCPU
 }

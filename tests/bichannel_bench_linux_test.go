@@ -4,6 +4,7 @@ package tests
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -26,10 +27,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/internal/testbed"
 )
 
-// Issue 9's bi-channel benchmarks (docs/bichannel.md, BENCHMARKS.md):
+// The bi-channel benchmarks on the testbed (docs/bichannel.md, BENCHMARKS.md):
 // node 1 in the DUT namespace, node 0 in the peer namespace, both in this
 // process; vnicd (AF_XDP on the DUT's veth end, its engine pinned to CPU 0)
 // serves node 1's vNIC fast path. Variants, interleaved:
@@ -468,13 +470,6 @@ func biOpenLoop(l biConn, rate float64, d time.Duration) (achieved float64, p50,
 	return float64(n) / el.Seconds(), p50, p95, p99, nil
 }
 
-func biEnv(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
 func biMedian(v []float64) float64 {
 	if len(v) == 0 {
 		return math.NaN()
@@ -557,25 +552,25 @@ func pinProcess(cpu int) (restore func(), err error) {
 // (1: VNICConfig.OwnCPU for the client).
 func BenchmarkBichannelTestbed(b *testing.B) {
 	biPlacement(b)
-	reps := biEnv("BICH_REPS", 3)
-	pingD := time.Duration(biEnv("BICH_PING_MS", 1000)) * time.Millisecond
-	pipeD := time.Duration(biEnv("BICH_PIPE_MS", 1000)) * time.Millisecond
-	window := biEnv("BICH_WINDOW", 32)
-	batches := biEnv("BICH_BATCHES", 20000) // 160 MB: 2,000 (16 MB, ~25 ms) moved 1.5x from run to run
+	reps := knobs.BichReps
+	pingD := time.Duration(knobs.BichPingMs) * time.Millisecond
+	pipeD := time.Duration(knobs.BichPipeMs) * time.Millisecond
+	window := knobs.BichWindow
+	batches := knobs.BichBatches // 160 MB: 2,000 (16 MB, ~25 ms) moved 1.5x from run to run
 	const size = 8 << 10
 	bed := newBiBed(b, 2, 1)
 	r := bed.remotePairs("bichannel-bench")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	vnicdPid, srvPid := bed.vnicd.Process.Pid, r.srv.Process.Pid
+	vnicdPid, srvPid := bed.vnicd.Pid, r.srv.Process.Pid
 	b.Logf("processes: vnicd (pid %d, DUT namespace, engine on CPU 0), the client (this process: node 1 of each pair, the TCP client), the server (pid %d, peer namespace: node 0 of each pair on kernel UDP, the TCP echo server)", vnicdPid, srvPid)
-	if n := biEnv("BICH_GOMAXPROCS", 0); n > 0 {
+	if n := knobs.BichGOMAXPROCS; n > 0 {
 		// The client and the server process (not vnicd): with one P, a
 		// goroutine readied by the poller does not wake a second thread.
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
 		b.Logf("placement: GOMAXPROCS %d in the client and the server process", n)
 	}
-	if cpu := biEnvInt("BICH_APP_CPU", -1); cpu >= 0 {
+	if cpu := knobs.BichAppCPU; cpu >= 0 {
 		restore, err := pinProcess(cpu)
 		if err != nil {
 			b.Fatal(err)
@@ -593,7 +588,7 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 		{"tcp", newBiTCPClient(r.tcp)},
 		{"bichannel_kudp", &biClient{ctx: ctx, e: r.n1k}},
 	}
-	if only := os.Getenv("BICH_VARIANTS"); only != "" { // e.g. bichannel,tcp: profiling one variant
+	if only := knobs.BichVariants; only != "" { // e.g. bichannel,tcp: profiling one variant
 		variants = slices.DeleteFunc(variants, func(v struct {
 			name string
 			l    biConn
@@ -623,13 +618,13 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 			}
 			self, srv, vn := c.stop()
 			s.cpuPing, s.srvPing, s.vnPing = append(s.cpuPing, perM(self, 2*pr.n)), append(s.srvPing, perM(srv, 2*pr.n)), append(s.vnPing, perM(vn, 2*pr.n))
-			if os.Getenv("BICH_STAGES") == "1" {
+			if knobs.BichStages {
 				recs, err := biStages(v.l, pingD)
 				if err != nil {
 					b.Fatalf("%s stages: %v", v.name, err)
 				}
 				b.Logf("rep %d %-14s: stages: %s", rep, v.name, biStageSummary(recs))
-				if f := os.Getenv("BICH_STAGES_FILE"); f != "" {
+				if f := knobs.BichStagesFile; f != "" {
 					if err := biStageDump(fmt.Sprintf("%s.%s.%d", f, v.name, rep), recs); err != nil {
 						b.Fatal(err)
 					}
@@ -696,7 +691,7 @@ func BenchmarkBichannelTestbed(b *testing.B) {
 			biMedian(x.s.up)/biMedian(ts.up), biMedian(x.s.down)/biMedian(ts.down))
 	}
 
-	if os.Getenv("BICH_FIG16") != "0" {
+	if knobs.BichFig16 {
 		biFigure16(b, []struct {
 			name string
 			l    biConn
@@ -729,9 +724,9 @@ func biFigure16(b *testing.B, variants []struct {
 	name string
 	l    biConn
 }) {
-	d := time.Duration(biEnv("BICH_FIG16_MS", 400)) * time.Millisecond
+	d := time.Duration(knobs.BichFig16Ms) * time.Millisecond
 	rates := []float64{1000, 2000, 5000, 10000, 20000, 40000, 80000, 160000, 320000}
-	if s := os.Getenv("BICH_FIG16_RATES"); s != "" {
+	if s := knobs.BichFig16Rates; s != "" {
 		rates = rates[:0]
 		for _, f := range strings.Split(s, ",") {
 			r, err := strconv.ParseFloat(f, 64)
@@ -745,7 +740,7 @@ func biFigure16(b *testing.B, variants []struct {
 	csv.WriteString("variant,offered_per_s,achieved_per_s,p50_us,p95_us,p99_us\n")
 	saturated, slow := map[string]bool{}, map[string]int{}
 	us := func(x time.Duration) float64 { return float64(x) / 1e3 }
-	reps := biEnv("BICH_FIG16_REPS", 3)
+	reps := knobs.BichFig16Reps
 	type point struct{ ach, p50, p95, p99 []float64 }
 	for _, r := range rates {
 		// Each point BICH_FIG16_REPS times, interleaved across the
@@ -792,7 +787,7 @@ func biFigure16(b *testing.B, variants []struct {
 			}
 		}
 	}
-	if path := os.Getenv("BICH_FIG16_CSV"); path != "" {
+	if path := knobs.BichFig16CSV; path != "" {
 		if err := os.WriteFile(path, []byte(csv.String()), 0o644); err != nil {
 			b.Fatal(err)
 		}
@@ -800,17 +795,9 @@ func biFigure16(b *testing.B, variants []struct {
 	}
 }
 
-// biEnvInt is biEnv that also takes 0 and negative values.
 // biPayload is the benchmark's largest bi-channel message, for the link MTU
 // BICH_MTU (1500 unless set; the server process inherits it).
-func biPayload() int { return biMaxPayload(biEnv("BICH_MTU", 1500)) }
-
-func biEnvInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return v
-	}
-	return def
-}
+func biPayload() int { return biMaxPayload(knobs.BichMTU) }
 
 // ---- the server process ----
 
@@ -841,10 +828,10 @@ func biServerMain(ipS, n1, n1k string) error {
 	if err != nil {
 		return err
 	}
-	if os.Getenv("BICH_SRV_STATS") != "" {
+	if knobs.BichSrvStats {
 		signal.Ignore(os.Interrupt) // end by the closed standard input, so that the counters are printed
 	}
-	if path := os.Getenv("BICH_SRV_CPUPROFILE"); path != "" { // the server process's own profile
+	if path := knobs.BichSrvCPUProfile; path != "" { // the server process's own profile
 		f, err := os.Create(path)
 		if err != nil {
 			return err
@@ -867,7 +854,7 @@ func biServerMain(ipS, n1, n1k string) error {
 	errc := make(chan error, 3)
 	for i, target := range []string{n1, n1k} {
 		e, err := bichannel.New(bichannel.Config{NodeID: 0, Workers: 1, Listen: netip.AddrPortFrom(ip, 0).String(), Fast: bichannel.FastUDP, MaxPayload: biPayload(),
-			UDP: bichannel.UDPConfig{IP: ip, BasePort: uint16(biPeerPort + 200*i)}})
+			UDP: transport.UDPConfig{IP: ip, BasePort: uint16(biPeerPort + 200*i)}})
 		if err != nil {
 			return err
 		}
@@ -905,7 +892,7 @@ func biServerMain(ipS, n1, n1k string) error {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
-		if os.Getenv("BICH_SRV_STATS") != "" { // the peer's side of the credit loop (stalls: no credit)
+		if knobs.BichSrvStats { // the peer's side of the credit loop (stalls: no credit)
 			for i, e := range eps {
 				st := e.Stats()
 				fmt.Fprintf(os.Stderr, "server, node 0 of the %s pair: sent %d, stalls %d (%v without credit), retransmitted %d, acks sent %d frames\n",
@@ -920,7 +907,7 @@ func biServerMain(ipS, n1, n1k string) error {
 // DUT namespace, in this process) and its server process.
 type biRemote struct {
 	n1, n1k *bichannel.Endpoint
-	v1      *bichannel.VNICFast
+	v1      *transport.VNIC
 	tcp     net.Conn
 	srv     *exec.Cmd
 	stdin   io.WriteCloser
@@ -938,12 +925,12 @@ func (b *biBed) remotePairs(name string) *biRemote {
 	r := &biRemote{}
 	if err := testbed.InNetns(b.dut, func() (err error) {
 		r.n1, err = bichannel.New(bichannel.Config{NodeID: 1, Workers: 1, Listen: netip.AddrPortFrom(l.DUTIP, 0).String(), Fast: bichannel.FastVNIC, MaxPayload: b.maxPayload,
-			VNIC: bichannel.VNICConfig{Socket: b.socket, Name: name, IP: l.DUTIP, MAC: dutMAC, PeerMAC: peerMAC, BasePort: biDUTPort,
-				Spin: time.Duration(biEnvInt("BICH_VNIC_SPIN_US", 0)) * time.Microsecond, OwnCPU: os.Getenv("BICH_VNIC_OWNCPU") == "1"}})
+			VNIC: transport.VNICConfig{Socket: b.socket, Name: name, IP: l.DUTIP, MAC: dutMAC, PeerMAC: peerMAC, BasePort: biDUTPort,
+				Spin: time.Duration(knobs.BichVnicSpinUs) * time.Microsecond, OwnCPU: knobs.BichVnicOwnCPU}})
 		if err != nil {
 			return err
 		}
-		u1, err := bichannel.NewUDPFast(1, bichannel.UDPConfig{IP: l.DUTIP, BasePort: biDUTPort + 200, MaxDatagram: bichannel.HeaderLen + b.maxPayload})
+		u1, err := transport.NewUDP(1, transport.UDPConfig{IP: l.DUTIP, BasePort: biDUTPort + 200, MaxDatagram: bichannel.HeaderLen + b.maxPayload})
 		if err != nil {
 			return err
 		}
@@ -954,18 +941,18 @@ func (b *biBed) remotePairs(name string) *biRemote {
 		b.tb.Fatal(err)
 	}
 	b.tb.Cleanup(func() { r.n1.Close(); r.n1k.Close() })
-	r.v1, _ = r.n1.FastPath().(*bichannel.VNICFast)
+	r.v1, _ = r.n1.FastPath().(*transport.VNIC)
 	exe, err := os.Executable()
 	if err != nil {
 		b.tb.Fatal(err)
 	}
 	srvArgs := []string{"netns", "exec", l.PeerNS, exe, "-test.run", "^TestHelperBichannelServer$"}
-	if cpus := os.Getenv("BICH_SRV_CPUS"); cpus != "" {
+	if cpus := knobs.BichSrvCPUs; cpus != "" {
 		srvArgs = append([]string{"netns", "exec", l.PeerNS, "taskset", "-c", cpus}, srvArgs[3:]...)
 	}
 	r.srv = exec.Command("ip", srvArgs...)
 	r.srv.Env = os.Environ()
-	if n := biEnv("BICH_SRV_GOMAXPROCS", biEnv("BICH_GOMAXPROCS", 0)); n > 0 {
+	if n := cmp.Or(knobs.BichSrvGOMAXPROCS, knobs.BichGOMAXPROCS); n > 0 {
 		r.srv.Env = append(r.srv.Env, fmt.Sprintf("GOMAXPROCS=%d", n))
 	}
 	r.srv.Env = append(r.srv.Env, biServerEnv+"=1", "BICH_SRV_IP="+l.PeerIP.String(),
@@ -1029,17 +1016,17 @@ func (b *biBed) remotePairs(name string) *biRemote {
 // TCP's client and server then sit on different CPUs; compare with its
 // niccore figures too.
 func biPlacement(b *testing.B) {
-	p := os.Getenv("BICH_PLACEMENT")
-	var knobs map[string]string
+	p := knobs.BichPlacement
+	var defaults map[string]string
 	n := runtime.NumCPU()
 	app := strconv.Itoa(n - 1)
 	switch p {
 	case "":
 		return
 	case "niccore":
-		knobs = map[string]string{"BICH_VNICD_ARGS": "--idle busy", "BICH_APP_CPU": app, "BICH_SRV_CPUS": app, "BICH_VNIC_SPIN_US": "-1"}
+		defaults = map[string]string{"BICH_VNICD_ARGS": "--idle busy", "BICH_APP_CPU": app, "BICH_SRV_CPUS": app, "BICH_VNIC_SPIN_US": "-1"}
 	case "split":
-		knobs = map[string]string{"BICH_VNICD_ARGS": "--idle busy --emulator-priority idle", "BICH_APP_CPU": app, "BICH_SRV_CPUS": "0",
+		defaults = map[string]string{"BICH_VNICD_ARGS": "--idle busy --emulator-priority idle", "BICH_APP_CPU": app, "BICH_SRV_CPUS": "0",
 			"BICH_SRV_GOMAXPROCS": "1", "BICH_VNIC_SPIN_US": "1000", "BICH_VNIC_OWNCPU": "1"}
 	default:
 		b.Fatalf("BICH_PLACEMENT=%q: give niccore, split or leave it unset", p)
@@ -1047,11 +1034,15 @@ func biPlacement(b *testing.B) {
 	if n < 2 {
 		b.Skipf("BICH_PLACEMENT=%s needs 2 CPUs, this process may use %d", p, n)
 	}
-	for k, v := range knobs {
-		if _, set := os.LookupEnv(k); !set {
-			b.Setenv(k, v)
+	saved := *knobs
+	b.Cleanup(func() { *knobs = saved })
+	for k, v := range defaults {
+		if !knobs.IsSet(k) {
+			if err := knobs.Set(k, v); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
-	b.Logf("placement %s: vnicd's engine busy-polls CPU 0 (BICH_VNICD_ARGS=%q); client on CPU %s (spin %sµs, own CPU %q), server on CPU %s",
-		p, os.Getenv("BICH_VNICD_ARGS"), os.Getenv("BICH_APP_CPU"), os.Getenv("BICH_VNIC_SPIN_US"), os.Getenv("BICH_VNIC_OWNCPU"), os.Getenv("BICH_SRV_CPUS"))
+	b.Logf("placement %s: vnicd's engine busy-polls CPU 0 (BICH_VNICD_ARGS=%q); client on CPU %d (spin %dµs, own CPU %v), server on CPU %s",
+		p, knobs.BichVnicdArgs, knobs.BichAppCPU, knobs.BichVnicSpinUs, knobs.BichVnicOwnCPU, knobs.BichSrvCPUs)
 }

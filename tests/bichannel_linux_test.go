@@ -19,6 +19,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/internal/proto"
 	"github.com/vnic/vnic/internal/testbed"
 	"github.com/vnic/vnic/internal/testutil"
@@ -42,7 +43,7 @@ type biBed struct {
 	link      testbed.Link
 	dut, peer netns.NsHandle
 	socket    string
-	vnicd     *exec.Cmd
+	vnicd     *testutil.Vnicd
 	log       string
 	// maxPayload is both nodes' bichannel.Config.MaxPayload: the default
 	// for MTU 1500, else bichannel.PayloadForMTU.
@@ -53,7 +54,7 @@ type biBed struct {
 // benchmark's jumbo-frame runs).
 func newBiBed(tb testing.TB, queues, workers int) *biBed {
 	tb.Helper()
-	return newBiBedMTU(tb, queues, workers, biEnv("BICH_MTU", 1500))
+	return newBiBedMTU(tb, queues, workers, knobs.BichMTU)
 }
 
 // biMaxPayload is the bi-channel's largest message for a link MTU: the
@@ -96,42 +97,29 @@ func newBiBedMTU(tb testing.TB, queues, workers, mtu int) *biBed {
 		tb.Fatal(err)
 	}
 	ports := fmt.Sprintf("%d-%d", biDUTPort, biDUTPort+workers-1)
-	args := []string{"netns", "exec", tbd.DUT, filepath.Join(binDir, "vnicd"), "run", "--source", "xsk",
+	args := []string{"run", "--source", "xsk",
 		"--iface", b.link.DUTIf, "--socket", b.socket, "--metrics-addr", "", "--log-format", "json", "--emulator-cpu", "0",
 		"--ax-size", "512", "--bx-size", "2048", "--claim-ports", ports, "--claim-udp-only"}
-	args = append(args, strings.Fields(os.Getenv("BICH_VNICD_ARGS"))...) // the benchmark's placement and idle knobs (later flags win)
-	f, err := os.CreateTemp(tb.TempDir(), "vnicd-*.log")
-	if err != nil {
-		tb.Fatal(err)
+	args = append(args, strings.Fields(knobs.BichVnicdArgs)...) // the benchmark's placement and idle knobs (later flags win)
+	b.log = newLogPath(tb, "vnicd")
+	v, err := testutil.StartVnicd(testutil.VnicdOptions{Bin: vnicdBin, Args: args, Netns: tbd.DUT, Log: b.log, Socket: b.socket})
+	if err == nil {
+		b.vnicd = v
+		return b
 	}
-	defer f.Close()
-	b.log = f.Name()
-	b.vnicd = exec.Command("ip", args...)
-	b.vnicd.Stdout, b.vnicd.Stderr = f, f
-	if err := b.vnicd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	for i := 0; i < 500; i++ {
-		if c, err := proto.Dial(b.socket); err == nil {
-			c.Close()
-			return b
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	b.stopVnicd()
 	out, _ := os.ReadFile(b.log)
 	if strings.Contains(string(out), "multi-buffer AF_XDP (Config.MaxFrame above a chunk) needs Linux 6.6") {
 		tb.Skipf("skipping: MTU %d needs multi-buffer AF_XDP, which this kernel refused:\n%s", mtu, out)
 	}
-	tb.Fatalf("vnicd did not come up:\n%s", out)
+	tb.Fatal(err)
 	return nil
 }
 
 func (b *biBed) stopVnicd() {
-	if b.vnicd == nil || b.vnicd.Process == nil {
+	if b.vnicd == nil {
 		return
 	}
-	stopProcess(b.vnicd)
+	b.vnicd.Stop()
 	b.vnicd = nil
 }
 
@@ -203,20 +191,20 @@ func (l ledger) balanced() bool {
 // flows' source-port sockets) from its own goroutines, on threads of the
 // root namespace.
 type biNSUDP struct {
-	*bichannel.UDPFast
+	*transport.UDP
 	ns netns.NsHandle
 }
 
-func (n biNSUDP) Connect(peer int, remote bichannel.FastInfo, flows [][]rss.PortPair) error {
-	return testbed.InNetns(n.ns, func() error { return n.UDPFast.Connect(peer, remote, flows) })
+func (n biNSUDP) Connect(peer int, remote transport.Info, flows [][]rss.PortPair) error {
+	return testbed.InNetns(n.ns, func() error { return n.UDP.Connect(peer, remote, flows) })
 }
 
 // biPair is node 0 (peer namespace, kernel UDP) and node 1 (DUT namespace,
 // vNIC) connected to each other.
 type biPair struct {
 	n0, n1 *bichannel.Endpoint
-	u0     *bichannel.UDPFast
-	v1     *bichannel.VNICFast
+	u0     *transport.UDP
+	v1     *transport.VNIC
 	tenant string
 }
 
@@ -233,10 +221,10 @@ func (b *biBed) pair(workers int, name string, vnic bool) *biPair {
 	peerPort := uint16(biPeerPort)
 	if err := testbed.InNetns(b.dut, func() (err error) {
 		cfg := bichannel.Config{NodeID: 1, Workers: workers, Listen: netip.AddrPortFrom(l.DUTIP, 0).String(), Fast: bichannel.FastVNIC, MaxPayload: b.maxPayload,
-			VNIC: bichannel.VNICConfig{Socket: b.socket, Name: name, IP: l.DUTIP, MAC: dutMAC, PeerMAC: peerMAC, BasePort: biDUTPort}}
+			VNIC: transport.VNICConfig{Socket: b.socket, Name: name, IP: l.DUTIP, MAC: dutMAC, PeerMAC: peerMAC, BasePort: biDUTPort}}
 		if !vnic {
 			peerPort = biPeerPort + 200
-			u1, err := bichannel.NewUDPFast(workers, bichannel.UDPConfig{IP: l.DUTIP, BasePort: biDUTPort + 200, MaxDatagram: bichannel.HeaderLen + b.maxPayload})
+			u1, err := transport.NewUDP(workers, transport.UDPConfig{IP: l.DUTIP, BasePort: biDUTPort + 200, MaxDatagram: bichannel.HeaderLen + b.maxPayload})
 			if err != nil {
 				return err
 			}
@@ -248,9 +236,9 @@ func (b *biBed) pair(workers int, name string, vnic bool) *biPair {
 		b.tb.Fatal(err)
 	}
 	b.tb.Cleanup(func() { p.n1.Close() })
-	p.v1, _ = p.n1.FastPath().(*bichannel.VNICFast)
+	p.v1, _ = p.n1.FastPath().(*transport.VNIC)
 	if err := testbed.InNetns(b.peer, func() (err error) {
-		p.u0, err = bichannel.NewUDPFast(workers, bichannel.UDPConfig{IP: l.PeerIP, BasePort: peerPort, MaxDatagram: bichannel.HeaderLen + b.maxPayload})
+		p.u0, err = transport.NewUDP(workers, transport.UDPConfig{IP: l.PeerIP, BasePort: peerPort, MaxDatagram: bichannel.HeaderLen + b.maxPayload})
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ import (
 // buffer, CPU and timing settings stay at vnicd's defaults.
 func (b *bed) startVnicdDefaults(claimAll bool) {
 	b.t.Helper()
-	args := []string{"netns", "exec", b.tb.DUT, filepath.Join(binDir, "vnicd"), "run", "--source", "xsk",
+	args := []string{"run", "--source", "xsk",
 		"--iface", b.link().DUTIf, "--socket", b.socket, "--metrics-addr", "", "--log-format", "json"}
 	if claimAll {
 		args = append(args, "--claim-all")
@@ -78,7 +77,7 @@ func TestIntegrationBurstAtDefaults(t *testing.T) {
 			// UMEM the kernel has written, the tenant's region) and the
 			// tenant's geometry.
 			t.Logf("vnicd resident %s; tenant: %d queue(s), Ax %d, Bx %d, %d buffers, region %d MiB",
-				vmRSS(b.vnicd.Process.Pid), ten.Queues(), g.AxSize, g.BxSize, g.BufCount, g.Layout().Total>>20)
+				vmRSS(b.vnicd.Pid), ten.Queues(), g.AxSize, g.BxSize, g.BufCount, g.Layout().Total>>20)
 		})
 	}
 }

@@ -138,10 +138,10 @@ func TestIntegrationClaimsFollowTenants(t *testing.T) {
 	// A second vnicd on the same interface is refused, naming the first
 	// one's pid; it does not suggest ip link (useless on a bpf_link).
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", b.tb.DUT, filepath.Join(binDir, "vnicd"), "run", "--source", "xsk",
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", b.tb.DUT, vnicdBin, "run", "--source", "xsk",
 		"--iface", l.DUTIf, "--socket", filepath.Join(t.TempDir(), "second.sock"), "--metrics-addr", "", "--log-format", "json").CombinedOutput()
 	cancel()
-	if want := fmt.Sprintf("vnicd (pid %d)", b.vnicd.Process.Pid); err == nil || !strings.Contains(string(out), want) || strings.Contains(string(out), "xdp off") {
+	if want := fmt.Sprintf("vnicd (pid %d)", b.vnicd.Pid); err == nil || !strings.Contains(string(out), want) || strings.Contains(string(out), "xdp off") {
 		t.Errorf("a second vnicd on %s: %v, want an error naming %q:\n%s", l.DUTIf, err, want, out)
 	}
 
@@ -200,7 +200,7 @@ func TestIntegrationClaimsFollowTenants(t *testing.T) {
 	if st.Source["xdp_pass_unclaimed"] == 0 || st.Source["xdp_redirected"] < n {
 		t.Errorf("XDP counters: redirected %d (want >= %d), unclaimed %d (want > 0)", st.Source["xdp_redirected"], n, st.Source["xdp_pass_unclaimed"])
 	}
-	logBytes, _ := os.ReadFile(b.log.Name())
+	logBytes, _ := os.ReadFile(b.log)
 	logText := string(logBytes)
 	for _, want := range []string{"XDP now takes this tenant's traffic", "XDP passes this tenant's traffic to the kernel again"} {
 		if !strings.Contains(logText, want) {

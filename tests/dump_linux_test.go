@@ -22,27 +22,13 @@ import (
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
-var (
-	vnicctlOnce sync.Once
-	vnicctlBin  string
-	vnicctlErr  error
-)
-
-// vnicctl builds vnicctl next to the tests' vnicd (once).
+// vnicctl is the vnicctl binary, built once per test binary.
 func vnicctl(t *testing.T) string {
 	t.Helper()
-	vnicctlOnce.Do(func() {
-		vnicctlBin = filepath.Join(binDir, "vnicctl")
-		if out, err := exec.Command("go", "build", "-o", vnicctlBin, "github.com/vnic/vnic/cmd/vnicctl").CombinedOutput(); err != nil {
-			vnicctlErr = fmt.Errorf("build vnicctl: %v: %s", err, out)
-		}
-	})
-	if vnicctlErr != nil {
-		t.Fatal(vnicctlErr)
-	}
-	return vnicctlBin
+	return testutil.MustBuild(t, testutil.VnicctlPkg)
 }
 
 // runVnicctl runs vnicctl on the bed's socket and returns its output and
@@ -355,7 +341,7 @@ func TestIntegrationDumpPermission(t *testing.T) {
 	defer ten.Close()
 	bin := vnicctl(t)
 	// nobody must reach vnicctl and the socket: open their directories.
-	for _, dir := range []string{binDir, filepath.Dir(b.socket), filepath.Dir(filepath.Dir(b.socket))} {
+	for _, dir := range []string{filepath.Dir(bin), filepath.Dir(b.socket), filepath.Dir(filepath.Dir(b.socket))} {
 		if err := os.Chmod(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}

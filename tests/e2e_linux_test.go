@@ -28,27 +28,29 @@ import (
 )
 
 var (
-	binDir   string
+	vnicdBin string // built once by TestMain
 	buildErr error
 	seq      atomic.Int32
+	knobs    = loadKnobs() // the environment's test knobs
 )
+
+// loadKnobs parses the test knobs; a bad value stops the test binary.
+func loadKnobs() *testutil.Knobs {
+	k, err := testutil.LoadKnobs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	return k
+}
 
 func TestMain(m *testing.M) {
 	if os.Getenv(biServerEnv) != "" { // the bi-channel benchmark's server process: no vnicd to build
 		os.Exit(m.Run())
 	}
-	dir, err := os.MkdirTemp("", "vnic-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "vnicd"), "github.com/vnic/vnic/cmd/vnicd").CombinedOutput()
-	if err != nil {
-		buildErr = fmt.Errorf("build vnicd: %v: %s", err, out)
-	}
+	vnicdBin, buildErr = testutil.Build(testutil.VnicdPkg)
 	code := m.Run()
-	os.RemoveAll(dir)
+	testutil.RemoveBuilt()
 	os.Exit(code)
 }
 
@@ -58,8 +60,8 @@ type bed struct {
 	tb     *testbed.Testbed
 	cfg    testbed.Config
 	socket string
-	vnicd  *exec.Cmd
-	log    *os.File
+	vnicd  *testutil.Vnicd
+	log    string // vnicd's log file
 	args   []string
 }
 
@@ -91,7 +93,7 @@ func (b *bed) link() testbed.Link { return b.tb.Links[0] }
 // its socket.
 func (b *bed) startVnicd(extra ...string) {
 	b.t.Helper()
-	args := append([]string{"netns", "exec", b.tb.DUT, filepath.Join(binDir, "vnicd"), "run", "--source", "xsk",
+	args := append([]string{"run", "--source", "xsk",
 		"--iface", b.link().DUTIf, "--socket", b.socket, "--metrics-addr", "", "--log-format", "json", "--emulator-cpu", "0",
 		"--ax-size", "512", "--bx-size", "2048"}, extra...)
 	if !slices.Contains(extra, "--claim-ports") && !slices.Contains(extra, "--no-claim-all") {
@@ -104,41 +106,36 @@ func (b *bed) startVnicd(extra ...string) {
 	b.startVnicdWith(args)
 }
 
-// startVnicdWith runs ip with args (netns exec ... vnicd run ...) and waits
-// for vnicd's socket.
+// startVnicdWith runs vnicd with args in the DUT namespace and waits for
+// its socket.
 func (b *bed) startVnicdWith(args []string) {
 	b.t.Helper()
-	var err error
-	b.log, err = os.CreateTemp(b.t.TempDir(), "vnicd-*.log")
+	b.log = newLogPath(b.t, "vnicd")
+	v, err := testutil.StartVnicd(testutil.VnicdOptions{Bin: vnicdBin, Args: args, Netns: b.tb.DUT, Log: b.log, Socket: b.socket})
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	b.vnicd = exec.Command("ip", args...)
-	b.vnicd.Stdout, b.vnicd.Stderr = b.log, b.log
-	if err := b.vnicd.Start(); err != nil {
-		b.t.Fatal(err)
+	b.vnicd = v
+}
+
+// newLogPath is the path of a new, empty log file in t's temporary
+// directory.
+func newLogPath(t testing.TB, name string) string {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), name+"-*.log")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := 0; i < 500; i++ {
-		if c, err := proto.Dial(b.socket); err == nil {
-			c.Close()
-			return
-		}
-		if b.vnicd.ProcessState != nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	b.stopVnicd()
-	out, _ := os.ReadFile(b.log.Name())
-	b.t.Fatalf("vnicd did not come up:\n%s", out)
+	f.Close()
+	return f.Name()
 }
 
 // stopVnicd stops vnicd (SIGTERM, then SIGKILL) and reaps it.
 func (b *bed) stopVnicd() {
-	if b.vnicd == nil || b.vnicd.Process == nil {
+	if b.vnicd == nil {
 		return
 	}
-	stopProcess(b.vnicd)
+	b.vnicd.Stop()
 	b.vnicd = nil
 }
 
@@ -159,8 +156,7 @@ func stopProcess(cmd *exec.Cmd) {
 // killVnicd kills vnicd with SIGKILL. `ip netns exec` execs vnicd, so the
 // pid is vnicd's own.
 func (b *bed) killVnicd() {
-	b.vnicd.Process.Kill()
-	b.vnicd.Wait()
+	b.vnicd.Kill()
 	b.vnicd = nil
 }
 
@@ -367,7 +363,7 @@ func (b *bed) xdpAttached() bool {
 }
 
 func (b *bed) logTail() string {
-	f, err := os.Open(b.log.Name())
+	f, err := os.Open(b.log)
 	if err != nil {
 		return ""
 	}

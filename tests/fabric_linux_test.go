@@ -6,14 +6,13 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testutil"
 	"github.com/vnic/vnic/rss"
 )
 
@@ -42,28 +41,13 @@ func TestFabricHostsExchange(t *testing.T) {
 // fabricRun is one run of TestFabricHostsExchange; it returns the frames lost.
 func fabricRun(t *testing.T, seed string, extra ...string) uint64 {
 	socket := filepath.Join(t.TempDir(), "vnicd.sock")
-	logf, err := os.CreateTemp(t.TempDir(), "vnicd-*.log")
+	v, err := testutil.StartVnicd(testutil.VnicdOptions{Bin: vnicdBin, Log: newLogPath(t, "vnicd"), Socket: socket,
+		Args: append([]string{"run", "--source", "fabric", "--socket", socket, "--metrics-addr", "",
+			"--emulator-cpu", "-1", "--log-format", "json", "--fabric-loss", "0.05", "--fabric-seed", seed}, extra...)})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("vnicd --source fabric: %v", err)
 	}
-	cmd := exec.Command(filepath.Join(binDir, "vnicd"), append([]string{"run", "--source", "fabric", "--socket", socket, "--metrics-addr", "",
-		"--emulator-cpu", "-1", "--log-format", "json", "--fabric-loss", "0.05", "--fabric-seed", seed}, extra...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer stopProcess(cmd)
-	for i := 0; ; i++ {
-		if c, err := proto.Dial(socket); err == nil {
-			c.Close()
-			break
-		}
-		if i == 500 {
-			out, _ := os.ReadFile(logf.Name())
-			t.Fatalf("vnicd --source fabric did not come up:\n%s", out)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	defer v.Stop()
 	ctx := context.Background()
 	attach := func(name, addr string, queues int) *client.Tenant {
 		ten, err := client.Attach(ctx, socket, client.AttachOptions{Name: name, Queues: queues, Match: client.Match{Proto: "udp"}, Host: &client.Host{Addr: addr}})

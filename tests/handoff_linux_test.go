@@ -147,19 +147,10 @@ func (b *bed) blast(n, payload int) time.Duration {
 // VNIC_HANDOFF_ARGS, more vnicd
 // flags for both paths, e.g. "--ax-size 2048").
 func TestIntegrationHandoffBench(t *testing.T) {
-	if os.Getenv("VNIC_HANDOFF_BENCH") == "" {
+	if !knobs.HandoffBench {
 		t.Skip("set VNIC_HANDOFF_BENCH=1 to measure the copy path against the hand-off")
 	}
-	frames, reps, payload := 500000, 3, 18
-	if v, err := strconv.Atoi(os.Getenv("VNIC_HANDOFF_FRAMES")); err == nil && v > 0 {
-		frames = v
-	}
-	if v, err := strconv.Atoi(os.Getenv("VNIC_HANDOFF_REPS")); err == nil && v > 0 {
-		reps = v
-	}
-	if v, err := strconv.Atoi(os.Getenv("VNIC_HANDOFF_PAYLOAD")); err == nil && v > 0 {
-		payload = v
-	}
+	frames, reps, payload := knobs.HandoffFrames, knobs.HandoffReps, knobs.HandoffPayload
 	type result struct{ cpuPerM, sent, delivered, rx, kdrop, drops float64 }
 	res := map[string][]result{}
 	b := newBed(t, 1) // one testbed; vnicd restarts for every run
@@ -167,7 +158,7 @@ func TestIntegrationHandoffBench(t *testing.T) {
 		for _, mode := range []string{"copy", "handoff"} {
 			func() {
 				defer b.stopVnicd()
-				args := strings.Fields(os.Getenv("VNIC_HANDOFF_ARGS"))
+				args := strings.Fields(knobs.HandoffArgs)
 				if mode == "handoff" {
 					args = append(args, "--handoff")
 				}
@@ -178,11 +169,11 @@ func TestIntegrationHandoffBench(t *testing.T) {
 				}
 				defer ten.Close()
 				r := receive(ten, nil)
-				pid := b.vnicd.Process.Pid
+				pid := b.vnicd.Pid
 				time.Sleep(200 * time.Millisecond)
 				var perf *exec.Cmd
 				perfData := filepath.Join(t.TempDir(), "perf.data")
-				if os.Getenv("VNIC_HANDOFF_PERF") != "" {
+				if knobs.HandoffPerf {
 					perf = exec.Command("perf", "record", "-q", "-F", "999", "-p", strconv.Itoa(pid), "-o", perfData)
 					if err := perf.Start(); err != nil {
 						t.Fatal(err)
@@ -250,10 +241,7 @@ func TestIntegrationHandoffBench(t *testing.T) {
 // many frames the hand-off must take (default 200,000; make soak runs
 // 10,000,000); trafgen sends in chunks until it has.
 func TestIntegrationHandoffOrder(t *testing.T) {
-	frames := 200000
-	if v, err := strconv.Atoi(os.Getenv("VNIC_HANDOFF_ORDER_FRAMES")); err == nil && v > 0 {
-		frames = v
-	}
+	frames := knobs.HandoffOrderFrames
 	b := newBed(t, 1)
 	b.startVnicd("--handoff")
 	ten, err := client.Attach(context.Background(), b.socket, client.AttachOptions{Name: "order", Queues: 4, Match: client.Match{Default: true}})

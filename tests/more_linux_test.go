@@ -123,7 +123,7 @@ func TestIntegrationMalformedPcap(t *testing.T) {
 	if malformed != wantBad || led.Delivered != sent || led.Drops != 0 {
 		t.Fatalf("malformed %d (want %d), delivered %d of %d, drops %d", malformed, wantBad, led.Delivered, sent, led.Drops)
 	}
-	if b.vnicd.ProcessState != nil {
+	if b.vnicd.Exited() {
 		t.Fatal("vnicd exited")
 	}
 	t.Logf("replayed %d frames (%d malformed): all delivered, malformed ones counted on queue 0", sent, malformed)

@@ -3,13 +3,14 @@ package tests
 import (
 	"context"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 // lockedBuilder collects a subprocess's output while the test reads it.
@@ -38,10 +39,7 @@ func (l *lockedBuilder) String() string {
 // and the round trips must go over the fast path, not TCP.
 func TestIntegrationPingpongAuto(t *testing.T) {
 	b := newBed(t, 1)
-	bin := filepath.Join(t.TempDir(), "pingpong")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/vnic/vnic/examples/pingpong").CombinedOutput(); err != nil {
-		t.Fatalf("build pingpong: %v: %s", err, out)
-	}
+	bin := testutil.MustBuild(t, "github.com/vnic/vnic/examples/pingpong")
 	b.startVnicd("--no-claim-all")
 	l := b.link()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

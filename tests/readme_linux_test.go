@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 // readmeLines returns the command lines of the README's ```sh blocks,
@@ -73,15 +75,8 @@ func TestREADMESynthQuickstart(t *testing.T) {
 		t.Fatal(buildErr)
 	}
 	dir := t.TempDir()
-	for _, p := range []string{"vnicctl", "quickstart"} {
-		pkg := "github.com/vnic/vnic/cmd/" + p
-		if p == "quickstart" {
-			pkg = "github.com/vnic/vnic/examples/quickstart"
-		}
-		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, p), pkg).CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", p, err, out)
-		}
-	}
+	vnicctlBin := testutil.MustBuild(t, testutil.VnicctlPkg)
+	quickstartBin := testutil.MustBuild(t, "github.com/vnic/vnic/examples/quickstart")
 	line := readmeLine(t, "sudo vnicd run --source synth")
 	args := strings.Fields(strings.TrimPrefix(line, "sudo vnicd "))
 	sock := filepath.Join(dir, "vnicd.sock")
@@ -100,35 +95,24 @@ func TestREADMESynthQuickstart(t *testing.T) {
 		}
 	}
 	args = append(args, "--socket", sock, "--metrics-addr", "", "--emulator-cpu", "-1", "--no-huge-pages", "--log-format", "json")
-	var vlog bytes.Buffer
-	vnicd := exec.Command(filepath.Join(binDir, "vnicd"), args...)
-	vnicd.Stdout, vnicd.Stderr = &vlog, &vlog
-	if err := vnicd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stopProcess(vnicd)
-		if t.Failed() {
-			t.Logf("vnicd %q:\n%s", args, vlog.String())
-		}
-	}()
 	env := append(os.Environ(), "VNIC_SOCKET="+sock)
 	vnicctl := func(args ...string) (string, error) {
-		cmd := exec.Command(filepath.Join(dir, "vnicctl"), args...)
+		cmd := exec.Command(vnicctlBin, args...)
 		cmd.Env, cmd.Dir = env, dir
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := vnicctl("status"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("vnicd did not come up within 10 s")
-		}
-		time.Sleep(50 * time.Millisecond)
+	vnicd, err := testutil.StartVnicd(testutil.VnicdOptions{Bin: vnicdBin, Args: args, Log: filepath.Join(dir, "vnicd.log"),
+		Ready: func() bool { _, err := vnicctl("status"); return err == nil }, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("vnicd %q: %v", args, err)
 	}
+	defer func() {
+		vnicd.Stop()
+		if t.Failed() {
+			t.Logf("vnicd %q:\n%s", args, vnicd.Log())
+		}
+	}()
 
 	if q := readmeLine(t, "go run ./examples/quickstart"); q != "go run ./examples/quickstart" {
 		t.Fatalf("the README's quickstart line is %q", q)
@@ -136,7 +120,7 @@ func TestREADMESynthQuickstart(t *testing.T) {
 	// startQuickstart runs the quickstart until it has attached.
 	startQuickstart := func() (*exec.Cmd, *bytes.Buffer) {
 		var qout bytes.Buffer
-		qs := exec.Command(filepath.Join(dir, "quickstart"))
+		qs := exec.Command(quickstartBin)
 		qs.Env, qs.Stdout, qs.Stderr = env, &qout, &qout
 		if err := qs.Start(); err != nil {
 			t.Fatal(err)
@@ -185,7 +169,7 @@ func TestREADMESynthQuickstart(t *testing.T) {
 		}
 		f := strings.Fields(l)[1:]
 		if f[0] == "watch" { // until Ctrl-C
-			cmd := exec.Command(filepath.Join(dir, "vnicctl"), f...)
+			cmd := exec.Command(vnicctlBin, f...)
 			var out bytes.Buffer
 			cmd.Env, cmd.Stdout, cmd.Stderr = env, &out, &out
 			if err := cmd.Start(); err != nil {
@@ -213,11 +197,7 @@ func TestIntegrationREADMETestbed(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("testbed up needs root (network namespaces)")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "vnicctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/vnic/vnic/cmd/vnicctl").CombinedOutput(); err != nil {
-		t.Fatalf("build vnicctl: %v\n%s", err, out)
-	}
+	bin := testutil.MustBuild(t, testutil.VnicctlPkg)
 	line := readmeLine(t, "sudo vnicctl testbed up")
 	args := strings.Fields(strings.TrimPrefix(line, "sudo vnicctl "))
 	prefix := ""

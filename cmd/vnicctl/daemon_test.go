@@ -3,11 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/netip"
 	"os"
-	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
@@ -16,65 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/internal/proto"
-	"github.com/vnic/vnic/nic"
-	"github.com/vnic/vnic/rss"
+	"github.com/vnic/vnic/internal/testutil"
 )
-
-// paced is a bounded, paced frame source: one batch of UDP frames every
-// gap, destination ports cycling over ports, at most total frames, and
-// nothing until the test opens it.
-type paced struct {
-	frames [][]byte
-	ports  []uint16
-	total  int64
-	gap    time.Duration
-	sent   atomic.Int64
-	open   atomic.Bool
-	next   int       // engine goroutine only
-	last   time.Time // engine goroutine only
-}
-
-func newPaced(total int64, gap time.Duration, ports ...uint16) *paced {
-	p := &paced{total: total, gap: gap, ports: ports}
-	for i := 0; i < 64*len(ports); i++ {
-		p.frames = append(p.frames, rss.BuildUDP4(nil, [6]byte{2}, [6]byte{2, 1},
-			netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), netip.MustParseAddr("198.19.0.1"),
-			uint16(10000+i), ports[i%len(ports)], 18))
-	}
-	return p
-}
-
-func (p *paced) Recv(dst [][]byte) ([][]byte, error) {
-	if !p.open.Load() || time.Since(p.last) < p.gap || p.sent.Load() >= p.total {
-		return dst, nil
-	}
-	p.last = time.Now()
-	for len(dst) < cap(dst) && p.sent.Load() < p.total {
-		dst = append(dst, p.frames[p.next%len(p.frames)])
-		p.next++
-		p.sent.Add(1)
-	}
-	return dst, nil
-}
-
-// sentTo is how many of the first n frames went to port (ports cycle).
-func (p *paced) sentTo(port uint16, n int64) int64 {
-	var c int64
-	for i, q := range p.ports {
-		if q == port {
-			c += n / int64(len(p.ports))
-			if int64(i) < n%int64(len(p.ports)) {
-				c++
-			}
-		}
-	}
-	return c
-}
 
 // rig is a daemon started in the test on a temporary socket, with
 // tenants attached through the client library.
@@ -82,7 +24,7 @@ type rig struct {
 	t      *testing.T
 	d      *daemon.Daemon
 	socket string
-	src    *paced
+	src    *testutil.Paced
 	got    map[string]*atomic.Int64 // packets each receiving tenant's app took
 	ctx    context.Context
 	stop   context.CancelFunc
@@ -91,36 +33,14 @@ type rig struct {
 	shutdown func()
 }
 
-func startRig(t *testing.T, src *paced) *rig {
+func startRig(t *testing.T, src *testutil.Paced) *rig {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "vnicd.sock")
-	d, err := daemon.New(daemon.Config{Socket: sock, SocketGroup: -1, Source: src, SourceName: "test", SourceMode: "paced fake",
-		Engine: nic.Config{EmulatorCPU: -1}, Log: zerolog.New(io.Discard), AxSize: 512, BxSize: 1024, TxSize: 64,
-		NoHugePages: true, Version: "test-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dctx, dcancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(dctx) }()
-	var once sync.Once
-	shutdown := func() {
-		once.Do(func() {
-			dcancel()
-			if err := <-done; err != nil {
-				t.Errorf("daemon: %v", err)
-			}
-		})
-	}
-	t.Cleanup(shutdown)
-	waitFor(t, 5*time.Second, "the daemon to listen", func() bool {
-		c, err := net.Dial("unixpacket", sock)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	r := &rig{t: t, d: d, socket: sock, src: src, got: map[string]*atomic.Int64{}, shutdown: shutdown}
+	cfg := testutil.DaemonConfig(t, src)
+	cfg.SourceMode, cfg.Version = "paced fake", "test-1"
+	d := testutil.StartDaemon(t, cfg)
+	sock := d.Socket
+	shutdown := func() { d.Stop() } // the test's cleanup reports its error
+	r := &rig{t: t, d: d.Daemon, socket: sock, src: src, got: map[string]*atomic.Int64{}, shutdown: shutdown}
 	r.ctx, r.stop = context.WithCancel(context.Background())
 	t.Cleanup(func() { r.stop(); r.wg.Wait() }) // runs before the daemon stops
 	return r
@@ -183,15 +103,15 @@ func tenantTotals(st proto.Stats, name string) (pkts, drops uint64) {
 // returns the daemon's final Stats.
 func (r *rig) settle(ports map[string][]uint16) proto.Stats {
 	r.t.Helper()
-	waitFor(r.t, 15*time.Second, "every frame to be accounted for", func() bool {
-		if r.src.sent.Load() < r.src.total {
+	testutil.WaitFor(r.t, 15*time.Second, "every frame to be accounted for", func() bool {
+		if r.src.Sent() < r.src.Total() {
 			return false
 		}
 		st := r.d.Stats()
 		for name, ps := range ports {
 			var want int64
 			for _, p := range ps {
-				want += r.src.sentTo(p, r.src.total)
+				want += r.src.SentToOf(p, r.src.Total())
 			}
 			p, d := tenantTotals(st, name)
 			if int64(p+d) != want {
@@ -205,23 +125,12 @@ func (r *rig) settle(ports map[string][]uint16) proto.Stats {
 	})
 	var prev proto.Stats
 	var st proto.Stats
-	waitFor(r.t, 5*time.Second, "the counters to stop moving", func() bool {
+	testutil.WaitFor(r.t, 5*time.Second, "the counters to stop moving", func() bool {
 		prev, st = st, r.d.Stats()
 		time.Sleep(20 * time.Millisecond)
 		return reflect.DeepEqual(prev.Tenants, st.Tenants) && reflect.DeepEqual(prev.Global, st.Global)
 	})
 	return st
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // mustRun runs vnicctl in-process and fails the test on an error.
@@ -275,10 +184,10 @@ func countFDs() int {
 // daemon's counters once they settled.
 func trafficRig(t *testing.T) (*rig, proto.Stats) {
 	t.Helper()
-	r := startRig(t, newPaced(6000, 200*time.Microsecond, 7000, 7001, 7002))
+	r := startRig(t, testutil.NewPaced(6000, 200*time.Microsecond, 7000, 7001, 7002))
 	r.attach(client.AttachOptions{Name: "app", Queues: 2, Match: client.Match{Proto: "udp", DstPortLo: 7000, DstPortHi: 7001}}, true)
 	r.attach(client.AttachOptions{Name: "lazy", AxSize: 64, Match: client.Match{DstPortLo: 7002, DstPortHi: 7002}}, false)
-	r.src.open.Store(true)
+	r.src.Open()
 	st := r.settle(map[string][]uint16{"app": {7000, 7001}, "lazy": {7002}})
 	return r, st
 }

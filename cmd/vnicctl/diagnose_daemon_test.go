@@ -6,16 +6,17 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/client"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 // TestDiagnoseDaemon runs vnicctl diagnose against a live vnicd whose only
 // tenant never polls its queue: every frame past the first ring's worth is
 // lost, and the verdict is compute saturation with its evidence.
 func TestDiagnoseDaemon(t *testing.T) {
-	r := startRig(t, newPaced(1_000_000, time.Millisecond, 7000))
+	r := startRig(t, testutil.NewPaced(1_000_000, time.Millisecond, 7000))
 	r.attach(client.AttachOptions{Name: "idle", Queues: 1, Match: client.Match{Default: true}}, false)
-	r.src.open.Store(true)
-	waitFor(t, 5*time.Second, "losses", func() bool {
+	r.src.Open()
+	testutil.WaitFor(t, 5*time.Second, "losses", func() bool {
 		_, drops := tenantTotals(r.d.Stats(), "idle")
 		return drops > 0
 	})

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"github.com/vnic/vnic/shm"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnic/vnic/shm"
+
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/internal/pcapng"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 // runCtx runs vnicctl in-process under ctx (Ctrl-C is ctx's end).
@@ -57,10 +59,10 @@ func checkUDP(t *testing.T, f *pcapng.File, ports ...uint16) {
 // received into a pcapng file with one interface per queue and interface
 // statistics (tshark reads such files: internal/pcapng and tests/).
 func TestDumpCount(t *testing.T) {
-	r := startRig(t, newPaced(1<<40, 200*time.Microsecond, 7000, 7001))
+	r := startRig(t, testutil.NewPaced(1<<40, 200*time.Microsecond, 7000, 7001))
 	r.attach(client.AttachOptions{Name: "app", Queues: 2, Match: client.Match{Proto: "udp", DstPortLo: 7000, DstPortHi: 7001}}, true)
 	path := filepath.Join(t.TempDir(), "app.pcapng")
-	r.src.open.Store(true)
+	r.src.Open()
 	_, errOut, err := runCtx(context.Background(), "--socket", r.socket, "dump", "--tenant", "app", "--count", "200", "-w", path)
 	if err != nil {
 		t.Fatalf("vnicctl dump: %v\n%s", err, errOut)
@@ -101,9 +103,9 @@ func TestDumpCount(t *testing.T) {
 // file, statistics included; -w - writes the capture on stdout; -q takes
 // one queue and -s cuts frames.
 func TestDumpInterruptAndStdout(t *testing.T) {
-	r := startRig(t, newPaced(1<<40, 200*time.Microsecond, 7000, 7001))
+	r := startRig(t, testutil.NewPaced(1<<40, 200*time.Microsecond, 7000, 7001))
 	r.attach(client.AttachOptions{Name: "app", Queues: 2, Match: client.Match{Proto: "udp", DstPortLo: 7000, DstPortHi: 7001}}, true)
-	r.src.open.Store(true)
+	r.src.Open()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go r.whenDumped(cancel)
@@ -128,9 +130,9 @@ func TestDumpInterruptAndStdout(t *testing.T) {
 // TestDumpEndsWithVnicd: when vnicd stops, the dump ends and the file is
 // complete.
 func TestDumpEndsWithVnicd(t *testing.T) {
-	r := startRig(t, newPaced(1<<40, 200*time.Microsecond, 7000))
+	r := startRig(t, testutil.NewPaced(1<<40, 200*time.Microsecond, 7000))
 	r.attach(client.AttachOptions{Name: "app", Match: client.Match{Proto: "udp", DstPortLo: 7000, DstPortHi: 7000}}, true)
-	r.src.open.Store(true)
+	r.src.Open()
 	path := filepath.Join(t.TempDir(), "app.pcapng")
 	go r.whenDumped(func() { r.stop(); r.wg.Wait(); r.shutdown() })
 	_, errOut, err := runCtx(context.Background(), "--socket", r.socket, "dump", "--tenant", "app", "-w", path)
@@ -151,7 +153,7 @@ func TestDumpEndsWithVnicd(t *testing.T) {
 // TestDumpErrors: an unknown tenant exits with "not found" (5) and leaves
 // no file; usage mistakes exit 2.
 func TestDumpErrors(t *testing.T) {
-	r := startRig(t, newPaced(0, time.Millisecond, 7000))
+	r := startRig(t, testutil.NewPaced(0, time.Millisecond, 7000))
 	path := filepath.Join(t.TempDir(), "x.pcapng")
 	_, _, err := runCtx(context.Background(), "--socket", r.socket, "dump", "--tenant", "nosuch", "-w", path)
 	if ce, ok := err.(*ctlError); !ok || ce.ExitCode() != exitNotFound || !strings.Contains(err.Error(), "nosuch") {

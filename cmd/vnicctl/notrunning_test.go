@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/client"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 var daemonCommands = [][]string{{"status"}, {"tenants"}, {"rings"}, {"counters", "-o", "json"}, {"watch", "--count", "1"}}
@@ -88,7 +89,7 @@ func TestNotRunningExitStatus(t *testing.T) {
 // TestDaemonStopsDuringWatch: watch ends with an error that says vnicd
 // went away.
 func TestDaemonStopsDuringWatch(t *testing.T) {
-	r := startRig(t, newPaced(0, 0, 9))
+	r := startRig(t, testutil.NewPaced(0, 0, 9))
 	r.attach(client.AttachOptions{Name: "app", Match: client.Match{Default: true}}, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -97,7 +98,7 @@ func TestDaemonStopsDuringWatch(t *testing.T) {
 	go func() {
 		done <- newApp(&out, &out).RunContext(ctx, []string{"vnicctl", "--socket", r.socket, "watch", "--interval", "20ms"})
 	}()
-	waitFor(t, 5*time.Second, "a refresh", func() bool { return strings.Contains(out.String(), "source rx") })
+	testutil.WaitFor(t, 5*time.Second, "a refresh", func() bool { return strings.Contains(out.String(), "source rx") })
 	r.shutdown()
 	err := <-done
 	var ce *ctlError

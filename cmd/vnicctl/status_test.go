@@ -9,10 +9,11 @@ import (
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 func TestStatus(t *testing.T) {
-	r := startRig(t, newPaced(0, 0, 9))
+	r := startRig(t, testutil.NewPaced(0, 0, 9))
 	r.attach(client.AttachOptions{Name: "app", Match: client.Match{Default: true}}, false)
 	out := mustRun(t, "--socket", r.socket, "status")
 	t.Logf("vnicctl status:\n%s", out)

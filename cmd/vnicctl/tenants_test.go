@@ -11,11 +11,12 @@ import (
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testutil"
 	"github.com/vnic/vnic/ring"
 )
 
 func TestTenants(t *testing.T) {
-	r := startRig(t, newPaced(3000, 200*time.Microsecond, 7000, 7002))
+	r := startRig(t, testutil.NewPaced(3000, 200*time.Microsecond, 7000, 7002))
 	out := mustRun(t, "tenants", "--socket", r.socket)
 	if !strings.HasPrefix(out, "no tenant attached") {
 		t.Errorf("no tenants: %q", out)
@@ -27,8 +28,8 @@ func TestTenants(t *testing.T) {
 	// traffic reaches it, and disconnected.
 	bad := r.attach(client.AttachOptions{Name: "bad", Match: client.Match{DstPortLo: 7002, DstPortHi: 7002}}, false)
 	binary.LittleEndian.PutUint64(bad.Region.AxMem(0)[ring.ProdOffset:], 1<<50)
-	r.src.open.Store(true)
-	waitFor(t, 10*time.Second, "the faulty tenant to be detached", func() bool { return len(r.d.Stats().History) == 2 })
+	r.src.Open()
+	testutil.WaitFor(t, 10*time.Second, "the faulty tenant to be detached", func() bool { return len(r.d.Stats().History) == 2 })
 
 	out = mustRun(t, "tenants", "--socket", r.socket)
 	t.Logf("vnicctl tenants:\n%s", out)

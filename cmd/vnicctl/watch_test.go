@@ -10,6 +10,7 @@ import (
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 // TestWatchRates checks the arithmetic on two made-up snapshots: counters
@@ -59,10 +60,10 @@ func TestWatchRates(t *testing.T) {
 
 // TestWatch runs the live view against a daemon with traffic flowing.
 func TestWatch(t *testing.T) {
-	r := startRig(t, newPaced(1_000_000, time.Millisecond, 7000, 7001))
+	r := startRig(t, testutil.NewPaced(1_000_000, time.Millisecond, 7000, 7001))
 	r.attach(client.AttachOptions{Name: "app", Queues: 2, Match: client.Match{Default: true}}, true)
-	r.src.open.Store(true)
-	waitFor(t, 5*time.Second, "traffic", func() bool { return r.got["app"].Load() > 0 })
+	r.src.Open()
+	testutil.WaitFor(t, 5*time.Second, "traffic", func() bool { return r.got["app"].Load() > 0 })
 	start := time.Now()
 	out := mustRun(t, "--socket", r.socket, "watch", "--interval", "150ms", "--count", "2", "-o", "wide")
 	took := time.Since(start)

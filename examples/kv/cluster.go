@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/examples/internal/casestudy"
 )
 
@@ -26,8 +27,8 @@ type ClusterConfig struct {
 	// "tcp" (kernel TCP).
 	Transport string
 	Fast      bichannel.FastMode
-	FastPath  func(node int) bichannel.FastPath // tests: an in-process network
-	Bi        bichannel.Config                  // template
+	FastPath  func(node int) transport.Path // tests: an in-process network
+	Bi        bichannel.Config              // template
 }
 
 // Cluster is a running KV cluster.

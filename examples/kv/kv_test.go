@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/bichannel/transport/lossytest"
 	"github.com/vnic/vnic/examples/internal/casestudy"
 )
 
@@ -28,10 +29,10 @@ func TestKVQuorumOneReplicaDead(t *testing.T) {
 			cfg := ClusterConfig{Places: casestudy.Loopback(3), Shards: 2, Transport: tr,
 				Bi: bichannel.Config{Flows: 2, BuffersPerFlow: 64, RetransmitTimeout: 10 * time.Millisecond,
 					HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 5 * time.Second}}
-			var ln *bichannel.LossyNet
+			var ln *lossytest.Net
 			if tr != "tcp" {
 				var err error
-				if ln, err = bichannel.NewLossyNet(bichannel.LossyConfig{Loss: 0.05, Duplicate: 0.05, Reorder: 0.05, Seed: 11}); err != nil {
+				if ln, err = lossytest.New(lossytest.Config{Loss: 0.05, Duplicate: 0.05, Reorder: 0.05, Seed: 11}); err != nil {
 					t.Fatal(err)
 				}
 				cfg.FastPath = casestudy.LossyFastPaths(ln, cfg.Shards)

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/internal/proto"
 )
 
@@ -104,7 +105,7 @@ func planFast(o options, node int) (fastPlan, error) {
 
 // sameAs makes node 1's automatic choice node 0's result.
 func sameAs(p fastPlan, e0 *bichannel.Endpoint) fastPlan {
-	if _, ok := e0.FastPath().(*bichannel.VNICFast); ok {
+	if _, ok := e0.FastPath().(*transport.VNIC); ok {
 		p.mode = bichannel.FastVNIC
 	} else {
 		p.mode = bichannel.FastUDP
@@ -186,11 +187,11 @@ func matchString(m proto.Match) string {
 }
 
 // fastName names a fast path for people: the transport, not a Go type.
-func fastName(fp bichannel.FastPath) string {
+func fastName(fp transport.Path) string {
 	switch fp.(type) {
-	case *bichannel.VNICFast:
+	case *transport.VNIC:
 		return "vnicd (AF_XDP)"
-	case *bichannel.UDPFast:
+	case *transport.UDP:
 		return "kernel UDP"
 	}
 	if s, ok := fp.(fmt.Stringer); ok {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/bichannel/hist"
+	"github.com/vnic/vnic/bichannel/transport"
 )
 
 type options struct {
@@ -66,7 +67,7 @@ func main() {
 	flag.StringVar(&o.fast, "fast", "udp", "fast path: udp (kernel sockets), vnic (vnicd) or auto (vnicd, else udp)")
 	flag.StringVar(&o.ip, "ip", "127.0.0.1", "fast-path address of this node")
 	flag.UintVar(&o.port, "port", 0, "UDP port of worker 0 (worker w uses port+w; in one process node 1 uses port+workers+w); 0: the kernel's choice (udp), or the first ports from 47100 up that no vnicd tenant claims (vnic, auto)")
-	flag.StringVar(&o.socket, "socket", bichannel.DefaultVNICSocket, "vnicd's control socket (-fast vnic or auto)")
+	flag.StringVar(&o.socket, "socket", transport.DefaultVNICSocket, "vnicd's control socket (-fast vnic or auto)")
 	flag.StringVar(&o.mac, "mac", "", "this node's MAC on the vNIC's wire (-fast vnic), e.g. 02:00:00:00:00:01")
 	flag.IntVar(&o.workers, "workers", 1, "workers per node (one goroutine each)")
 	flag.IntVar(&o.n, "n", 100000, "round trips per worker")
@@ -95,8 +96,8 @@ func config(o options, id int, listen string, fp fastPlan) (bichannel.Config, er
 	lg := newLogger(o, id)
 	c := bichannel.Config{
 		NodeID: id, Workers: o.workers, Listen: listen, Fast: fp.mode, Flows: o.flows, Logger: &lg,
-		UDP: bichannel.UDPConfig{IP: ip, BasePort: fp.udpPort},
-		VNIC: bichannel.VNICConfig{Socket: o.socket, IP: ip, BasePort: fp.vnicPort, AttachTimeout: o.attachTimeout,
+		UDP: transport.UDPConfig{IP: ip, BasePort: fp.udpPort},
+		VNIC: transport.VNICConfig{Socket: o.socket, IP: ip, BasePort: fp.vnicPort, AttachTimeout: o.attachTimeout,
 			// vnicd's tenant names are unique: two pingpongs (or a
 			// pingpong beside another bichannel application) on one
 			// vnicd must not both be "bichannel-<id>".

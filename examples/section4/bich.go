@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/bichannel/transport"
 )
 
 // The bi-channel's nodes in 10(a): two more hosts on the same fabric.
@@ -41,7 +42,7 @@ func (e env) bichRun(s *session, c fig10aConfig, credits int) (fig10aRow, error)
 	for i, a := range []netip.Addr{bichSenderAddr, bichReceiverAddr} {
 		cfg := base
 		cfg.NodeID = i
-		cfg.VNIC = bichannel.VNICConfig{Socket: s.d.socket, Name: fmt.Sprintf("bichannel-%d", i), IP: a, FabricHost: true, BasePort: 9500,
+		cfg.VNIC = transport.VNICConfig{Socket: s.d.socket, Name: fmt.Sprintf("bichannel-%d", i), IP: a, FabricHost: true, BasePort: 9500,
 			AttachTimeout: 10 * time.Second, AxSize: 2 * credits}
 		ep, err := bichannel.New(cfg)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/examples/internal/casestudy"
 )
 
@@ -25,7 +26,7 @@ type ClusterConfig struct {
 	// Fast is the bi-channel's fast path; FastPath, if set, builds one
 	// per host instead (tests: an in-process lossy network).
 	Fast     bichannel.FastMode
-	FastPath func(host int) bichannel.FastPath
+	FastPath func(host int) transport.Path
 	Bi       bichannel.Config // template: the fields the cluster sets are ignored
 	Seed     uint32
 	// MaxMsg is the largest message on either transport (0: 1400 bytes,

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/examples/internal/casestudy"
 	"github.com/vnic/vnic/internal/cpuacct"
 	"github.com/vnic/vnic/shm"
@@ -340,7 +341,7 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 			addStats(&st, b.E.Stats())
 			if os.Getenv("SHUFFLE_DEBUG") != "" {
 				fmt.Fprintf(os.Stderr, "DEBUG %+v\n", b.E.Stats())
-				if v, ok := b.E.FastPath().(*bichannel.VNICFast); ok {
+				if v, ok := b.E.FastPath().(*transport.VNIC); ok {
 					fmt.Fprintf(os.Stderr, "DEBUGV %+v\n", v.FastStats())
 				}
 			}

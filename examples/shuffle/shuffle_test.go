@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/bichannel/transport/lossytest"
 	"github.com/vnic/vnic/examples/internal/casestudy"
 )
 
@@ -33,7 +34,7 @@ func TestShuffleExactlyOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cfg  ClusterConfig
-		net  *bichannel.LossyNet
+		net  *lossytest.Net
 	}{
 		{name: "tcp", cfg: ClusterConfig{Transport: "tcp"}},
 		{name: "bi-lossy", cfg: ClusterConfig{Transport: "bi", Bi: testBi()}},
@@ -42,10 +43,10 @@ func TestShuffleExactlyOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
 			cfg.Places, cfg.Workers, cfg.Seed = casestudy.Loopback(hosts), 2, 42
-			var ln *bichannel.LossyNet
+			var ln *lossytest.Net
 			if tc.name == "bi-lossy" {
 				var err error
-				ln, err = bichannel.NewLossyNet(bichannel.LossyConfig{Loss: 0.10, Duplicate: 0.10, Reorder: 0.1, Seed: 7})
+				ln, err = lossytest.New(lossytest.Config{Loss: 0.10, Duplicate: 0.10, Reorder: 0.1, Seed: 7})
 				if err != nil {
 					t.Fatal(err)
 				}

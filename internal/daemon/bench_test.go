@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/internal/affinity"
 	"github.com/vnic/vnic/internal/daemon"
+	"github.com/vnic/vnic/internal/testutil"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/shm"
 	"github.com/vnic/vnic/wire/synth"
@@ -82,24 +82,9 @@ func benchDaemon(b *testing.B) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sock := filepath.Join(b.TempDir(), "vnicd.sock")
-	d, err := daemon.New(daemon.Config{Socket: sock, SocketGroup: -1, Log: zerolog.New(io.Discard), NoHugePages: true,
+	return testutil.StartDaemon(b, daemon.Config{SocketGroup: -1, Log: zerolog.New(io.Discard), NoHugePages: true,
 		Engine: nic.Config{EmulatorCPU: benchEmulatorCPU}, AxSize: 256, BxSize: 1024,
-		Source: nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil })})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	b.Cleanup(func() { cancel(); <-done })
-	for i := 0; i < 400; i++ {
-		if c, err := os.Stat(sock); err == nil && c.Mode()&os.ModeSocket != 0 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return sock
+		Source: nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil })}).Socket
 }
 
 // pairedRounds and pairedWindow: benchPaired's alternation.
@@ -208,7 +193,7 @@ type childTB struct{ testing.TB }
 
 func (childTB) Fatal(args ...any) { fmt.Fprintln(os.Stderr, args...); os.Exit(1) }
 
-// benchEngineOnly is the engine issue's in-process setup: the engine and the
+// benchEngineOnly is the engine alone, in process: the engine and the
 // Listing-1 consumers in one process, no daemon, no socket.
 func benchEngineOnly(b *testing.B) {
 	gen, err := synth.New(synth.Config{FrameSize: 64, Flows: 1024, Seed: 1}, nil)

@@ -217,7 +217,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	engErr := make(chan error, 1)
-	go func() { engErr <- d.eng.Run(ctx, d.cfg.Source) }()
+	go func() { engErr <- FlagHint(d.eng.Run(ctx, d.cfg.Source)) }()
 	select {
 	case <-d.eng.Started():
 	case err := <-engErr:

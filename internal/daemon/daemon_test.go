@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,118 +20,35 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/counters"
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testutil"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/ring"
 	"github.com/vnic/vnic/rss"
 )
 
-// paced is a bounded, paced source: batches of frames cycling over ports,
-// at most total frames, one batch every gap. It counts what it handed out
-// per destination port.
-type paced struct {
-	frames [][]byte
-	ports  []uint16
-	total  int64
-	gap    time.Duration
-	sent   atomic.Int64
-	byPort sync.Map // port -> *atomic.Int64
-	next   int
-	last   time.Time
-	open   atomic.Bool // frames flow only once the test opens the gate
-}
-
-func newPaced(total int64, gap time.Duration, ports ...uint16) *paced {
-	p := &paced{total: total, gap: gap, ports: ports}
-	for i := 0; i < 64; i++ {
-		port := ports[i%len(ports)]
-		p.frames = append(p.frames, rss.BuildUDP4(nil, [6]byte{2}, [6]byte{2, 1},
-			netip.AddrFrom4([4]byte{198, 18, 0, byte(i)}), netip.MustParseAddr("198.19.0.1"), uint16(10000+i), port, 18))
-		p.byPort.LoadOrStore(port, new(atomic.Int64))
-	}
-	return p
-}
-
-func (p *paced) Recv(dst [][]byte) ([][]byte, error) {
-	if !p.open.Load() || time.Since(p.last) < p.gap || p.sent.Load() >= p.total {
-		return dst, nil
-	}
-	p.last = time.Now()
-	for len(dst) < cap(dst) && p.sent.Load() < p.total {
-		f := p.frames[p.next%len(p.frames)]
-		port := p.ports[p.next%len(p.ports)]
-		p.next++
-		v, _ := p.byPort.Load(port)
-		v.(*atomic.Int64).Add(1)
-		p.sent.Add(1)
-		dst = append(dst, f)
-	}
-	return dst, nil
-}
-
-func (p *paced) sentTo(port uint16) int64 {
-	v, _ := p.byPort.Load(port)
-	return v.(*atomic.Int64).Load()
-}
-
+// testDaemon is an in-process daemon with the names these tests use.
 type testDaemon struct {
+	*testutil.Daemon
 	d      *daemon.Daemon
 	socket string
-	cancel context.CancelFunc
-	done   chan error
 }
 
+// startDaemon runs an in-process daemon on src with the tests' defaults,
+// changed by mutate.
 func startDaemon(t *testing.T, src nic.Source, mutate ...func(*daemon.Config)) *testDaemon {
 	t.Helper()
-	dir := t.TempDir()
-	cfg := daemon.Config{Socket: filepath.Join(dir, "vnicd.sock"), SocketGroup: -1, Source: src, SourceName: "test",
-		Engine: nic.Config{EmulatorCPU: -1}, Log: zerolog.New(io.Discard), AxSize: 512, BxSize: 1024, TxSize: 64, NoHugePages: true}
+	cfg := testutil.DaemonConfig(t, src)
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	d, err := daemon.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	td := &testDaemon{d: d, socket: cfg.Socket, cancel: cancel, done: make(chan error, 1)}
-	lastStats = func() string {
-		st := d.Stats()
-		out := fmt.Sprintf("global %v", nonzero(st.Global))
-		for _, ten := range append(st.Tenants, st.History...) {
-			for _, r := range ten.Rings {
-				out += fmt.Sprintf("\n%s/q%d nic %v client %v", ten.Name, r.Queue, nonzero(r.NIC), nonzero(r.Client))
-			}
-		}
-		return out
-	}
-	go func() { td.done <- d.Run(ctx) }()
-	for i := 0; i < 400; i++ {
-		if c, err := net.Dial("unixpacket", cfg.Socket); err == nil {
-			c.Close()
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Cleanup(func() { td.stop(t) })
-	return td
-}
-
-func (td *testDaemon) stop(t *testing.T) {
-	if td.cancel == nil {
-		return
-	}
-	td.cancel()
-	td.cancel = nil
-	if err := <-td.done; err != nil {
-		t.Errorf("daemon: %v", err)
-	}
+	h := testutil.StartDaemon(t, cfg)
+	return &testDaemon{Daemon: h, d: h.Daemon, socket: h.Socket}
 }
 
 func receive(ctx context.Context, q *client.Queue, got *atomic.Int64) {
@@ -148,7 +64,7 @@ func receive(ctx context.Context, q *client.Queue, got *atomic.Int64) {
 }
 
 func TestAttachReceiveDetach(t *testing.T) {
-	src := newPaced(20000, 200*time.Microsecond, 7000, 7001)
+	src := testutil.NewPaced(20000, 200*time.Microsecond, 7000, 7001)
 	td := startDaemon(t, src)
 	ctx := context.Background()
 	ten, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "app", Queues: 2, Match: client.Match{Default: true}})
@@ -165,16 +81,16 @@ func TestAttachReceiveDetach(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); receive(rctx, ten.Queue(q), &got) }()
 	}
-	src.open.Store(true)
-	waitFor(t, 20*time.Second, func() bool { return src.sent.Load() == 20000 && accounted(td, "app", 20000, &got) })
+	src.Open()
+	testutil.WaitFor(t, 20*time.Second, "src.Sent() == 20000 && accounted(td, \"app\", 20000, &got)", func() bool { return src.Sent() == 20000 && accounted(td, "app", 20000, &got) })
 	stop()
 	wg.Wait()
 	// TX: the synthetic wire counts and drops, and completes the buffers.
-	frame := src.frames[0]
+	frame := src.Frame(0)
 	if n, err := ten.Queue(0).Send([][]byte{frame, frame, frame}); n != 3 || err != nil {
 		t.Fatalf("send: %d %v", n, err)
 	}
-	waitFor(t, 5*time.Second, func() bool { return ten.Queue(0).TxPending() == 0 })
+	testutil.WaitFor(t, 5*time.Second, "ten.Queue(0).TxPending() == 0", func() bool { return ten.Queue(0).TxPending() == 0 })
 	st := td.d.Stats()
 	if len(st.Tenants) != 1 {
 		t.Fatalf("%d tenants in stats", len(st.Tenants))
@@ -190,10 +106,8 @@ func TestAttachReceiveDetach(t *testing.T) {
 	if err := ten.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() bool { return len(td.d.Stats().Tenants) == 0 && len(td.d.Stats().History) == 1 })
+	testutil.WaitFor(t, 5*time.Second, "len(td.d.Stats().Tenants) == 0 && len(td.d.Stats().History) == 1", func() bool { return len(td.d.Stats().Tenants) == 0 && len(td.d.Stats().History) == 1 })
 }
-
-var lastStats func() string
 
 // delivered sums a tenant's delivered packets and drops from the daemon's
 // counters.
@@ -217,21 +131,6 @@ func delivered(td *testDaemon, name string) (pkts, drops uint64) {
 func accounted(td *testDaemon, name string, sent int64, got *atomic.Int64) bool {
 	p, d := delivered(td, name)
 	return int64(p+d) == sent && got.Load() == int64(p)
-}
-
-func waitFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(end) {
-			msg := ""
-			if lastStats != nil {
-				msg = lastStats()
-			}
-			t.Fatalf("condition not met within %v %s", d, msg)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // openFDs maps each open descriptor to what it refers to, so a leak report
@@ -282,7 +181,7 @@ func memfdMappings(t *testing.T) int {
 // TestAttachDetach1000 attaches and detaches a tenant 1000 times and checks
 // that no descriptor, goroutine or mapping leaks, in the daemon or client.
 func TestAttachDetach1000(t *testing.T) {
-	td := startDaemon(t, newPaced(0, time.Hour, 1))
+	td := startDaemon(t, testutil.NewPaced(0, time.Hour, 1))
 	ctx := context.Background()
 	cycle := func() {
 		ten, err := client.Attach(ctx, td.socket, client.AttachOptions{Queues: 2, Match: client.Match{Default: true}, Buffers: 512})
@@ -296,13 +195,13 @@ func TestAttachDetach1000(t *testing.T) {
 	for i := 0; i < 20; i++ { // warm up lazily created runtime state
 		cycle()
 	}
-	waitFor(t, 5*time.Second, func() bool { return len(td.d.Stats().Tenants) == 0 })
+	testutil.WaitFor(t, 5*time.Second, "len(td.d.Stats().Tenants) == 0", func() bool { return len(td.d.Stats().Tenants) == 0 })
 	fds, gor, maps := openFDs(t), runtime.NumGoroutine(), memfdMappings(t)
 	for i := 0; i < 1000; i++ {
 		cycle()
 	}
-	waitFor(t, 5*time.Second, func() bool { return len(td.d.Stats().Tenants) == 0 })
-	waitFor(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= gor })
+	testutil.WaitFor(t, 5*time.Second, "len(td.d.Stats().Tenants) == 0", func() bool { return len(td.d.Stats().Tenants) == 0 })
+	testutil.WaitFor(t, 5*time.Second, "runtime.NumGoroutine() <= gor", func() bool { return runtime.NumGoroutine() <= gor })
 	// Descriptors are closed by the detaching goroutines; a descriptor the
 	// runtime or an earlier test opens late (netpoll, a lingering
 	// connection) is not a leak of this loop unless it persists and grows.
@@ -327,7 +226,7 @@ func TestAttachDetach1000(t *testing.T) {
 }
 
 func TestBadAttachRequests(t *testing.T) {
-	td := startDaemon(t, newPaced(0, time.Hour, 1))
+	td := startDaemon(t, testutil.NewPaced(0, time.Hour, 1))
 	ctx := context.Background()
 	for _, o := range []client.AttachOptions{
 		{Queues: 1000, Match: client.Match{Default: true}},
@@ -355,7 +254,7 @@ func TestBadAttachRequests(t *testing.T) {
 }
 
 func TestWrongProtocolVersion(t *testing.T) {
-	td := startDaemon(t, newPaced(0, time.Hour, 1))
+	td := startDaemon(t, testutil.NewPaced(0, time.Hour, 1))
 	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: td.socket, Net: "unixpacket"})
 	if err != nil {
 		t.Fatal(err)
@@ -376,7 +275,7 @@ func TestWrongProtocolVersion(t *testing.T) {
 		t.Fatalf("reply %q", buf[proto.HeaderSize:n])
 	}
 	t.Logf("daemon replied: %s", buf[proto.HeaderSize:n])
-	if _, err := client.Attach(context.Background(), filepath.Join(t.TempDir(), "none.sock"), client.AttachOptions{Match: client.Match{Default: true}}); err == nil || !strings.Contains(err.Error(), "vnicd run") {
+	if _, err := client.Attach(context.Background(), filepath.Join(t.TempDir(), "none.sock"), client.AttachOptions{Match: client.Match{Default: true}}); err == nil || !strings.Contains(err.Error(), "vnicd is not running at") {
 		t.Fatalf("no daemon: %v", err)
 	}
 }
@@ -384,7 +283,7 @@ func TestWrongProtocolVersion(t *testing.T) {
 // TestHostileTenant writes garbage cursors into its own region; the daemon
 // marks it faulty and disconnects it, and another tenant keeps receiving.
 func TestHostileTenant(t *testing.T) {
-	src := newPaced(40000, 200*time.Microsecond, 5000, 6000)
+	src := testutil.NewPaced(40000, 200*time.Microsecond, 5000, 6000)
 	td := startDaemon(t, src)
 	ctx := context.Background()
 	good, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "good", Match: client.Match{DstPortLo: 6000, DstPortHi: 6000}})
@@ -406,9 +305,9 @@ func TestHostileTenant(t *testing.T) {
 	go func() { defer wg.Done(); receive(rctx, good.Queue(0), &got) }()
 	defer wg.Wait()
 	defer stop()
-	src.open.Store(true)
-	waitFor(t, 20*time.Second, func() bool { return src.sent.Load() == 40000 && accounted(td, "good", src.sentTo(6000), &got) })
-	waitFor(t, 5*time.Second, func() bool { return bad.Err() != nil })
+	src.Open()
+	testutil.WaitFor(t, 20*time.Second, "src.Sent() == 40000 && accounted(td, \"good\", src.SentTo(6000), &got)", func() bool { return src.Sent() == 40000 && accounted(td, "good", src.SentTo(6000), &got) })
+	testutil.WaitFor(t, 5*time.Second, "bad.Err() != nil", func() bool { return bad.Err() != nil })
 	if !errors.Is(bad.Err(), client.ErrDaemonGone) {
 		t.Fatalf("hostile tenant: %v", bad.Err())
 	}
@@ -422,14 +321,14 @@ func TestHostileTenant(t *testing.T) {
 // TestDaemonRestart: clients see ErrDaemonGone when vnicd stops, and a new
 // vnicd starts at once on the same socket, even over a stale socket file.
 func TestDaemonRestart(t *testing.T) {
-	td := startDaemon(t, newPaced(0, time.Hour, 1))
+	td := startDaemon(t, testutil.NewPaced(0, time.Hour, 1))
 	ten, err := client.Attach(context.Background(), td.socket, client.AttachOptions{Match: client.Match{Default: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- ten.Queue(0).Wait(context.Background()) }()
-	td.stop(t)
+	td.Stop()
 	select {
 	case err := <-errc:
 		if !errors.Is(err, client.ErrDaemonGone) {
@@ -446,7 +345,7 @@ func TestDaemonRestart(t *testing.T) {
 	ln, _ := net.ListenUnix("unixpacket", &net.UnixAddr{Name: td.socket, Net: "unixpacket"})
 	ln.SetUnlinkOnClose(false)
 	ln.Close()
-	td2 := startDaemon(t, newPaced(0, time.Hour, 1), func(c *daemon.Config) { c.Socket = td.socket })
+	td2 := startDaemon(t, testutil.NewPaced(0, time.Hour, 1), func(c *daemon.Config) { c.Socket = td.socket })
 	t2, err := client.Attach(context.Background(), td2.socket, client.AttachOptions{Match: client.Match{Default: true}})
 	if err != nil {
 		t.Fatalf("attach after restart: %v", err)
@@ -455,7 +354,7 @@ func TestDaemonRestart(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	src := newPaced(1000, 200*time.Microsecond, 7000)
+	src := testutil.NewPaced(1000, 200*time.Microsecond, 7000)
 	td := startDaemon(t, src, func(c *daemon.Config) { c.MetricsAddr = "127.0.0.1:0" })
 	ten, err := client.Attach(context.Background(), td.socket, client.AttachOptions{Name: "m", Match: client.Match{Default: true}})
 	if err != nil {
@@ -469,8 +368,8 @@ func TestMetrics(t *testing.T) {
 	go func() { defer wg.Done(); receive(rctx, ten.Queue(0), &got) }()
 	defer wg.Wait()
 	defer stop()
-	src.open.Store(true)
-	waitFor(t, 20*time.Second, func() bool { return src.sent.Load() == 1000 && accounted(td, "m", 1000, &got) })
+	src.Open()
+	testutil.WaitFor(t, 20*time.Second, "src.Sent() == 1000 && accounted(td, \"m\", 1000, &got)", func() bool { return src.Sent() == 1000 && accounted(td, "m", 1000, &got) })
 	time.Sleep(20 * time.Millisecond) // the engine folds counters when idle
 	st := td.d.Stats()
 	var c proto.Stats
@@ -502,7 +401,7 @@ func TestMetrics(t *testing.T) {
 // TestKillClient kills -9 an attached client process while traffic flows:
 // its tenant is torn down and a second tenant loses nothing.
 func TestKillClient(t *testing.T) {
-	src := newPaced(30000, time.Millisecond, 4000, 4001)
+	src := testutil.NewPaced(30000, time.Millisecond, 4000, 4001)
 	td := startDaemon(t, src)
 	ctx := context.Background()
 	keeper, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "keeper", Queues: 2, Match: client.Match{DstPortLo: 4001, DstPortHi: 4001}})
@@ -531,12 +430,12 @@ func TestKillClient(t *testing.T) {
 	if !strings.HasPrefix(string(line[:n]), "attached") {
 		t.Fatalf("child: %q", line[:n])
 	}
-	src.open.Store(true)
-	waitFor(t, 5*time.Second, func() bool { return src.sent.Load() > 5000 })
+	src.Open()
+	testutil.WaitFor(t, 5*time.Second, "src.Sent() > 5000", func() bool { return src.Sent() > 5000 })
 	cmd.Process.Kill() // SIGKILL, mid-traffic
 	cmd.Wait()
-	waitFor(t, 5*time.Second, func() bool { return len(td.d.Stats().History) == 1 })
-	waitFor(t, 20*time.Second, func() bool { return src.sent.Load() == 30000 && got.Load() == src.sentTo(4001) })
+	testutil.WaitFor(t, 5*time.Second, "len(td.d.Stats().History) == 1", func() bool { return len(td.d.Stats().History) == 1 })
+	testutil.WaitFor(t, 20*time.Second, "src.Sent() == 30000 && got.Load() == src.SentTo(4001)", func() bool { return src.Sent() == 30000 && got.Load() == src.SentTo(4001) })
 	if mm := memfdMappings(t); mm != maps0 {
 		t.Fatalf("%d tenant region mappings in the daemon's process after the kill, %d before the victim attached", mm, maps0)
 	}
@@ -570,23 +469,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func nonzero(m map[string]uint64) map[string]uint64 {
-	out := map[string]uint64{}
-	for k, v := range m {
-		if v != 0 {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // TestHostileGarbage: a tenant writes random garbage into every writable
 // byte of its region (cursors, entries, allocator, counters, buffers) for
 // seconds while a good tenant receives. vnicd survives, the good tenant
 // gets every packet sent to it (no drops: its consumer keeps up), and the
 // hostile tenant is detached or its garbage is counted.
 func TestHostileGarbage(t *testing.T) {
-	src := newPaced(1<<62, time.Millisecond, 5000, 6000)
+	src := testutil.NewPaced(1<<62, time.Millisecond, 5000, 6000)
 	td := startDaemon(t, src)
 	ctx := context.Background()
 	// The good tenant's rings hold about 2 s of its traffic (~4,300
@@ -611,7 +500,7 @@ func TestHostileGarbage(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); receive(rctx, good.Queue(q), &got) }()
 	}
-	src.open.Store(true)
+	src.Open()
 	// Scribble over the whole region (past the header, which vnicd never
 	// reads back) for three seconds.
 	mem := bad.Region.Mem
@@ -626,14 +515,14 @@ func TestHostileGarbage(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	src.open.Store(false) // stop the wire
+	src.Shut() // stop the wire
 	time.Sleep(10 * time.Millisecond)
-	waitFor(t, 10*time.Second, func() bool { return accounted(td, "good", src.sentTo(6000), &got) })
+	testutil.WaitFor(t, 10*time.Second, "accounted(td, \"good\", src.SentTo(6000), &got)", func() bool { return accounted(td, "good", src.SentTo(6000), &got) })
 	stop()
 	wg.Wait()
 	p, drops := delivered(td, "good")
-	if drops != 0 || int64(p) != src.sentTo(6000) {
-		t.Fatalf("good tenant: sent %d, delivered %d, drops %d", src.sentTo(6000), p, drops)
+	if drops != 0 || int64(p) != src.SentTo(6000) {
+		t.Fatalf("good tenant: sent %d, delivered %d, drops %d", src.SentTo(6000), p, drops)
 	}
 	// The hostile tenant was detached as faulty, or its garbage was counted.
 	st := td.d.Stats()
@@ -665,7 +554,7 @@ func TestHostileGarbage(t *testing.T) {
 // TestTwoTenantsIsolated: two tenants with match rules each receive only
 // their own traffic, and each attach hands out that tenant's region only.
 func TestTwoTenantsIsolated(t *testing.T) {
-	src := newPaced(8000, 200*time.Microsecond, 7100, 7200)
+	src := testutil.NewPaced(8000, 200*time.Microsecond, 7100, 7200)
 	td := startDaemon(t, src)
 	ctx := context.Background()
 	var tens [2]*client.Tenant
@@ -703,9 +592,9 @@ func TestTwoTenantsIsolated(t *testing.T) {
 	if st0.Ino == st1.Ino {
 		t.Fatal("two tenants share a region")
 	}
-	src.open.Store(true)
-	waitFor(t, 20*time.Second, func() bool {
-		return src.sent.Load() == 8000 && accounted(td, "t7100", src.sentTo(7100), &gots[0]) && accounted(td, "t7200", src.sentTo(7200), &gots[1])
+	src.Open()
+	testutil.WaitFor(t, 20*time.Second, "both tenants to account for their 8000 frames", func() bool {
+		return src.Sent() == 8000 && accounted(td, "t7100", src.SentTo(7100), &gots[0]) && accounted(td, "t7200", src.SentTo(7200), &gots[1])
 	})
 	stop()
 	wg.Wait()
@@ -718,7 +607,7 @@ func TestTwoTenantsIsolated(t *testing.T) {
 // vnicd runs them, the Bx write-back threshold (--bx-post-batch) and the
 // ring geometry included.
 func TestConfigReply(t *testing.T) {
-	td := startDaemon(t, newPaced(0, time.Millisecond, 0), func(c *daemon.Config) { c.Engine.PostBatch = 16 })
+	td := startDaemon(t, testutil.NewPaced(0, time.Millisecond, 0), func(c *daemon.Config) { c.Engine.PostBatch = 16 })
 	conn, err := proto.Dial(td.socket)
 	if err != nil {
 		t.Fatal(err)

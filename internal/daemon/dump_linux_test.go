@@ -5,16 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/vnic/vnic/shm"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/vnic/vnic/shm"
+
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 // dumpStart sends a Dump request and returns the connection and the reply
@@ -178,7 +180,7 @@ func (tf *tenantFrames) subsequence(frames []proto.DumpFrame) error {
 // says, in delivery order and timestamped during the run; the session then
 // ends and frees its slot.
 func TestDumpStreamsDeliveredFrames(t *testing.T) {
-	src := newPaced(1<<40, 100*time.Microsecond, 7000, 7001)
+	src := testutil.NewPaced(1<<40, 100*time.Microsecond, 7000, 7001)
 	td := startDaemon(t, src)
 	tf := attachKeep(t, td.socket, "app", 2, client.Match{Default: true})
 	before := time.Now()
@@ -193,7 +195,7 @@ func TestDumpStreamsDeliveredFrames(t *testing.T) {
 	if st := td.d.Stats(); st.Control["dumps_started"] != 1 {
 		t.Fatalf("dumps_started %d", st.Control["dumps_started"])
 	}
-	src.open.Store(true)
+	src.Open()
 	d := dumpRead(t, c, 20*time.Second)
 	after := time.Now()
 	if len(d.frames) != 300 || d.end.Reason != "count reached" || d.end.Sent != 300 {
@@ -210,9 +212,9 @@ func TestDumpStreamsDeliveredFrames(t *testing.T) {
 	if len(queues) != 2 {
 		t.Fatalf("frames from queues %v; the 64 flows spread over both", queues)
 	}
-	waitFor(t, 5*time.Second, func() bool { return tf.n.Load() > 400 })
+	testutil.WaitFor(t, 5*time.Second, "tf.n.Load() > 400", func() bool { return tf.n.Load() > 400 })
 	tf.checkSubsequence(t, d.frames)
-	waitFor(t, 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, "300 dumped frames", func() bool {
 		st := td.d.Stats()
 		return st.Control["dump_frames_sent"] == 300
 	})
@@ -229,7 +231,7 @@ func TestDumpStreamsDeliveredFrames(t *testing.T) {
 	}
 	// Stop once vnicd has sent it some frames (not after a fixed sleep,
 	// which a loaded run can spend before the first one).
-	waitFor(t, 10*time.Second, func() bool { return td.d.Stats().Control["dump_frames_sent"] > 300 })
+	testutil.WaitFor(t, 10*time.Second, "td.d.Stats().Control[\"dump_frames_sent\"] > 300", func() bool { return td.d.Stats().Control["dump_frames_sent"] > 300 })
 	if err := c2.Send(proto.TDumpStop, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +254,7 @@ func TestDumpStreamsDeliveredFrames(t *testing.T) {
 // status and the control counters), and the tenant loses nothing.
 func TestDumpOverflow(t *testing.T) {
 	const total = 20000
-	src := newPaced(total, 100*time.Microsecond, 7000)
+	src := testutil.NewPaced(total, 100*time.Microsecond, 7000)
 	td := startDaemon(t, src, func(c *daemon.Config) { c.Limits.DumpBufferBytes = daemon.MinDumpBuffer })
 	// Rings that hold every frame sent: the tenant loses none whether or
 	// not its receiver keeps up (with the default 512-entry rings a loaded
@@ -269,8 +271,8 @@ func TestDumpOverflow(t *testing.T) {
 	// Make the client's socket buffer small so that vnicd's sends block
 	// soon and the mirror fills.
 	c.Unix().SetReadBuffer(4096)
-	src.open.Store(true)
-	waitFor(t, 30*time.Second, func() bool { return src.sent.Load() == total && accounted(td, "app", total, &tf.n) })
+	src.Open()
+	testutil.WaitFor(t, 30*time.Second, "src.Sent() == total && accounted(td, \"app\", total, &tf.n)", func() bool { return src.Sent() == total && accounted(td, "app", total, &tf.n) })
 	var st proto.Status
 	sc, err := proto.Dial(td.socket)
 	if err != nil {
@@ -303,7 +305,7 @@ func TestDumpOverflow(t *testing.T) {
 // TestDumpEnds: a dump ends cleanly, with a TDumpEnd saying why, when its
 // tenant detaches and when vnicd stops.
 func TestDumpEnds(t *testing.T) {
-	src := newPaced(1<<40, 200*time.Microsecond, 7000)
+	src := testutil.NewPaced(1<<40, 200*time.Microsecond, 7000)
 	td := startDaemon(t, src)
 	tf := attachKeep(t, td.socket, "app", 1, client.Match{Default: true})
 	c, _, err := dumpStart(t, td.socket, proto.Dump{Version: proto.DumpVersion, Tenant: "app"})
@@ -311,9 +313,9 @@ func TestDumpEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	src.open.Store(true)
+	src.Open()
 	// Detach once vnicd has sent the dump some frames.
-	waitFor(t, 10*time.Second, func() bool { return td.d.Stats().Control["dump_frames_sent"] > 0 })
+	testutil.WaitFor(t, 10*time.Second, "td.d.Stats().Control[\"dump_frames_sent\"] > 0", func() bool { return td.d.Stats().Control["dump_frames_sent"] > 0 })
 	tf.close()
 	d := dumpRead(t, c, 10*time.Second)
 	if d.end.Reason != "tenant detached" || d.end.Sent != uint64(len(d.frames)) || d.end.Mirrored < d.end.Sent || len(d.frames) == 0 {
@@ -325,12 +327,12 @@ func TestDumpEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	waitFor(t, 5*time.Second, func() bool { return tf2.n.Load() > 10 })
+	testutil.WaitFor(t, 5*time.Second, "tf2.n.Load() > 10", func() bool { return tf2.n.Load() > 10 })
 	// Read while vnicd stops, as vnicctl does: vnicd waits only a second
 	// for a session to send its backlog and end (a reader that starts
 	// after the stop found the connection closed, 1 run in 40).
 	stopped := make(chan struct{})
-	go func() { td.stop(t); close(stopped) }() // stop reports with t.Errorf only
+	go func() { td.Stop(); close(stopped) }() // stop reports with t.Errorf only
 	d2 := dumpRead(t, c2, 10*time.Second)
 	<-stopped
 	if d2.end.Reason != "vnicd stopping" {
@@ -342,7 +344,7 @@ func TestDumpEnds(t *testing.T) {
 // why (with a code for vnicctl's exit status), are counted, and leave
 // vnicd serving.
 func TestDumpRefusals(t *testing.T) {
-	src := newPaced(1<<40, time.Millisecond, 7000)
+	src := testutil.NewPaced(1<<40, time.Millisecond, 7000)
 	td := startDaemon(t, src, func(c *daemon.Config) { c.Limits.MaxDumps = 1 })
 	attachKeep(t, td.socket, "app", 2, client.Match{Default: true})
 	attachKeep(t, td.socket, "other", 1, client.Match{Proto: "udp", DstPortLo: 9000, DstPortHi: 9000})
@@ -405,7 +407,7 @@ func TestDumpRefusals(t *testing.T) {
 		t.Fatalf("control counters %v", ctl)
 	}
 	// vnicd still serves, and the slot is free again.
-	waitFor(t, 5*time.Second, func() bool { n, _ := dumpLiveCount(td); return n == 0 })
+	testutil.WaitFor(t, 5*time.Second, "no live dumps", func() bool { n, _ := dumpLiveCount(td); return n == 0 })
 	c3, _, err := dumpStart(t, td.socket, proto.Dump{Version: v, Tenant: "other", Count: 1})
 	if err != nil {
 		t.Fatalf("dump after the refusals: %v", err)

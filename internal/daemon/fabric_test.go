@@ -16,6 +16,7 @@ import (
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testutil"
 	"github.com/vnic/vnic/rss"
 	"github.com/vnic/vnic/wire/fabric"
 )
@@ -87,11 +88,11 @@ func TestFabricTwoHosts(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	waitFor(t, 10*time.Second, func() bool { return got[0].Load()+got[1].Load() == 300 })
+	testutil.WaitFor(t, 10*time.Second, "got[0].Load()+got[1].Load() == 300", func() bool { return got[0].Load()+got[1].Load() == 300 })
 	if got[0].Load() == 0 || got[1].Load() == 0 {
 		t.Fatalf("b's queues got %d and %d frames: RSS did not spread 300 flows", got[0].Load(), got[1].Load())
 	}
-	waitFor(t, 5*time.Second, func() bool { return fab.Totals()[fabric.Sent] == 350 })
+	testutil.WaitFor(t, 5*time.Second, "fab.Totals()[fabric.Sent] == 350", func() bool { return fab.Totals()[fabric.Sent] == 350 })
 	tot := fab.Totals()
 	if tot[fabric.Delivered] != 300 || tot[fabric.NoHost] != 50 || tot[fabric.Received] != 300 {
 		t.Fatalf("ledger %v", tot)
@@ -131,7 +132,7 @@ func TestFabricTwoHosts(t *testing.T) {
 	}
 	// A detached host's ledger stays in the history.
 	a.Close()
-	waitFor(t, 5*time.Second, func() bool { return len(td.d.Stats().History) == 1 })
+	testutil.WaitFor(t, 5*time.Second, "len(td.d.Stats().History) == 1", func() bool { return len(td.d.Stats().History) == 1 })
 	if h := td.d.Stats().History[0]; h.Name != "a" || h.Fabric["sent"] != 350 {
 		t.Fatalf("history %s: ledger %v", h.Name, h.Fabric)
 	}

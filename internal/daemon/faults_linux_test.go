@@ -14,6 +14,7 @@ import (
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/internal/daemon"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 // lockedBuf is a log sink tests read while the daemon writes.
@@ -38,7 +39,7 @@ func (l *lockedBuf) String() string {
 // loop while it receives. The engine's faults give it away: it is detached,
 // counted and logged; the good tenant stays attached and loses nothing.
 func TestHolePunchDetached(t *testing.T) {
-	src := newPaced(100000, 200*time.Microsecond, 5000, 6000)
+	src := testutil.NewPaced(100000, 200*time.Microsecond, 5000, 6000)
 	var logs lockedBuf
 	td := startDaemon(t, src, func(c *daemon.Config) { c.Log = zerolog.New(&logs) })
 	ctx := context.Background()
@@ -75,11 +76,11 @@ func TestHolePunchDetached(t *testing.T) {
 	}()
 	defer wg.Wait()
 	defer stop()
-	src.open.Store(true)
-	waitFor(t, 10*time.Second, func() bool { return bad.Err() != nil })
+	src.Open()
+	testutil.WaitFor(t, 10*time.Second, "bad.Err() != nil", func() bool { return bad.Err() != nil })
 	t.Logf("offender: %d punches (%d failed), received %d frames; its error: %v", punches.Load(), punchErrs.Load(), gotBad.Load(), bad.Err())
-	waitFor(t, 20*time.Second, func() bool {
-		return src.sent.Load() == 100000 && accounted(td, "good", src.sentTo(5000), &gotGood)
+	testutil.WaitFor(t, 20*time.Second, "the good tenant to account for its frames", func() bool {
+		return src.Sent() == 100000 && accounted(td, "good", src.SentTo(5000), &gotGood)
 	})
 	st := td.d.Stats()
 	t.Logf("control: engine_page_faults %d, engine_page_fault_alerts %d, hole_looks %d, tenants_detached_punched_holes %d",

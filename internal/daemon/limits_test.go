@@ -12,6 +12,7 @@ import (
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testutil"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/shm"
 )
@@ -38,7 +39,7 @@ func attachRaw(t *testing.T, socket string, req proto.Attach) (proto.AttachReply
 // refused before any conversion, and the reply echoes what the region
 // holds.
 func TestAttachSizesRangeChecked(t *testing.T) {
-	td := startDaemon(t, newPaced(0, time.Hour, 1))
+	td := startDaemon(t, testutil.NewPaced(0, time.Hour, 1))
 	for _, req := range []proto.Attach{
 		{Queues: 1, AxSize: 1<<32 + 128, Match: proto.Match{Default: true}},
 		{Queues: 1, BxSize: -4, Match: proto.Match{Default: true}},
@@ -67,7 +68,7 @@ func TestAttachSizesRangeChecked(t *testing.T) {
 // TestNamesAndClaims: bad names, taken names and overlapping claims are
 // refused with a sentence naming the holder; a single-port rule works.
 func TestNamesAndClaims(t *testing.T) {
-	td := startDaemon(t, newPaced(0, time.Hour, 1))
+	td := startDaemon(t, testutil.NewPaced(0, time.Hour, 1))
 	ctx := context.Background()
 	a, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "alpha", Match: client.Match{Proto: "udp", DstPortLo: 7000}})
 	if err != nil {
@@ -116,7 +117,7 @@ func TestNamesAndClaims(t *testing.T) {
 // (the engine bounds a stuck tenant's stalls, nic.Config.PauseMax), and
 // attaches racing each other all get in: no check-then-act on the count.
 func TestPausePolicyTwoTenants(t *testing.T) {
-	td := startDaemon(t, newPaced(0, time.Hour, 1), func(c *daemon.Config) { c.Engine.Policy = nic.Pause })
+	td := startDaemon(t, testutil.NewPaced(0, time.Hour, 1), func(c *daemon.Config) { c.Engine.Policy = nic.Pause })
 	ctx := context.Background()
 	a, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "one", Match: client.Match{Default: true}})
 	if err != nil {
@@ -136,7 +137,7 @@ func TestPausePolicyTwoTenants(t *testing.T) {
 // TestPagination: with a page far smaller than the whole, Call still
 // returns every tenant and every history entry once, in order.
 func TestPagination(t *testing.T) {
-	td := startDaemon(t, newPaced(0, time.Hour, 1), func(c *daemon.Config) { c.Limits.MaxTenantsPerUID = 64 })
+	td := startDaemon(t, testutil.NewPaced(0, time.Hour, 1), func(c *daemon.Config) { c.Limits.MaxTenantsPerUID = 64 })
 	ctx := context.Background()
 	var live []*client.Tenant
 	for i := 0; i < 12; i++ {
@@ -154,7 +155,7 @@ func TestPagination(t *testing.T) {
 			ten.Close()
 		}
 	}()
-	waitFor(t, 5*time.Second, func() bool { return len(td.d.Stats().History) == 5 })
+	testutil.WaitFor(t, 5*time.Second, "len(td.d.Stats().History) == 5", func() bool { return len(td.d.Stats().History) == 5 })
 	c, err := proto.Dial(td.socket)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +194,7 @@ type json0 struct {
 
 // TestMetricsNeverFail: /metrics answers 200 with unnamed and named tenants.
 func TestMetricsNeverFail(t *testing.T) {
-	td := startDaemon(t, newPaced(0, time.Hour, 1), func(c *daemon.Config) { c.MetricsAddr = "127.0.0.1:0" })
+	td := startDaemon(t, testutil.NewPaced(0, time.Hour, 1), func(c *daemon.Config) { c.MetricsAddr = "127.0.0.1:0" })
 	ctx := context.Background()
 	for i, o := range []client.AttachOptions{{Match: client.Match{DstPortLo: 1}}, {Name: "a", Match: client.Match{DstPortLo: 2}}, {Match: client.Match{DstPortLo: 3}}} {
 		ten, err := client.Attach(ctx, td.socket, o)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 // syncBuffer is a log sink the daemon's goroutines may share.
@@ -50,7 +51,7 @@ func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 func TestOversizedRequestsLogBounded(t *testing.T) {
 	var logs syncBuffer
 	const burst, interval = 5, 300 * time.Millisecond
-	td := startDaemon(t, newPaced(0, time.Hour, 1), func(c *daemon.Config) {
+	td := startDaemon(t, testutil.NewPaced(0, time.Hour, 1), func(c *daemon.Config) {
 		c.Log = zerolog.New(&logs)
 		c.Limits.LogBurst, c.Limits.LogInterval = burst, interval
 	})
@@ -90,7 +91,7 @@ func TestOversizedRequestsLogBounded(t *testing.T) {
 		}
 		return
 	}
-	waitFor(t, 10*time.Second, func() bool { l, s := count(); return uint64(l)+s == n })
+	testutil.WaitFor(t, 10*time.Second, "every frame received or counted as starved", func() bool { l, s := count(); return uint64(l)+s == n })
 	logged, suppressed := count()
 	windows := int(elapsed/interval) + 2
 	if logged > burst*windows || logged >= n/2 {
@@ -111,7 +112,7 @@ func TestReservedConnsForRoot(t *testing.T) {
 		t.Skipf("needs uid 0 (the reserve serves root and vnicd's uid; the test process is uid %d)", uid)
 	}
 	const perUID, reserve = 4, 2
-	td := startDaemon(t, newPaced(0, time.Hour, 1), func(c *daemon.Config) {
+	td := startDaemon(t, testutil.NewPaced(0, time.Hour, 1), func(c *daemon.Config) {
 		c.Limits.MaxConnsPerUID, c.Limits.ReservedConns = perUID, reserve
 		c.Limits.FirstMessageTimeout = time.Minute
 	})

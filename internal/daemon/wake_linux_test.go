@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -33,7 +32,7 @@ import (
 // must keep serving a good tenant (every frame accounted), answer the
 // control plane, and never refuse or block on a signal.
 func TestHostileWakeChannel(t *testing.T) {
-	src := newPaced(40000, 200*time.Microsecond, 5000, 6000)
+	src := testutil.NewPaced(40000, 200*time.Microsecond, 5000, 6000)
 	td := startDaemon(t, src)
 	ctx := context.Background()
 	good, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "good", Match: client.Match{DstPortLo: 6000, DstPortHi: 6000}})
@@ -133,11 +132,11 @@ func TestHostileWakeChannel(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); receive(rctx, good.Queue(0), &got) }()
-	src.open.Store(true)
+	src.Open()
 	deadline := time.Now().Add(30 * time.Second)
-	for !(src.sent.Load() == 40000 && accounted(td, "good", src.sentTo(6000), &got)) {
+	for !(src.Sent() == 40000 && accounted(td, "good", src.SentTo(6000), &got)) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the good tenant stalled: %d of %d frames sent, %d of %d to it received; %s", src.sent.Load(), 40000, got.Load(), src.sentTo(6000), lastStats())
+			t.Fatalf("the good tenant stalled: %d of %d frames sent, %d of %d to it received; %s", src.Sent(), 40000, got.Load(), src.SentTo(6000), td.StatsSummary())
 		}
 		// The control plane answers throughout.
 		c, err := proto.Dial(td.socket)
@@ -223,7 +222,7 @@ func (f sinkFunc) Send(frames [][]byte) (int, error) { return f(frames) }
 // return) of the waits that slept. VNIC_SOAK=1 runs 1,000,000 exchanges.
 func TestWakeupExchanges(t *testing.T) {
 	n := 3000
-	if os.Getenv("VNIC_SOAK") != "" {
+	if testutil.KnobsFor(t).Soak {
 		n = 1000000
 	}
 	if testing.Short() {
@@ -326,7 +325,7 @@ func wakeupExchanges(t *testing.T, n int, coalesce time.Duration) {
 		case err := <-errc:
 			t.Fatalf("client stopped early: %v", err)
 		case <-time.After(10 * time.Second):
-			t.Fatalf("exchange %d: no reply in 10 s (a lost wake-up); %s; engine %+v", i, lastStats(), td.d.Engine().IdleStats())
+			t.Fatalf("exchange %d: no reply in 10 s (a lost wake-up); %s; engine %+v", i, td.StatsSummary(), td.d.Engine().IdleStats())
 		}
 		pause(r)
 	}

@@ -2,7 +2,7 @@
 // memory vnicd touches per frame, faults that memory in, and reads the
 // host's THP policies. On a VM a TLB miss walks two levels of page tables,
 // and with 4 KiB pages the engine meets one for nearly every frame
-// (BENCHMARKS.md, "Huge pages, and the engine beside its client").
+// (docs/operations.md, "Huge pages").
 // Everything here is best effort: memory the kernel keeps in small pages
 // works as before.
 package pages

@@ -144,7 +144,7 @@ func ListenIn(ns netns.NsHandle) func(network, address string) (net.Listener, er
 	}
 }
 
-// ListenUDPIn returns a UDP socket opener (bichannel.UDPConfig.ListenUDP)
+// ListenUDPIn returns a UDP socket opener (transport.UDPConfig.ListenUDP)
 // whose sockets are made inside ns.
 func ListenUDPIn(ns netns.NsHandle) func(network string, laddr *net.UDPAddr) (*net.UDPConn, error) {
 	return func(network string, laddr *net.UDPAddr) (c *net.UDPConn, err error) {

@@ -1,5 +1,6 @@
-// Package testutil holds helpers for vnic's privileged integration tests
-// (TestIntegration*) and the leak checks every test binary runs.
+// Package testutil is vnic's test harness: helpers for the privileged
+// integration tests (TestIntegration*), the daemon and vnicd the tests
+// run, the test knobs, and the leak checks every test binary runs.
 //
 // # Network namespaces
 //
@@ -36,6 +37,23 @@
 // [CheckLeaks] (per test) and [MainWithLeakCheck] (per test binary, from
 // TestMain) compare goroutines and open file descriptors with a snapshot and
 // fail when something created during the test is still there.
+//
+// # Daemons and vnicd
+//
+// [StartDaemon] runs the daemon in the test's process from a
+// [daemon.Config] ([DaemonConfig] gives the tests' defaults: a socket in the
+// test's temporary directory, small rings, the log discarded) and stops it
+// in t.Cleanup. [Paced] is a bounded, paced frame source for it.
+// [StartVnicd] runs vnicd as a subprocess (in a namespace, under a wrapper
+// command) and waits until it is up; [Build] builds vnicd, vnicctl or
+// another command once per test binary. [WaitFor] polls a condition with a
+// timeout and fails the test with what it waited for.
+//
+// # Knobs
+//
+// [Knobs] holds every environment variable that changes what the tests
+// and benchmarks do, parsed once by [LoadKnobs]; docs/knobs.md's table is
+// generated from it.
 //
 // # Concurrency
 //

@@ -97,7 +97,7 @@ func TestRingsCheck(t *testing.T) {
 	}{
 		{func(r *Rings) { r.LatencyBudget = 0 }, "--latency-budget 0s"},
 		{func(r *Rings) { r.Buffers = -1 }, "--buffers -1"},
-		{func(r *Rings) { r.Queues, r.AxSize, r.AxSizeSet, r.BxSize = 256, 1 << 16, true, 1 << 16 }, "use smaller rings"},
+		{func(r *Rings) { r.Queues, r.AxSize, r.AxSizeSet, r.BxSize = 256, 1<<16, true, 1<<16 }, "use smaller rings"},
 		{func(r *Rings) { r.FrameSize = 3000 }, "use --buf-size 3008"},
 	} {
 		b := r

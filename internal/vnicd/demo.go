@@ -15,6 +15,7 @@ import (
 	"github.com/vnic/vnic/counters"
 	"github.com/vnic/vnic/internal/affinity"
 	"github.com/vnic/vnic/internal/conserve"
+	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/rss"
 	"github.com/vnic/vnic/shm"
@@ -106,7 +107,7 @@ func RunDemo(ctx context.Context, d Demo) error {
 		defer wg.Done()
 		report(ctx, region, d.Report, log)
 	}()
-	err = eng.Run(ctx, nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil }))
+	err = daemon.FlagHint(eng.Run(ctx, nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil })))
 	wg.Wait()
 	eng.Fold()
 	fmt.Fprintf(d.Out, "\nfinal counters (model %s, %d queues, Ax %d, Bx %d, %d buffers):\n", model, q, axSize, bxSize, bufs)

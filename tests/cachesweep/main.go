@@ -1,5 +1,5 @@
-// Command cachesweep is the working-set experiment of issue 13 on this
-// machine's real caches. It runs the real engine (package nic; its copy of
+// Command cachesweep is the working-set experiment on this machine's
+// real caches (docs/cache.md). It runs the real engine (package nic; its copy of
 // each frame into a posted buffer is the "DMA", done by CPU 0) and one
 // consumer thread on CPU 1 that applies a load balancer's rewrite to every
 // packet (new destination address and port, IPv4 and UDP checksums

@@ -1,5 +1,5 @@
-// Command coreside produces the core-side cost figures of issue 13 (item
-// 3): it builds package nic's test binary once and runs BenchmarkCoreSide
+// Command coreside produces the core-side cost figures (docs/coreside.md):
+// it builds package nic's test binary once and runs BenchmarkCoreSide
 // (nic/coreside_bench_test.go: the real engine on CPU 0, one consumer on
 // CPU 1 polling four real queues, consumer CPU time per packet in the polls
 // that returned packets) -count times, each run a fresh process with every

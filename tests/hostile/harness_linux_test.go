@@ -18,36 +18,35 @@ import (
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 // The harness: one real vnicd process (the binary, synthetic source at a
 // fixed rate), one good tenant receiving everything (the default tenant)
 // in this process, a prober asking for vnicd's status every 100 ms, and an
-// attack. check asserts the class-independent properties of issue #10:
+// attack. check asserts the properties every attack must keep:
 //   - vnicd's pid is unchanged and its log has no panic;
 //   - the good tenant receives >= 95% of its rate before the attack;
 //   - vnicd's descriptor count and RSS return to their baseline;
 //   - status answers within 1 s throughout.
 
-var vnicdBin, vnicctlBin string
+var vnicdBin, vnicctlBin string // built once by TestMain
 
 func TestMain(m *testing.M) {
 	if kind := os.Getenv("VNIC_HOSTILE_CHILD"); kind != "" {
 		os.Exit(childMain(kind))
 	}
-	dir, err := os.MkdirTemp("", "vnic-hostile-bin-")
+	var err error
+	if vnicdBin, err = testutil.Build(testutil.VnicdPkg); err == nil {
+		vnicctlBin, err = testutil.Build(testutil.VnicctlPkg)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	vnicdBin, vnicctlBin = filepath.Join(dir, "vnicd"), filepath.Join(dir, "vnicctl")
-	if out, err := exec.Command("go", "build", "-o", dir, "github.com/vnic/vnic/cmd/vnicd", "github.com/vnic/vnic/cmd/vnicctl").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build vnicd and vnicctl: %v: %s\n", err, out)
-		os.RemoveAll(dir)
+		testutil.RemoveBuilt()
 		os.Exit(1)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	testutil.RemoveBuilt()
 	os.Exit(code)
 }
 
@@ -70,10 +69,11 @@ type harness struct {
 	t       *testing.T
 	dir     string
 	socket  string
+	vnicd   *testutil.Vnicd
 	cmd     *exec.Cmd
 	pid     int
 	logPath string
-	done    chan struct{}
+	done    <-chan struct{}
 
 	good *client.Tenant
 	got  atomic.Int64
@@ -107,40 +107,20 @@ func start(t *testing.T, prefix []string, extra ...string) *harness {
 		t.Fatal(err)
 	}
 	os.Chmod(dir, 0o755) // the attackers run as nobody
-	h := &harness{t: t, dir: dir, socket: filepath.Join(dir, "vnicd.sock"), logPath: filepath.Join(dir, "vnicd.log"), done: make(chan struct{})}
+	h := &harness{t: t, dir: dir, socket: filepath.Join(dir, "vnicd.sock"), logPath: filepath.Join(dir, "vnicd.log")}
 	h.strict.Store(true)
 	h.rssSlack = 24 << 20
-	args := append([]string{vnicdBin, "run", "--source", "synth", "--rate", strconv.Itoa(rate), "--socket", h.socket,
+	args := append([]string{"run", "--source", "synth", "--rate", strconv.Itoa(rate), "--socket", h.socket,
 		"--socket-group", "nogroup", "--metrics-addr", "", "--dst-ports", "64512-65535", // the puncher claims the top ports
 		"--emulator-cpu", "-1", "--log-format", "json", "--no-huge-pages", "--rate-bucket", strconv.Itoa(catchUpSeconds * rate)}, extra...)
-	args = append(prefix, args...)
-	logf, err := os.Create(h.logPath)
+	t.Cleanup(h.close)
+	v, err := testutil.StartVnicd(testutil.VnicdOptions{Bin: vnicdBin, Args: args, Wrap: prefix, Log: h.logPath,
+		Ready:   func() bool { _, err := h.status(); return err == nil },
+		Timeout: 20 * time.Second, StopSignal: syscall.SIGTERM, StopTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.cmd = exec.Command(args[0], args[1:]...)
-	h.cmd.Stdout, h.cmd.Stderr = logf, logf
-	if err := h.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	logf.Close()
-	h.pid = h.cmd.Process.Pid
-	go func() { h.cmd.Wait(); close(h.done) }()
-	t.Cleanup(h.close)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := h.status(); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("vnicd did not come up: %s", h.log())
-		}
-		select {
-		case <-h.done:
-			t.Fatalf("vnicd exited: %s", h.log())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	h.vnicd, h.cmd, h.pid, h.done = v, v.Cmd, v.Pid, v.Done()
 	ctx, stop := context.WithCancel(context.Background())
 	h.stop = stop
 	good, err := client.Attach(ctx, h.socket, client.AttachOptions{Name: "good", Queues: 1, AxSize: goodAx, BxSize: goodAx, Buffers: goodAx + 4096, Match: client.Match{Default: true}})
@@ -205,16 +185,10 @@ func (h *harness) close() {
 	if h.good != nil {
 		h.good.Close()
 	}
-	if h.cmd.Process != nil {
-		h.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-h.done:
-		case <-time.After(10 * time.Second):
-			h.cmd.Process.Kill()
-			<-h.done
-		}
+	if h.vnicd != nil {
+		h.vnicd.Stop()
 	}
-	if h.t.Failed() {
+	if h.t.Failed() && h.vnicd != nil {
 		h.t.Logf("vnicd log (tail):\n%s", tail(h.log(), 40))
 	}
 	os.RemoveAll(h.dir)

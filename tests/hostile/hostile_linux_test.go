@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/client"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 func needRoot(t *testing.T) {
@@ -42,7 +43,7 @@ func TestIntegrationHostileIdleConnections(t *testing.T) {
 }
 
 // TestIntegrationHostileBigMessages: 256 connections each send one 1 MiB
-// datagram (the 28 -> 555 MB attack). vnicd reads the length only,
+// datagram (an attack that once grew vnicd from 28 to 555 MB). vnicd reads the length only,
 // refuses and closes; its RSS stays put.
 func TestIntegrationHostileBigMessages(t *testing.T) {
 	needRoot(t)
@@ -160,7 +161,7 @@ var _ = fmt.Sprint
 func TestIntegrationHostileMaxima(t *testing.T) {
 	needRoot(t)
 	n := 7
-	if os.Getenv("VNIC_SOAK") != "" {
+	if testutil.KnobsFor(t).Soak {
 		n = 63
 	}
 	h := start(t, nil, "--max-tenants-per-uid", "64", "--max-conns-per-uid", "200", "--first-message-timeout", "10s")

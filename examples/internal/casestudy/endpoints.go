@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/bichannel/transport"
+	"github.com/vnic/vnic/bichannel/transport/lossytest"
 )
 
 // EndpointsConfig describes the bi-channel endpoints of a cluster, one per
@@ -21,7 +23,7 @@ type EndpointsConfig struct {
 	Fast     bichannel.FastMode
 	// FastPath, if set, builds node i's fast path instead (tests: an
 	// in-process network).
-	FastPath func(node int) bichannel.FastPath
+	FastPath func(node int) transport.Path
 	// Peers returns the nodes node i connects to (nil: every other
 	// node). Give both ends of every pair.
 	Peers func(node int) []int
@@ -81,8 +83,8 @@ func Endpoints(ctx context.Context, c EndpointsConfig) ([]*bichannel.Endpoint, e
 
 // LossyFastPaths returns a FastPath builder for EndpointsConfig: every node
 // on the in-process network ln.
-func LossyFastPaths(ln *bichannel.LossyNet, workers int) func(int) bichannel.FastPath {
-	return func(int) bichannel.FastPath {
+func LossyFastPaths(ln *lossytest.Net, workers int) func(int) transport.Path {
+	return func(int) transport.Path {
 		fp, err := ln.NewFastPath(workers)
 		if err != nil {
 			panic(fmt.Sprintf("casestudy: in-process fast path of %d workers: %v", workers, err))

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/internal/cpuacct"
 )
 
@@ -215,7 +215,7 @@ func FabricPlaces(socket string, n int, basePort uint16) []Place {
 	p := make([]Place, n)
 	for i := range p {
 		p[i].IP = netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)})
-		p[i].VNIC = bichannel.VNICConfig{Socket: socket, IP: FabricHostIP(i), FabricHost: true, BasePort: basePort, AttachTimeout: 10 * time.Second}
+		p[i].VNIC = transport.VNICConfig{Socket: socket, IP: FabricHostIP(i), FabricHost: true, BasePort: basePort, AttachTimeout: 10 * time.Second}
 	}
 	return p
 }

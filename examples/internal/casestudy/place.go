@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/internal/testbed"
 )
 
@@ -14,7 +15,7 @@ import (
 // and, if VNIC.Socket is set, the node's vnicd for the vNIC fast path.
 type Place struct {
 	testbed.Sockets
-	VNIC bichannel.VNICConfig
+	VNIC transport.VNICConfig
 }
 
 // Loopback places n nodes on 127.0.0.1.
@@ -70,7 +71,7 @@ func UseVNIC(places []Place, prefix string, basePort uint16) error {
 		if err != nil {
 			return fmt.Errorf("host %d: %w", i, err)
 		}
-		places[i].VNIC = bichannel.VNICConfig{Socket: fmt.Sprintf("/run/vnic/%s-h%d.sock", prefix, i), MAC: mac, BasePort: basePort}
+		places[i].VNIC = transport.VNICConfig{Socket: fmt.Sprintf("/run/vnic/%s-h%d.sock", prefix, i), MAC: mac, BasePort: basePort}
 	}
 	return nil
 }

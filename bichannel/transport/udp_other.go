@@ -1,6 +1,6 @@
 //go:build !linux
 
-package bichannel
+package transport
 
 import (
 	"errors"
@@ -87,9 +87,9 @@ var aLongTimeAgo = time.Unix(1, 0)
 func probeGSO(c *net.UDPConn) bool { return false }
 
 // udpTx sends one datagram per write.
-type udpTx struct{ u *UDPFast }
+type udpTx struct{ u *UDP }
 
-func newUDPTx(u *UDPFast) *udpTx { return &udpTx{u: u} }
+func newUDPTx(u *UDP) *udpTx { return &udpTx{u: u} }
 
 func (t *udpTx) send(s *udpSock, dst netip.AddrPort, dgs [][]byte) (int, error) {
 	for i, d := range dgs {

@@ -1,4 +1,4 @@
-package bichannel
+package transport
 
 import (
 	"context"
@@ -16,49 +16,7 @@ import (
 	"github.com/vnic/vnic/rss"
 )
 
-// DefaultVNICSocket is vnicd's control socket unless VNICConfig.Socket
-// says otherwise.
-const DefaultVNICSocket = "/run/vnic/vnicd.sock"
-
-// vnicQueue is what VNICFast uses of a *client.Queue (faked in tests).
-type vnicQueue interface {
-	Recv(dst []client.Packet) []client.Packet
-	Release(pkts []client.Packet)
-	Send(frames [][]byte) (int, error)
-	Wait(ctx context.Context) error
-	TxPending() int // frames posted on the TX ring that vnicd has not completed
-}
-
-// vnicTenant is what VNICFast uses of a *client.Tenant.
-type vnicTenant interface {
-	Queues() int
-	Queue(i int) vnicQueue
-	RSSInfo() client.RSSInfo
-	Err() error // client.ErrDaemonGone once vnicd is gone
-	Close() error
-}
-
-type tenantAdapter struct{ t *client.Tenant }
-
-func (a tenantAdapter) Queues() int             { return a.t.Queues() }
-func (a tenantAdapter) Queue(i int) vnicQueue   { return queueAdapter{a.t.Queue(i)} }
-func (a tenantAdapter) RSSInfo() client.RSSInfo { return a.t.RSS }
-func (a tenantAdapter) Err() error              { return a.t.Err() }
-func (a tenantAdapter) Close() error            { return a.t.Close() }
-
-// queueAdapter drops the allocator errors of Recv and Release: a free
-// that meets a busy pool lock loses no buffer (the queue keeps it and frees
-// it at its next call), and Wait and Send report a corrupt allocator.
-type queueAdapter struct{ *client.Queue }
-
-func (q queueAdapter) Recv(dst []client.Packet) []client.Packet {
-	dst, _ = q.Queue.Recv(dst)
-	return dst
-}
-
-func (q queueAdapter) Release(pkts []client.Packet) { _ = q.Queue.Release(pkts) }
-
-// VNICFast is the fast path through vnicd: worker w receives on the
+// VNIC is the fast path through vnicd: worker w receives on the
 // tenant's queue w (the tenant claims UDP ports BasePort to
 // BasePort+workers-1, and vnicd's RSS picks the queue), and sends whole
 // Ethernet/IP/UDP frames on the same queue's TX ring. Frames are built with
@@ -66,14 +24,15 @@ func (q queueAdapter) Release(pkts []client.Packet) { _ = q.Queue.Release(pkts) 
 // MAC from its hello; received frames are parsed with rss.Parse and only
 // the UDP payload is handed on.
 //
-// It is a FastPoller: an Endpoint's worker w polls queue w itself (Poll),
+// It is a Poller: an Endpoint's worker w polls queue w itself (Poll),
 // and when nothing arrives spins on it for VNICConfig.Spin before it sleeps
-// on the queue's eventfd (client.Queue.Wait). It is a FastBatcher: a batch
+// in client.Queue.Wait, a futex wait on the queue's signal word in the
+// shared region, which vnicd stores to and wakes. It is a Batcher: a batch
 // of datagrams is posted on the TX ring with one publication.
-type VNICFast struct {
-	t      vnicTenant
+type VNIC struct {
+	t      VNICTenant
 	cfg    VNICConfig
-	info   FastInfo
+	info   Info
 	qs     []*vnicQ
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -91,8 +50,8 @@ type VNICFast struct {
 }
 
 type vnicQ struct {
-	q    vnicQueue       // receives (Recv, Release, Wait)
-	tx   vnicQueue       // sends: its own queue, or q when the tenant has one queue per worker
+	q    VNICQueue       // receives (Recv, Release, Wait)
+	tx   VNICQueue       // sends: its own queue, or q when the tenant has one queue per worker
 	txmu *sync.Mutex     // guards tx: its own, or &mu when tx is q
 	mu   sync.Mutex      // client.Queue is single-owner: guards q (and tx when shared)
 	pkts []client.Packet // received, not yet handed out (Wait's spin leaves them for Poll); guarded by mu
@@ -122,9 +81,9 @@ func vnicBxSize(ax int) int {
 	return ax
 }
 
-// NewVNICFast attaches to vnicd with one queue per worker and claims UDP
+// NewVNIC attaches to vnicd with one queue per worker and claims UDP
 // ports cfg.BasePort to cfg.BasePort+workers-1.
-func NewVNICFast(ctx context.Context, workers int, cfg VNICConfig) (*VNICFast, error) {
+func NewVNIC(ctx context.Context, workers int, cfg VNICConfig) (*VNIC, error) {
 	if cfg.BasePort == 0 {
 		return nil, errors.New("bichannel: vnic: set VNICConfig.BasePort (the tenant claims BasePort..BasePort+workers-1)")
 	}
@@ -138,7 +97,7 @@ func NewVNICFast(ctx context.Context, workers int, cfg VNICConfig) (*VNICFast, e
 		cfg.Socket = DefaultVNICSocket
 	}
 	if cfg.AttachTimeout <= 0 {
-		cfg.AttachTimeout = 10 * time.Second
+		cfg.AttachTimeout = DefaultVNICAttachTimeout
 	}
 	cfg = cfg.withSpin()
 	actx, cancel := context.WithTimeout(ctx, cfg.AttachTimeout)
@@ -150,7 +109,7 @@ func NewVNICFast(ctx context.Context, workers int, cfg VNICConfig) (*VNICFast, e
 	opts := client.AttachOptions{
 		Name: cfg.Name, Queues: 2 * workers, Buffers: cfg.Buffers, AxSize: cfg.AxSize,
 		BxSize: vnicBxSize(cfg.AxSize),
-		Spin:   time.Nanosecond, // VNICFast.Wait spins itself (cfg.Spin), then Queue.Wait may sleep at once
+		Spin:   time.Nanosecond, // VNIC.Wait spins itself (cfg.Spin), then Queue.Wait may sleep at once
 		Match:  client.Match{Proto: "udp", DstPortLo: cfg.BasePort, DstPortHi: cfg.BasePort + uint16(workers-1)},
 	}
 	if cfg.FabricHost {
@@ -184,7 +143,7 @@ func NewVNICFast(ctx context.Context, workers int, cfg VNICConfig) (*VNICFast, e
 		}
 		return nil, fmt.Errorf("bichannel: vnic: %w", err)
 	}
-	v, err := newVNICFast(tenantAdapter{t}, workers, cfg)
+	v, err := NewVNICOn(tenantAdapter{t}, workers, cfg)
 	if err != nil {
 		t.Close()
 		return nil, err
@@ -196,18 +155,20 @@ func NewVNICFast(ctx context.Context, workers int, cfg VNICConfig) (*VNICFast, e
 // Reduced says, when not empty, that vnicd refused the Ax rings asked for
 // (VNICConfig.AxSize) and the fast path runs with its default ones, and
 // what to change. Endpoint logs it.
-func (v *VNICFast) Reduced() string { return v.reduced }
+func (v *VNIC) Reduced() string { return v.reduced }
 
-// NewVNICFastTenant builds the fast path over a tenant the caller attached
+// NewVNICTenant builds the fast path over a tenant the caller attached
 // (one queue per worker, claiming UDP ports cfg.BasePort to
 // cfg.BasePort+workers-1; with 2*workers queues, worker w sends on queue
 // workers+w, so that a sender never waits for a sleeping receiver). Close
 // closes the tenant.
-func NewVNICFastTenant(t *client.Tenant, workers int, cfg VNICConfig) (*VNICFast, error) {
-	return newVNICFast(tenantAdapter{t}, workers, cfg)
+func NewVNICTenant(t *client.Tenant, workers int, cfg VNICConfig) (*VNIC, error) {
+	return NewVNICOn(tenantAdapter{t}, workers, cfg)
 }
 
-func newVNICFast(t vnicTenant, workers int, cfg VNICConfig) (*VNICFast, error) {
+// NewVNICOn builds the fast path over t, a tenant attached by the caller
+// or a stand-in for vnicd in tests, as NewVNICTenant does.
+func NewVNICOn(t VNICTenant, workers int, cfg VNICConfig) (*VNIC, error) {
 	if t.Queues() < workers {
 		return nil, fmt.Errorf("bichannel: vnic: tenant has %d queues for %d workers", t.Queues(), workers)
 	}
@@ -221,11 +182,11 @@ func newVNICFast(t vnicTenant, workers int, cfg VNICConfig) (*VNICFast, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bichannel: vnic: the tenant's RSS configuration: %w", err)
 	}
-	v := &VNICFast{t: t, cfg: cfg.withSpin(), qs: make([]*vnicQ, workers)}
+	v := &VNIC{t: t, cfg: cfg.withSpin(), qs: make([]*vnicQ, workers)}
 	v.ctx, v.cancel = context.WithCancel(context.Background())
 	m := map[int]*vnicRoute{}
 	v.routes.Store(&m)
-	v.info = FastInfo{Addr: cfg.IP.Unmap(), MAC: cfg.MAC, Ports: make([]uint16, workers), Queues: make([]int, workers), RSS: rc}
+	v.info = Info{Addr: cfg.IP.Unmap(), MAC: cfg.MAC, Ports: make([]uint16, workers), Queues: make([]int, workers), RSS: rc}
 	for w := range workers {
 		v.info.Ports[w] = cfg.BasePort + uint16(w)
 		v.info.Queues[w] = w
@@ -239,47 +200,12 @@ func newVNICFast(t vnicTenant, workers int, cfg VNICConfig) (*VNICFast, error) {
 	return v, nil
 }
 
-// rssFromTenant turns the RSS configuration vnicd reported into an
-// rss.Config.
-func rssFromTenant(info client.RSSInfo, queues int) (rss.Config, error) {
-	name := info.Profile
-	if name == "" {
-		name = rss.ProfileToeplitz
-	}
-	var key rss.Key
-	if len(info.Key) > 0 {
-		key = rss.Key(info.Key)
-	}
-	p, err := rss.ParseProfile(name, key)
-	if err != nil {
-		return rss.Config{}, err
-	}
-	if len(info.RETA) == 0 {
-		reta, err := rss.NewRETA(rss.DefaultRETASize, queues)
-		return rss.Config{Profile: p, RETA: reta}, err
-	}
-	nq := queues
-	for _, q := range info.RETA {
-		nq = max(nq, int(q)+1)
-	}
-	reta, err := rss.NewRETA(len(info.RETA), nq)
-	if err != nil {
-		return rss.Config{}, err
-	}
-	for i, q := range info.RETA {
-		if err := reta.Set(i, int(q)); err != nil {
-			return rss.Config{}, err
-		}
-	}
-	return rss.Config{Profile: p, RETA: reta}, nil
-}
+// Info implements Path.
+func (v *VNIC) Info() Info { return v.info }
 
-// Info implements FastPath.
-func (v *VNICFast) Info() FastInfo { return v.info }
-
-// Connect implements FastPath. The destination MAC is the peer's (from
+// Connect implements Path. The destination MAC is the peer's (from
 // its hello), else VNICConfig.PeerMAC, else broadcast.
-func (v *VNICFast) Connect(peer int, remote FastInfo, flows [][]rss.PortPair) error {
+func (v *VNIC) Connect(peer int, remote Info, flows [][]rss.PortPair) error {
 	r := &vnicRoute{dstMAC: remote.MAC, dst: remote.Addr, flows: flows,
 		frames: make([][][]byte, len(flows))}
 	if r.dstMAC == ([6]byte{}) {
@@ -304,7 +230,7 @@ func (v *VNICFast) Connect(peer int, remote FastInfo, flows [][]rss.PortPair) er
 }
 
 // Disconnect removes a peer's route.
-func (v *VNICFast) Disconnect(peer int) {
+func (v *VNIC) Disconnect(peer int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	old := *v.routes.Load()
@@ -320,21 +246,21 @@ func (v *VNICFast) Disconnect(peer int) {
 // txWait bounds how long a send waits for room on a full TX ring.
 const txWait = 100 * time.Millisecond
 
-// Send implements FastPath: it builds the frame and posts it on worker's
+// Send implements Path: it builds the frame and posts it on worker's
 // TX ring, waiting up to txWait while the ring is full.
-func (v *VNICFast) Send(peer, worker, flow int, b []byte) error {
+func (v *VNIC) Send(peer, worker, flow int, b []byte) error {
 	var one [1][]byte
 	one[0] = b
 	_, err := v.SendBatch(peer, worker, flow, one[:])
 	return err
 }
 
-// SendBatch implements FastBatcher: it builds one frame per datagram and
+// SendBatch implements Batcher: it builds one frame per datagram and
 // posts them on worker's TX ring with one publication (vnicd's doorbell,
 // if any, rings once), waiting up to txWait while the ring is full.
-func (v *VNICFast) SendBatch(peer, worker, flow int, dgs [][]byte) (int, error) {
+func (v *VNIC) SendBatch(peer, worker, flow int, dgs [][]byte) (int, error) {
 	if v.closed.Load() {
-		return 0, ErrFastClosed
+		return 0, ErrClosed
 	}
 	r := (*v.routes.Load())[peer]
 	if r == nil || worker >= len(r.flows) || flow >= len(r.flows[worker]) {
@@ -359,7 +285,7 @@ func (v *VNICFast) SendBatch(peer, worker, flow int, dgs [][]byte) (int, error) 
 	v.life.RLock()
 	defer v.life.RUnlock()
 	if v.closed.Load() {
-		return 0, ErrFastClosed
+		return 0, ErrClosed
 	}
 	if err := v.t.Err(); err != nil {
 		v.sendErrors.Add(uint64(len(dgs)))
@@ -402,14 +328,14 @@ func (v *VNICFast) SendBatch(peer, worker, flow int, dgs [][]byte) (int, error) 
 	}
 }
 
-// Poll implements FastPoller: one poll of worker's queue (client.Queue.Recv:
+// Poll implements Poller: one poll of worker's queue (client.Queue.Recv:
 // Bx entries, own Ax refills). The payloads alias the packets' buffers,
 // which the next Poll releases.
-func (v *VNICFast) Poll(worker int, dst []Datagram) ([]Datagram, error) {
+func (v *VNIC) Poll(worker int, dst []Datagram) ([]Datagram, error) {
 	v.life.RLock()
 	defer v.life.RUnlock()
 	if v.closed.Load() {
-		return dst, ErrFastClosed
+		return dst, ErrClosed
 	}
 	vq := v.qs[worker]
 	vq.mu.Lock()
@@ -449,11 +375,11 @@ func (v *VNICFast) Poll(worker int, dst []Datagram) ([]Datagram, error) {
 	return dst, nil
 }
 
-// Wait implements FastPoller: it polls worker's queue for VNICConfig.Spin
+// Wait implements Poller: it polls worker's queue for VNICConfig.Spin
 // (keeping what arrives for the next Poll), then sleeps in
 // client.Queue.Wait (the need-wakeup flag, then vnicd's signal) until a
 // frame, a Wake or the end of ctx.
-func (v *VNICFast) Wait(ctx context.Context, worker int) error {
+func (v *VNIC) Wait(ctx context.Context, worker int) error {
 	v.life.RLock()
 	defer v.life.RUnlock()
 	vq := v.qs[worker]
@@ -475,7 +401,7 @@ func (v *VNICFast) Wait(ctx context.Context, worker int) error {
 			return nil
 		}
 		if v.closed.Load() {
-			return ErrFastClosed
+			return ErrClosed
 		}
 		vq.mu.Lock()
 		if len(vq.pkts) == 0 {
@@ -542,7 +468,7 @@ func (v *VNICFast) Wait(ctx context.Context, worker int) error {
 	case err == nil:
 		return nil
 	case v.closed.Load():
-		return ErrFastClosed
+		return ErrClosed
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case sctx.Err() != nil:
@@ -560,7 +486,7 @@ func (v *VNICFast) Wait(ctx context.Context, worker int) error {
 // txStuck reports that worker vq's TX ring still holds frames vnicd has
 // not completed. It does not wait for the TX queue: a sender holding it
 // means no.
-func (v *VNICFast) txStuck(vq *vnicQ) bool {
+func (v *VNIC) txStuck(vq *vnicQ) bool {
 	if !vq.txmu.TryLock() {
 		return false
 	}
@@ -572,7 +498,7 @@ func (v *VNICFast) txStuck(vq *vnicQ) bool {
 // lockTx takes worker vq's TX queue. When it is the receive queue and a
 // Wait sleeps on it, the Wait is interrupted (it returns, and the caller
 // polls again) so the send does not wait for a frame.
-func (v *VNICFast) lockTx(vq *vnicQ) {
+func (v *VNIC) lockTx(vq *vnicQ) {
 	if vq.txmu.TryLock() {
 		return
 	}
@@ -593,8 +519,8 @@ func (v *VNICFast) lockTx(vq *vnicQ) {
 	vq.txWaiting.Add(-1)
 }
 
-// Wake implements FastPoller.
-func (v *VNICFast) Wake(worker int) {
+// Wake implements Poller.
+func (v *VNIC) Wake(worker int) {
 	vq := v.qs[worker]
 	vq.woken.Store(true)
 	vq.cmu.Lock()
@@ -606,8 +532,8 @@ func (v *VNICFast) Wake(worker int) {
 	cancel() // Queue.Wait watches its context (and wakes its poll when it ends)
 }
 
-// Recv implements FastPath: Poll, and Wait while nothing arrived.
-func (v *VNICFast) Recv(worker int, dst []Datagram) ([]Datagram, error) {
+// Recv implements Path: Poll, and Wait while nothing arrived.
+func (v *VNIC) Recv(worker int, dst []Datagram) ([]Datagram, error) {
 	before := len(dst)
 	for {
 		var err error
@@ -616,16 +542,16 @@ func (v *VNICFast) Recv(worker int, dst []Datagram) ([]Datagram, error) {
 		}
 		if err := v.Wait(v.ctx, worker); err != nil {
 			if v.closed.Load() {
-				return dst, ErrFastClosed
+				return dst, ErrClosed
 			}
 			return dst, err
 		}
 	}
 }
 
-// Close implements FastPath: it stops Recv, waits for it to leave the
+// Close implements Path: it stops Recv, waits for it to leave the
 // region and closes the tenant.
-func (v *VNICFast) Close() error {
+func (v *VNIC) Close() error {
 	if v.closed.Swap(true) {
 		return nil
 	}
@@ -638,10 +564,10 @@ func (v *VNICFast) Close() error {
 	return v.t.Close()
 }
 
-// FastStats implements FastCounter. Drops are received frames that were
+// Stats implements Counter. Drops are received frames that were
 // not unfragmented UDP.
-func (v *VNICFast) FastStats() FastStats {
-	return FastStats{Sent: v.sent.Load(), Received: v.received.Load(), SendErrors: v.sendErrors.Load(), Drops: v.drops.Load(),
+func (v *VNIC) FastStats() Stats {
+	return Stats{Sent: v.sent.Load(), Received: v.received.Load(), SendErrors: v.sendErrors.Load(), Drops: v.drops.Load(),
 		Sleeps: v.sleeps.Load(), SpinsCut: v.spinsCut.Load()}
 }
 
@@ -671,13 +597,7 @@ func udpPayload(frame []byte) ([]byte, netip.AddrPort, bool) {
 	return frame[off+8 : off+ulen], netip.AddrPortFrom(t.SrcAddr(), t.SrcPort), true
 }
 
-// DefaultVNICSpin is how long VNICFast.Wait polls an empty queue before it
-// sleeps, unless VNICConfig.Spin says otherwise: a bit more than a round
-// trip between two hosts, so that a ping-pong or a pipelined exchange never
-// sleeps and never needs a wake-up.
-const DefaultVNICSpin = 50 * time.Microsecond
-
-// spinGap cuts VNICFast.Wait's spin short: a pass of 64 polls and a
+// spinGap cuts VNIC.Wait's spin short: a pass of 64 polls and a
 // Gosched that took longer means the thread was descheduled. On a shared
 // CPU (docs/bichannel.md: vnicd's engine, the application and the peer on
 // one vCPU) a spinning waiter only delays the frame it waits for, by the
@@ -692,21 +612,3 @@ const spinGap = 20 * time.Microsecond
 // txProbe means the engine has not had a CPU since, most likely because
 // this spinning thread holds it.
 const txProbe = 20 * time.Microsecond
-
-func (c VNICConfig) withSpin() VNICConfig {
-	switch {
-	case c.Spin == 0:
-		c.Spin = DefaultVNICSpin
-	case c.Spin < 0:
-		c.Spin = 0
-	}
-	return c
-}
-
-// derivedMAC is the source MAC used when VNICConfig.MAC is zero: locally
-// administered, unicast (02:76:6e = "vn"), ending in the address's last
-// three bytes, so that nodes on one wire differ.
-func derivedMAC(ip netip.Addr) [6]byte {
-	a := ip.As16()
-	return [6]byte{0x02, 0x76, 0x6e, a[13], a[14], a[15]}
-}

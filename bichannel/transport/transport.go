@@ -1,8 +1,14 @@
-package bichannel
+// Package transport holds the fast paths of a bichannel.Endpoint: the
+// unreliable, unordered datagram channels its messages travel on. UDP runs
+// over kernel UDP sockets, VNIC over a tenant of vnicd; both implement
+// Path, Poller, Batcher and Counter. The Endpoint adds sequence numbers,
+// duplicate suppression, credits and retransmission on top, so a Path may
+// lose, reorder or duplicate datagrams. The in-process lossy network for
+// tests is in the lossytest package beside this one.
+package transport
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -13,13 +19,13 @@ import (
 	"github.com/vnic/vnic/rss"
 )
 
-// FastInfo tells peers how to reach this node's workers over the fast path.
+// Info tells peers how to reach this node's workers over the fast path.
 // It travels in the hello on the control connection.
-type FastInfo struct {
+type Info struct {
 	// Addr is the address datagrams to this node are sent to.
 	Addr netip.Addr
 	// MAC is this node's Ethernet address, for senders that build whole
-	// frames (VNICFast); zero when unknown.
+	// frames (VNIC); zero when unknown.
 	MAC [6]byte
 	// Ports[w] is the UDP destination port worker w receives on.
 	Ports []uint16
@@ -30,7 +36,7 @@ type FastInfo struct {
 	RSS rss.Config
 }
 
-// FastPath is the user-space datagram channel of an Endpoint: unreliable,
+// Path is the user-space datagram channel of an Endpoint: unreliable,
 // unordered, one datagram per message. The Endpoint adds sequence numbers,
 // duplicate suppression, acknowledgements, credits and retransmission (over
 // TCP), so an implementation may lose, reorder or duplicate datagrams.
@@ -38,16 +44,16 @@ type FastInfo struct {
 // Concurrency: Send is called concurrently for different (peer, worker)
 // pairs, but never concurrently for the same pair. Recv is called by one
 // goroutine per worker. Close may be called at any time, once.
-type FastPath interface {
+type Path interface {
 	// Info describes how peers reach this node. It is fixed once the fast
 	// path is built.
-	Info() FastInfo
+	Info() Info
 	// Connect prepares flows to a peer: flows[w][f] is the port pair of
 	// flow f of worker w, sent from Info().Addr to remote.Addr (the
 	// destination port is remote.Ports[w]). It returns an error wrapping
 	// ErrPortBusy when a source port cannot be used, so the caller can
 	// pick other ports.
-	Connect(peer int, remote FastInfo, flows [][]rss.PortPair) error
+	Connect(peer int, remote Info, flows [][]rss.PortPair) error
 	// Send sends one datagram on flow f of worker w to peer p. It must not
 	// keep datagram. A datagram lost on the way is not an error; Send
 	// fails only on a local problem (the Endpoint counts it and relies on
@@ -56,7 +62,7 @@ type FastPath interface {
 	// Recv blocks until at least one datagram for worker has arrived and
 	// appends them, with their source address and port, to dst. They stay
 	// valid until the next Recv for the same worker. After Close it
-	// returns an error wrapping ErrFastClosed.
+	// returns an error wrapping ErrClosed.
 	Recv(worker int, dst []Datagram) ([]Datagram, error)
 	// Close releases the fast path and unblocks Recv.
 	Close() error
@@ -71,22 +77,22 @@ type Datagram struct {
 	Data []byte
 }
 
-// FastPoller is implemented by fast paths whose workers poll their own
+// Poller is implemented by fast paths whose workers poll their own
 // receive queue, run to completion, as the bi-channel paper's workers do:
 // the Endpoint then starts no receive goroutine, and Endpoint.Recv and
 // RecvWait for worker w take worker w's datagrams straight off its queue
-// (no goroutine hop, no channel, no wake-up on the way). VNICFast and
-// UDPFast implement it; FastPath.Recv stays for other callers.
+// (no goroutine hop, no channel, no wake-up on the way). VNIC and
+// UDP implement it; Path.Recv stays for other callers.
 //
 // Concurrency: Poll and Wait are called by one goroutine at a time per
 // worker (the Endpoint serializes them), concurrently with Send for the
 // same worker; Wake may be called from any goroutine at any time.
-type FastPoller interface {
-	FastPath
+type Poller interface {
+	Path
 	// Poll appends the datagrams that have already arrived for worker,
 	// without blocking. They stay valid until the next Poll or Wait for
 	// the same worker. After Close it returns an error wrapping
-	// ErrFastClosed.
+	// ErrClosed.
 	Poll(worker int, dst []Datagram) ([]Datagram, error)
 	// Wait blocks until datagrams may have arrived for worker (the next
 	// Poll takes them), Wake(worker) is called, or ctx ends (it then
@@ -98,19 +104,19 @@ type FastPoller interface {
 	Wake(worker int)
 }
 
-// FastBatcher is implemented by fast paths that send several datagrams
-// of one flow with one doorbell or system call: VNICFast posts them on the
-// TX ring with one publication, UDPFast uses one sendmsg with UDP_SEGMENT
+// Batcher is implemented by fast paths that send several datagrams
+// of one flow with one doorbell or system call: VNIC posts them on the
+// TX ring with one publication, UDP uses one sendmsg with UDP_SEGMENT
 // (GSO) or one sendmmsg. Endpoint.SendBatch uses it.
-type FastBatcher interface {
+type Batcher interface {
 	// SendBatch sends datagrams on flow f of worker w to peer p, as Send
 	// does for one. It returns how many it sent; fewer than
 	// len(datagrams) only with an error.
 	SendBatch(peer, worker, flow int, datagrams [][]byte) (int, error)
 }
 
-// FastStats are the counters a fast path keeps (see FastCounter).
-type FastStats struct {
+// Stats are the counters a fast path keeps (see Counter).
+type Stats struct {
 	Sent       uint64 // datagrams sent
 	Received   uint64 // datagrams received
 	SendErrors uint64 // sends that failed locally
@@ -122,7 +128,7 @@ type FastStats struct {
 	// receives (UDPConfig.MaxDatagram), dropped: a peer with a larger
 	// MaxPayload, or someone else's traffic.
 	Oversize uint64
-	// Sleeps are waits that went to sleep (VNICFast: Queue.Wait after the
+	// Sleeps are waits that went to sleep (VNIC: Queue.Wait after the
 	// spin); SpinsCut are those whose spin stopped early because the
 	// thread had been descheduled, or because what it sent was still on
 	// its TX ring (vnicd's engine had not run): the CPU is shared, and
@@ -130,110 +136,29 @@ type FastStats struct {
 	Sleeps, SpinsCut uint64
 }
 
-// FastCounter is implemented by fast paths that count what they do;
-// Endpoint.Stats reports FastStats.Drops as Stats.FastDrops.
-type FastCounter interface {
-	FastStats() FastStats
+// Counter is implemented by fast paths that count what they do;
+// bichannel.Endpoint.Stats reports Stats.Drops as its Stats.FastDrops.
+type Counter interface {
+	FastStats() Stats
 }
 
-// Errors a FastPath returns.
+// DefaultMaxDatagram is UDPConfig.MaxDatagram's default: bichannel's
+// 40-byte header and its default payload of 1,400 bytes.
+const DefaultMaxDatagram = 40 + 1400
+
+// Errors a Path returns.
 var (
-	// ErrFastClosed is wrapped by Recv and Send after Close.
-	ErrFastClosed = errors.New("bichannel: fast path closed")
+	// ErrClosed is wrapped by Recv and Send after Close.
+	ErrClosed = errors.New("bichannel: fast path closed")
 	// ErrPortBusy is wrapped by Connect when a chosen source port is in
 	// use.
 	ErrPortBusy = errors.New("bichannel: source port in use")
 )
 
-// Datagram header: every fast-path datagram (and every message
-// retransmitted over TCP) is identified by the sender's node and 64-bit
-// session, the worker, the flow and a per-flow sequence number. In the
-// authenticated mode the header ends with a SipHash-2-4 tag over the rest
-// of the header and the payload, keyed with the sending direction's key of
-// the connection (derived in the handshake); otherwise the tag is zero.
-//
-//	0  magic 0xB1C4      2  version  3  type (1 data, 2 hot ack)
-//	4  node (u32)        8  session (u64)
-//	16 worker (u16)      18 flow (u16)
-//	20 sequence (u64)    28 payload length (u16)   30 reserved (zero)
-//	32 tag (u64, little-endian SipHash output)     40 payload
-const (
-	// HeaderLen is the size of the header in front of each message's
-	// payload in a fast-path datagram.
-	HeaderLen = 40
-
-	dgMagic   = 0xB1C4
-	dgVersion = 2
-	dgData    = 1
-	dgAck     = 2  // a hot-path acknowledgement (Config.HotAcks, hotack.go)
-	tagOff    = 32 // the header's tag; the tag covers b[:tagOff] and the payload
-)
-
-// dgHeader is the decoded datagram header.
-type dgHeader struct {
-	node    uint32
-	session uint64
-	worker  uint16
-	flow    uint16
-	seq     uint64
-	length  uint16
-	tag     uint64
-	typ     byte // dgData or dgAck
-}
-
-// putHeader writes h into b[:HeaderLen], with a zero tag (signDatagram
-// sets it).
-func putHeader(b []byte, h *dgHeader) {
-	_ = b[HeaderLen-1]
-	binary.BigEndian.PutUint16(b[0:], dgMagic)
-	b[2] = dgVersion
-	b[3] = dgData
-	binary.BigEndian.PutUint32(b[4:], h.node)
-	binary.BigEndian.PutUint64(b[8:], h.session)
-	binary.BigEndian.PutUint16(b[16:], h.worker)
-	binary.BigEndian.PutUint16(b[18:], h.flow)
-	binary.BigEndian.PutUint64(b[20:], h.seq)
-	binary.BigEndian.PutUint16(b[28:], h.length)
-	b[30], b[31] = 0, 0
-	binary.LittleEndian.PutUint64(b[tagOff:], 0)
-}
-
-// parseHeader decodes a datagram's header and returns its payload.
-func parseHeader(b []byte, h *dgHeader) ([]byte, bool) {
-	if len(b) < HeaderLen || binary.BigEndian.Uint16(b) != dgMagic || b[2] != dgVersion || (b[3] != dgData && b[3] != dgAck) {
-		return nil, false
-	}
-	h.typ = b[3]
-	h.node = binary.BigEndian.Uint32(b[4:])
-	h.session = binary.BigEndian.Uint64(b[8:])
-	h.worker = binary.BigEndian.Uint16(b[16:])
-	h.flow = binary.BigEndian.Uint16(b[18:])
-	h.seq = binary.BigEndian.Uint64(b[20:])
-	h.length = binary.BigEndian.Uint16(b[28:])
-	h.tag = binary.LittleEndian.Uint64(b[tagOff:])
-	if int(h.length) != len(b)-HeaderLen {
-		return nil, false // truncated or padded: not ours
-	}
-	return b[HeaderLen:], true
-}
-
-// signDatagram sets the tag of a datagram built by putHeader.
-func signDatagram(k sipKey, b []byte) {
-	binary.LittleEndian.PutUint64(b[tagOff:], k.sum2(b[:tagOff], b[HeaderLen:]))
-}
-
-// tagOK tells whether a datagram's tag is k's over its header and payload.
-// It is the one tag check: every fast path's datagrams reach it through
-// Endpoint.onDatagram.
-func tagOK(k sipKey, b []byte, tag uint64) bool {
-	// One 64-bit comparison: no early exit on a partial match.
-	return k.sum2(b[:tagOff], b[HeaderLen:])^tag == 0
-}
-
-// defaultRSS is the RSS configuration the kernel-UDP and in-process fast
+// DefaultRSS is the RSS configuration the kernel-UDP and in-process fast
 // paths advertise: Toeplitz with MicrosoftKey and a 128-entry table spread
 // round-robin over the workers, worker w on queue w.
-func defaultRSS(workers int) (rss.Config, []int, error) {
+func DefaultRSS(workers int) (rss.Config, []int, error) {
 	p, err := rss.ParseProfile(rss.ProfileToeplitz, nil)
 	if err != nil {
 		return rss.Config{}, nil, err
@@ -253,21 +178,21 @@ func defaultRSS(workers int) (rss.Config, []int, error) {
 // pseudo-random fraction (0 to 1) of the datagrams, to exercise
 // retransmission over a real fast path. The wrapper counts what it drops in
 // FastStats().Drops, added to the wrapped path's counters.
-func DropOnSend(fp FastPath, fraction float64, seed uint64) (FastPath, error) {
+func DropOnSend(fp Path, fraction float64, seed uint64) (Path, error) {
 	if fraction < 0 || fraction >= 1 {
 		return nil, fmt.Errorf("bichannel: drop fraction %v: give a fraction from 0 up to (not including) 1", fraction)
 	}
-	d := &dropper{FastPath: fp, frac: fraction, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}
-	if p, ok := fp.(FastPoller); ok {
+	d := &dropper{Path: fp, frac: fraction, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}
+	if p, ok := fp.(Poller); ok {
 		return dropPoller{d, p}, nil // the receive side stays run-to-completion
 	}
 	return d, nil
 }
 
-// dropPoller is a dropper over a FastPoller.
+// dropPoller is a dropper over a Poller.
 type dropPoller struct {
 	*dropper
-	p FastPoller
+	p Poller
 }
 
 func (d dropPoller) Poll(w int, dst []Datagram) ([]Datagram, error) { return d.p.Poll(w, dst) }
@@ -275,7 +200,7 @@ func (d dropPoller) Wait(ctx context.Context, w int) error          { return d.p
 func (d dropPoller) Wake(w int)                                     { d.p.Wake(w) }
 
 type dropper struct {
-	FastPath
+	Path
 	frac    float64
 	mu      sync.Mutex
 	rng     *rand.Rand
@@ -290,12 +215,12 @@ func (d *dropper) Send(peer, worker, flow int, b []byte) error {
 		d.dropped.Add(1)
 		return nil
 	}
-	return d.FastPath.Send(peer, worker, flow, b)
+	return d.Path.Send(peer, worker, flow, b)
 }
 
-func (d *dropper) FastStats() FastStats {
-	var s FastStats
-	if c, ok := d.FastPath.(FastCounter); ok {
+func (d *dropper) FastStats() Stats {
+	var s Stats
+	if c, ok := d.Path.(Counter); ok {
 		s = c.FastStats()
 	}
 	s.Drops += d.dropped.Load()

@@ -1,4 +1,4 @@
-package bichannel
+package transport
 
 import (
 	"context"
@@ -14,15 +14,45 @@ import (
 	"github.com/vnic/vnic/rss"
 )
 
-// UDPFast is the fast path over kernel UDP sockets, for when no vnicd is
+// UDPConfig configures the kernel UDP fast path.
+type UDPConfig struct {
+	// IP is the local address (default 127.0.0.1).
+	IP netip.Addr
+	// BasePort: worker w receives on BasePort+w; 0 lets the kernel choose
+	// a port per worker (the hello tells peers).
+	BasePort uint16
+	// ReadBuffer is the receive buffer per worker socket (default 4 MiB,
+	// or 1,024 × MaxDatagram if more, for jumbo datagrams). It is set with
+	// SO_RCVBUFFORCE where the process may (CAP_NET_ADMIN), else with
+	// SO_RCVBUF, which the kernel caps at net.core.rmem_max (212,992 bytes
+	// on a stock kernel: raise it with sysctl, or lost datagrams come
+	// again over TCP).
+	ReadBuffer int
+	// MaxDatagram is the largest datagram received (default
+	// DefaultMaxDatagram; bichannel.New sets it from Config.MaxPayload).
+	MaxDatagram int
+	// Batch is the most datagrams one recvmmsg call takes (default 32;
+	// at most 8 with UDP_GRO, each in a 64 KiB buffer).
+	Batch int
+	// NoGSO and NoGRO turn off UDP_SEGMENT on sends and UDP_GRO on the
+	// workers' sockets, which UDP otherwise uses where the kernel
+	// has them (UDP.Offloads tells).
+	NoGSO, NoGRO bool
+	// ListenUDP, if set, opens every socket of the fast path (the
+	// workers' and the flows' source ports) instead of net.ListenUDP;
+	// see bichannel.Config.ListenFunc.
+	ListenUDP func(network string, laddr *net.UDPAddr) (*net.UDPConn, error)
+}
+
+// UDP is the fast path over kernel UDP sockets, for when no vnicd is
 // available: one receiving socket per worker (port BasePort+w), and one
 // sending socket per source port of the flows, shared by every flow that
 // uses it. On Linux, receiving uses recvmmsg and reports socket-buffer
-// overflows (SO_RXQ_OVFL) as FastStats.Drops.
+// overflows (SO_RXQ_OVFL) as Stats.Drops.
 //
-// It is a FastPoller (an Endpoint's worker receives with non-blocking
+// It is a Poller (an Endpoint's worker receives with non-blocking
 // recvmmsg on its own goroutine, and sleeps in the runtime poller) and a
-// FastBatcher. Where the kernel has them (Linux 4.18 and 5.0 on), a batch
+// Batcher. Where the kernel has them (Linux 4.18 and 5.0 on), a batch
 // of datagrams of one size (the last may be shorter) leaves in one sendmsg
 // with UDP_SEGMENT (GSO: the kernel cuts it into datagrams, or hands the
 // whole batch to the receiving socket over veth and loopback), other
@@ -36,10 +66,10 @@ import (
 // entries over the workers): the kernel steers by destination port, so
 // queue targeting changes nothing here, but the flows are chosen exactly as
 // for the vNIC.
-type UDPFast struct {
+type UDP struct {
 	cfg     UDPConfig
 	network string
-	info    FastInfo
+	info    Info
 	rx      []*udpRx
 
 	mu     sync.Mutex
@@ -73,7 +103,7 @@ type udpRoute struct {
 	dst netip.AddrPort
 }
 
-// UDPOffloads tells which kernel offloads a UDPFast uses, and how often.
+// UDPOffloads tells which kernel offloads a UDP uses, and how often.
 type UDPOffloads struct {
 	GSO bool // batches of one size leave in one sendmsg with UDP_SEGMENT
 	GRO bool // the workers' sockets set UDP_GRO
@@ -86,7 +116,7 @@ type UDPOffloads struct {
 }
 
 // Offloads reports the offloads in use.
-func (u *UDPFast) Offloads() UDPOffloads {
+func (u *UDP) Offloads() UDPOffloads {
 	o := UDPOffloads{GSO: u.gso.Load(), GRO: u.gro, GSOSends: u.gsoSends.Load(), MultiSends: u.mmsgSends.Load(), GSOFallbacks: u.gsoFallbacks.Load()}
 	for _, r := range u.rx {
 		o.GROSegments += r.groSegs.Load()
@@ -115,13 +145,13 @@ func defaultReadBuffer(maxDatagram int) int {
 	return max(4<<20, 1024*maxDatagram)
 }
 
-// NewUDPFast opens the workers' receiving sockets.
-func NewUDPFast(workers int, cfg UDPConfig) (*UDPFast, error) {
+// NewUDP opens the workers' receiving sockets.
+func NewUDP(workers int, cfg UDPConfig) (*UDP, error) {
 	if !cfg.IP.IsValid() {
 		cfg.IP = netip.MustParseAddr("127.0.0.1")
 	}
 	if cfg.MaxDatagram <= 0 {
-		cfg.MaxDatagram = HeaderLen + DefaultMaxPayload
+		cfg.MaxDatagram = DefaultMaxDatagram
 	}
 	if cfg.ReadBuffer <= 0 {
 		cfg.ReadBuffer = defaultReadBuffer(cfg.MaxDatagram)
@@ -132,18 +162,18 @@ func NewUDPFast(workers int, cfg UDPConfig) (*UDPFast, error) {
 	if cfg.BasePort != 0 && int(cfg.BasePort)+workers-1 > 0xffff {
 		return nil, fmt.Errorf("bichannel: udp: base port %d leaves no room for %d workers", cfg.BasePort, workers)
 	}
-	rcfg, queues, err := defaultRSS(workers)
+	rcfg, queues, err := DefaultRSS(workers)
 	if err != nil {
 		return nil, err
 	}
-	u := &UDPFast{cfg: cfg, network: "udp4", socks: map[uint16]*udpSock{}, ports: map[int][]uint16{}}
+	u := &UDP{cfg: cfg, network: "udp4", socks: map[uint16]*udpSock{}, ports: map[int][]uint16{}}
 	if cfg.IP.Is6() && !cfg.IP.Is4In6() {
 		u.network = "udp6"
 	}
 	m := map[int][]*udpWorkerRoute{}
 	u.routes.Store(&m)
 	u.gro = !cfg.NoGRO
-	u.info = FastInfo{Addr: cfg.IP.Unmap(), Ports: make([]uint16, workers), Queues: queues, RSS: rcfg}
+	u.info = Info{Addr: cfg.IP.Unmap(), Ports: make([]uint16, workers), Queues: queues, RSS: rcfg}
 	for w := range workers {
 		port := uint16(0)
 		if cfg.BasePort != 0 {
@@ -174,17 +204,17 @@ func NewUDPFast(workers int, cfg UDPConfig) (*UDPFast, error) {
 	return u, nil
 }
 
-// Info implements FastPath.
-func (u *UDPFast) Info() FastInfo { return u.info }
+// Info implements Path.
+func (u *UDP) Info() Info { return u.info }
 
-// Connect implements FastPath: it opens a socket for every new source
+// Connect implements Path: it opens a socket for every new source
 // port (sockets are shared by the flows, of any peer, that use the same
 // source port). Connecting a peer again replaces its flows.
-func (u *UDPFast) Connect(peer int, remote FastInfo, flows [][]rss.PortPair) error {
+func (u *UDP) Connect(peer int, remote Info, flows [][]rss.PortPair) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.closed.Load() {
-		return ErrFastClosed
+		return ErrClosed
 	}
 	var held []uint16 // source ports this peer's new flows hold a reference on
 	undo := func() {
@@ -232,7 +262,7 @@ func (u *UDPFast) Connect(peer int, remote FastInfo, flows [][]rss.PortPair) err
 
 // Disconnect removes a peer's flows and closes the source sockets no other
 // peer uses (a handshake that failed after Connect).
-func (u *UDPFast) Disconnect(peer int) {
+func (u *UDP) Disconnect(peer int) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.setRoute(peer, nil)
@@ -243,7 +273,7 @@ func (u *UDPFast) Disconnect(peer int) {
 }
 
 // setRoute publishes a peer's routes (nil: none); u.mu is held.
-func (u *UDPFast) setRoute(peer int, rt []*udpWorkerRoute) {
+func (u *UDP) setRoute(peer int, rt []*udpWorkerRoute) {
 	old := *u.routes.Load()
 	m := make(map[int][]*udpWorkerRoute, len(old)+1)
 	for k, v := range old {
@@ -258,7 +288,7 @@ func (u *UDPFast) setRoute(peer int, rt []*udpWorkerRoute) {
 }
 
 // release drops one reference on a source port's socket; u.mu is held.
-func (u *UDPFast) release(port uint16) {
+func (u *UDP) release(port uint16) {
 	if s := u.socks[port]; s != nil {
 		if s.refs--; s.refs <= 0 {
 			s.c.Close()
@@ -267,15 +297,16 @@ func (u *UDPFast) release(port uint16) {
 	}
 }
 
-// openSockets returns the number of sending sockets open (tests).
-func (u *UDPFast) openSockets() int {
+// SendSockets returns the number of sending sockets open: one per source
+// port that some peer's flows use.
+func (u *UDP) SendSockets() int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return len(u.socks)
 }
 
-// Send implements FastPath.
-func (u *UDPFast) Send(peer, worker, flow int, b []byte) error {
+// Send implements Path.
+func (u *UDP) Send(peer, worker, flow int, b []byte) error {
 	rt := (*u.routes.Load())[peer]
 	if rt == nil || worker >= len(rt) || flow >= len(rt[worker].flows) {
 		return fmt.Errorf("bichannel: udp: no flow %d of worker %d to peer %d", flow, worker, peer)
@@ -284,7 +315,7 @@ func (u *UDPFast) Send(peer, worker, flow int, b []byte) error {
 	if _, err := r.s.c.WriteToUDPAddrPort(b, r.dst); err != nil {
 		u.sendErrors.Add(1)
 		if u.closed.Load() {
-			return ErrFastClosed
+			return ErrClosed
 		}
 		return err
 	}
@@ -292,10 +323,10 @@ func (u *UDPFast) Send(peer, worker, flow int, b []byte) error {
 	return nil
 }
 
-// SendBatch implements FastBatcher: one sendmsg with UDP_SEGMENT for a
+// SendBatch implements Batcher: one sendmsg with UDP_SEGMENT for a
 // batch of one size (the last may be shorter), else one sendmmsg (on
 // Linux; elsewhere one write per datagram).
-func (u *UDPFast) SendBatch(peer, worker, flow int, dgs [][]byte) (int, error) {
+func (u *UDP) SendBatch(peer, worker, flow int, dgs [][]byte) (int, error) {
 	rt := (*u.routes.Load())[peer]
 	if rt == nil || worker >= len(rt) || flow >= len(rt[worker].flows) {
 		return 0, fmt.Errorf("bichannel: udp: no flow %d of worker %d to peer %d", flow, worker, peer)
@@ -307,15 +338,15 @@ func (u *UDPFast) SendBatch(peer, worker, flow int, dgs [][]byte) (int, error) {
 	if err != nil {
 		u.sendErrors.Add(uint64(len(dgs) - n))
 		if u.closed.Load() {
-			return n, ErrFastClosed
+			return n, ErrClosed
 		}
 		return n, fmt.Errorf("bichannel: udp: send: %w", err)
 	}
 	return n, nil
 }
 
-// Recv implements FastPath.
-func (u *UDPFast) Recv(worker int, dst []Datagram) ([]Datagram, error) {
+// Recv implements Path.
+func (u *UDP) Recv(worker int, dst []Datagram) ([]Datagram, error) {
 	for {
 		before := len(dst)
 		var err error
@@ -328,17 +359,17 @@ func (u *UDPFast) Recv(worker int, dst []Datagram) ([]Datagram, error) {
 	}
 }
 
-// Poll implements FastPoller: one non-blocking recvmmsg on worker's
+// Poll implements Poller: one non-blocking recvmmsg on worker's
 // socket (or what the last Wait received).
-func (u *UDPFast) Poll(worker int, dst []Datagram) ([]Datagram, error) {
+func (u *UDP) Poll(worker int, dst []Datagram) ([]Datagram, error) {
 	dst, err := u.rx[worker].poll(dst)
 	return dst, u.rxErr(err)
 }
 
-// Wait implements FastPoller: it sleeps in the runtime poller until
+// Wait implements Poller: it sleeps in the runtime poller until
 // worker's socket is readable (the recvmmsg that finds it so keeps the
 // datagrams for the next Poll), Wake is called, or ctx ends.
-func (u *UDPFast) Wait(ctx context.Context, worker int) error {
+func (u *UDP) Wait(ctx context.Context, worker int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -348,19 +379,19 @@ func (u *UDPFast) Wait(ctx context.Context, worker int) error {
 	return ctx.Err()
 }
 
-// Wake implements FastPoller: it interrupts the runtime poller's wait with
+// Wake implements Poller: it interrupts the runtime poller's wait with
 // a read deadline in the past.
-func (u *UDPFast) Wake(worker int) { u.rx[worker].wake() }
+func (u *UDP) Wake(worker int) { u.rx[worker].wake() }
 
-func (u *UDPFast) rxErr(err error) error {
+func (u *UDP) rxErr(err error) error {
 	if err != nil && u.closed.Load() {
-		return fmt.Errorf("%w: %v", ErrFastClosed, err)
+		return fmt.Errorf("%w: %v", ErrClosed, err)
 	}
 	return err
 }
 
-// Close implements FastPath.
-func (u *UDPFast) Close() error {
+// Close implements Path.
+func (u *UDP) Close() error {
 	u.closed.Store(true)
 	for _, r := range u.rx {
 		r.c.Close()
@@ -374,9 +405,9 @@ func (u *UDPFast) Close() error {
 	return nil
 }
 
-// FastStats implements FastCounter.
-func (u *UDPFast) FastStats() FastStats {
-	s := FastStats{Sent: u.sent.Load(), SendErrors: u.sendErrors.Load()}
+// Stats implements Counter.
+func (u *UDP) FastStats() Stats {
+	s := Stats{Sent: u.sent.Load(), SendErrors: u.sendErrors.Load()}
 	for _, r := range u.rx {
 		s.Received += r.received.Load()
 		s.Drops += r.drops.Load()
@@ -386,7 +417,7 @@ func (u *UDPFast) FastStats() FastStats {
 }
 
 // listenUDP opens a socket with UDPConfig.ListenUDP or net.ListenUDP.
-func (u *UDPFast) listenUDP(network string, laddr *net.UDPAddr) (*net.UDPConn, error) {
+func (u *UDP) listenUDP(network string, laddr *net.UDPAddr) (*net.UDPConn, error) {
 	if u.cfg.ListenUDP != nil {
 		return u.cfg.ListenUDP(network, laddr)
 	}

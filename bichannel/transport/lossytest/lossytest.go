@@ -1,4 +1,7 @@
-package bichannel
+// Package lossytest is an in-process network of fast paths for tests and
+// simulations, with seeded loss, reordering and duplication: a fake of the
+// transport package's paths, as wireguard-go's conn/bindtest is of conn.
+package lossytest
 
 import (
 	"errors"
@@ -9,11 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/rss"
 )
 
-// LossyConfig configures an in-process lossy network (LossyNet).
-type LossyConfig struct {
+// Config configures an in-process lossy network (Net).
+type Config struct {
 	// Loss, Reorder and Duplicate are the probabilities (0 to 1) that a
 	// datagram is dropped, delayed by up to MaxDelay (so later ones
 	// overtake it), or delivered twice (the copy delayed by up to
@@ -29,8 +33,8 @@ type LossyConfig struct {
 	QueueLen int
 }
 
-// LossyStats are a LossyNet's counters.
-type LossyStats struct {
+// Stats are a Net's counters.
+type Stats struct {
 	Sent        uint64 // datagrams sent into the network
 	Lost        uint64 // dropped on purpose (Loss)
 	Duplicated  uint64 // delivered twice on purpose
@@ -41,25 +45,25 @@ type LossyStats struct {
 	Unroutable  uint64 // sent to an address or port nobody has (or a closed path)
 }
 
-// LossyNet is an in-process network for tests and simulations: fast paths
+// Net is an in-process network for tests and simulations: fast paths
 // made by NewFastPath exchange datagrams through it, with seeded loss,
 // reordering and duplication. The receiving side steers each datagram to a
 // queue with its RSS configuration, as a NIC would, and counts datagrams
 // that land on another worker's queue than the destination port's
 // (Mistargeted: queue targeting went wrong). No privileges are needed.
-type LossyNet struct {
-	cfg     LossyConfig
+type Net struct {
+	cfg     Config
 	mu      sync.Mutex
 	rng     *rand.Rand
-	nodes   map[netip.Addr]*LossyFast
+	nodes   map[netip.Addr]*Fast
 	next    uint32
 	delayed sync.WaitGroup
 
 	sent, lost, duplicated, delayedN, delivered, queueFull, mistargeted, unroutable atomic.Uint64
 }
 
-// NewLossyNet returns an empty lossy network.
-func NewLossyNet(cfg LossyConfig) (*LossyNet, error) {
+// New returns an empty lossy network.
+func New(cfg Config) (*Net, error) {
 	for _, p := range []float64{cfg.Loss, cfg.Reorder, cfg.Duplicate} {
 		if p < 0 || p >= 1 {
 			return nil, fmt.Errorf("bichannel: lossy network: probability %v: give 0 up to (not including) 1", p)
@@ -71,25 +75,25 @@ func NewLossyNet(cfg LossyConfig) (*LossyNet, error) {
 	if cfg.QueueLen <= 0 {
 		cfg.QueueLen = 1 << 16
 	}
-	return &LossyNet{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0xda3e39cb94b95bdb)), nodes: map[netip.Addr]*LossyFast{}}, nil
+	return &Net{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0xda3e39cb94b95bdb)), nodes: map[netip.Addr]*Fast{}}, nil
 }
 
 // Stats returns the network's counters.
-func (n *LossyNet) Stats() LossyStats {
-	return LossyStats{
+func (n *Net) Stats() Stats {
+	return Stats{
 		Sent: n.sent.Load(), Lost: n.lost.Load(), Duplicated: n.duplicated.Load(), Delayed: n.delayedN.Load(),
 		Delivered: n.delivered.Load(), QueueFull: n.queueFull.Load(), Mistargeted: n.mistargeted.Load(), Unroutable: n.unroutable.Load(),
 	}
 }
 
 // Wait waits until every delayed datagram has been delivered or dropped.
-func (n *LossyNet) Wait() { n.delayed.Wait() }
+func (n *Net) Wait() { n.delayed.Wait() }
 
 // NewFastPath returns a fast path on the network with the default RSS
 // configuration (Toeplitz, Microsoft key, 128 entries round-robin over the
 // workers, worker w on queue w), at a new address in 198.18.0.0/15.
-func (n *LossyNet) NewFastPath(workers int) (*LossyFast, error) {
-	cfg, queues, err := defaultRSS(workers)
+func (n *Net) NewFastPath(workers int) (*Fast, error) {
+	cfg, queues, err := transport.DefaultRSS(workers)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +102,7 @@ func (n *LossyNet) NewFastPath(workers int) (*LossyFast, error) {
 
 // NewFastPathRSS is NewFastPath with the receiver's RSS configuration and
 // the queue each worker polls.
-func (n *LossyNet) NewFastPathRSS(workers int, cfg rss.Config, queues []int) (*LossyFast, error) {
+func (n *Net) NewFastPathRSS(workers int, cfg rss.Config, queues []int) (*Fast, error) {
 	if workers < 1 || len(queues) != workers || cfg.RETA == nil {
 		return nil, errors.New("bichannel: lossy fast path: give one queue per worker and an RSS table")
 	}
@@ -106,12 +110,12 @@ func (n *LossyNet) NewFastPathRSS(workers int, cfg rss.Config, queues []int) (*L
 	defer n.mu.Unlock()
 	n.next++
 	a := netip.AddrFrom4([4]byte{198, 18, byte(n.next >> 8), byte(n.next)})
-	lf := &LossyFast{
+	lf := &Fast{
 		net:      n,
 		byPort:   map[uint16]int{},
 		byQueue:  map[int]int{},
 		q:        make([]*lossyQueue, workers),
-		info:     FastInfo{Addr: a, MAC: [6]byte{0x02, 0, 0, 0, byte(n.next >> 8), byte(n.next)}, Ports: make([]uint16, workers), Queues: append([]int(nil), queues...), RSS: cfg},
+		info:     transport.Info{Addr: a, MAC: [6]byte{0x02, 0, 0, 0, byte(n.next >> 8), byte(n.next)}, Ports: make([]uint16, workers), Queues: append([]int(nil), queues...), RSS: cfg},
 		routeMap: map[int]*lossyRoute{},
 	}
 	for w := range workers {
@@ -124,10 +128,10 @@ func (n *LossyNet) NewFastPathRSS(workers int, cfg rss.Config, queues []int) (*L
 	return lf, nil
 }
 
-// LossyFast is a fast path on a LossyNet.
-type LossyFast struct {
-	net     *LossyNet
-	info    FastInfo
+// Fast is a fast path on a Net.
+type Fast struct {
+	net     *Net
+	info    transport.Info
 	byPort  map[uint16]int // destination port -> worker
 	byQueue map[int]int    // queue -> worker polling it
 	q       []*lossyQueue
@@ -140,25 +144,25 @@ type LossyFast struct {
 }
 
 type lossyRoute struct {
-	dst    *LossyFast
+	dst    *Fast
 	flows  [][]rss.PortPair
 	worker [][]int // [w][f]: the worker whose queue RSS steers the flow to, or -1
 }
 
 type lossyQueue struct {
 	mu     sync.Mutex
-	items  []Datagram
+	items  []transport.Datagram
 	max    int
 	closed bool
 	ready  chan struct{}
 }
 
-// Info implements FastPath.
-func (lf *LossyFast) Info() FastInfo { return lf.info }
+// Info implements transport.Path.
+func (lf *Fast) Info() transport.Info { return lf.info }
 
-// Connect implements FastPath: it resolves the peer's address on the
+// Connect implements transport.Path: it resolves the peer's address on the
 // network and precomputes where its RSS steers every flow.
-func (lf *LossyFast) Connect(peer int, remote FastInfo, flows [][]rss.PortPair) error {
+func (lf *Fast) Connect(peer int, remote transport.Info, flows [][]rss.PortPair) error {
 	lf.net.mu.Lock()
 	dst := lf.net.nodes[remote.Addr]
 	lf.net.mu.Unlock()
@@ -186,10 +190,10 @@ func (lf *LossyFast) Connect(peer int, remote FastInfo, flows [][]rss.PortPair) 
 	return nil
 }
 
-// Send implements FastPath.
-func (lf *LossyFast) Send(peer, worker, flow int, b []byte) error {
+// Send implements transport.Path.
+func (lf *Fast) Send(peer, worker, flow int, b []byte) error {
 	if lf.closed.Load() {
-		return ErrFastClosed
+		return transport.ErrClosed
 	}
 	lf.mu.RLock()
 	r := lf.routeMap[peer]
@@ -222,15 +226,15 @@ func (lf *LossyFast) Send(peer, worker, flow int, b []byte) error {
 	}
 	q := r.dst.q[dw]
 	src := netip.AddrPortFrom(lf.info.Addr, r.flows[worker][flow].SrcPort)
-	n.deliver(r.dst, q, Datagram{Src: src, Data: append([]byte(nil), b...)}, delay)
+	n.deliver(r.dst, q, transport.Datagram{Src: src, Data: append([]byte(nil), b...)}, delay)
 	if dup {
 		n.duplicated.Add(1)
-		n.deliver(r.dst, q, Datagram{Src: src, Data: append([]byte(nil), b...)}, dupDelay)
+		n.deliver(r.dst, q, transport.Datagram{Src: src, Data: append([]byte(nil), b...)}, dupDelay)
 	}
 	return nil
 }
 
-func (n *LossyNet) deliver(dst *LossyFast, q *lossyQueue, b Datagram, delay time.Duration) {
+func (n *Net) deliver(dst *Fast, q *lossyQueue, b transport.Datagram, delay time.Duration) {
 	if delay == 0 {
 		n.enqueue(dst, q, b)
 		return
@@ -243,7 +247,7 @@ func (n *LossyNet) deliver(dst *LossyFast, q *lossyQueue, b Datagram, delay time
 	})
 }
 
-func (n *LossyNet) enqueue(dst *LossyFast, q *lossyQueue, b Datagram) {
+func (n *Net) enqueue(dst *Fast, q *lossyQueue, b transport.Datagram) {
 	q.mu.Lock()
 	switch {
 	case q.closed:
@@ -262,14 +266,14 @@ func (n *LossyNet) enqueue(dst *LossyFast, q *lossyQueue, b Datagram) {
 	signal(q.ready)
 }
 
-// Recv implements FastPath.
-func (lf *LossyFast) Recv(worker int, dst []Datagram) ([]Datagram, error) {
+// Recv implements transport.Path.
+func (lf *Fast) Recv(worker int, dst []transport.Datagram) ([]transport.Datagram, error) {
 	q := lf.q[worker]
 	for {
 		q.mu.Lock()
 		if q.closed {
 			q.mu.Unlock()
-			return dst, ErrFastClosed
+			return dst, transport.ErrClosed
 		}
 		if len(q.items) > 0 {
 			k := min(len(q.items), 64)
@@ -286,7 +290,7 @@ func (lf *LossyFast) Recv(worker int, dst []Datagram) ([]Datagram, error) {
 }
 
 // Disconnect removes a peer's route.
-func (lf *LossyFast) Disconnect(peer int) {
+func (lf *Fast) Disconnect(peer int) {
 	lf.mu.Lock()
 	delete(lf.routeMap, peer)
 	lf.mu.Unlock()
@@ -294,12 +298,12 @@ func (lf *LossyFast) Disconnect(peer int) {
 
 // Inject puts a datagram on worker's receive queue as if it had arrived
 // from src (tests: a third party on the network).
-func (lf *LossyFast) Inject(worker int, src netip.AddrPort, b []byte) {
-	lf.net.enqueue(lf, lf.q[worker], Datagram{Src: src, Data: append([]byte(nil), b...)})
+func (lf *Fast) Inject(worker int, src netip.AddrPort, b []byte) {
+	lf.net.enqueue(lf, lf.q[worker], transport.Datagram{Src: src, Data: append([]byte(nil), b...)})
 }
 
-// Close implements FastPath.
-func (lf *LossyFast) Close() error {
+// Close implements transport.Path.
+func (lf *Fast) Close() error {
 	if lf.closed.Swap(true) {
 		return nil
 	}
@@ -316,7 +320,15 @@ func (lf *LossyFast) Close() error {
 	return nil
 }
 
-// FastStats implements FastCounter. Drops are the network's full queues.
-func (lf *LossyFast) FastStats() FastStats {
-	return FastStats{Sent: lf.sent.Load(), Received: lf.received.Load(), Drops: lf.net.queueFull.Load()}
+// FastStats implements transport.Counter. Drops are the network's full queues.
+func (lf *Fast) FastStats() transport.Stats {
+	return transport.Stats{Sent: lf.sent.Load(), Received: lf.received.Load(), Drops: lf.net.queueFull.Load()}
+}
+
+// signal wakes c's reader without blocking (c has room for one).
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package bichannel
+package transport
 
 import (
 	"encoding/binary"
@@ -307,7 +307,7 @@ func probeGSO(c *net.UDPConn) bool {
 // udpTx sends one worker's batches to one peer: sendmsg with UDP_SEGMENT
 // or sendmmsg, through the runtime poller (RawConn.Write).
 type udpTx struct {
-	u    *UDPFast
+	u    *UDP
 	hdrs []unix.Mmsghdr
 	iovs []unix.Iovec
 	ctrl [32]byte // one UDP_SEGMENT cmsg (CmsgSpace(2) = 24)
@@ -321,7 +321,7 @@ type udpTx struct {
 	writeFn func(fd uintptr) bool
 }
 
-func newUDPTx(u *UDPFast) *udpTx {
+func newUDPTx(u *UDP) *udpTx {
 	t := &udpTx{u: u}
 	t.writeFn = t.write
 	return t

@@ -1,0 +1,585 @@
+package bichannel
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// Tracked messages and quorum skipping.
+//
+// A message sent with SendTagged carries an application tag (a version
+// number, say) and comes back, once the receiver acknowledged it, as a
+// MsgAcked event in the sending worker's Recv, with its tag: a primary
+// counts these towards its quorum. With Config.HotAcks the acknowledgement
+// travels on the fast path, so the event comes a fast-path round trip after
+// the send (the sending worker must keep calling Recv or RecvWait, which is
+// where its fast-path queue is read).
+//
+// Once a quorum has a message, the copies still unacknowledged at the other
+// replicas need no retransmission: Abandon marks one. It is never resent;
+// when its retransmission deadline has passed twice (the first copy was
+// evidently lost, or is three timeouts late), the sender frees it and tells the
+// receiver, in a skip record on the control connection, to count its
+// sequence number as received: the receiver's window moves on, its credit
+// comes back, and the receiver's application gets a MsgSkipped event with
+// the tag (it knows what it missed). A copy that does arrive before its
+// deadline is delivered and acknowledged as usual; one that arrives after
+// the skip is a duplicate and is dropped. Either way a message is delivered
+// at most once, and every message is either delivered or reported skipped.
+
+// Hot-path acknowledgements (Config.HotAcks), the bi-channel paper's mode
+// for quorum replication: the receiver acknowledges every message on the
+// fast path the moment it takes it (and again for every duplicate copy, whose
+// sender evidently missed the first acknowledgement), and the sender's
+// timeouts resend a message over the fast path (hotFastTries times, then
+// over TCP as usual). Credits and cumulative acknowledgements still travel
+// asynchronously in batches over TCP, off the latency path; they also free
+// whatever a lost hot acknowledgement left pending.
+//
+// A hot acknowledgement is a datagram with the data header (type dgAck),
+// sent by the receiver on its own flow f' = f mod its flows of the same
+// worker, so the sender's source checks and, in the authenticated mode, the
+// tag cover it exactly as they cover data. The receiving goroutine takes
+// the fast path in batches and sends one acknowledgement per flow and
+// batch, naming every message of the flow it took:
+//
+//	header: node, session (the receiver's), worker w, flow f', seq (=
+//	        cum), length hotAckLen+4n, tag
+//	40 acknowledged flow f (u16)   42 n (u16)   44 reserved (u32, zero)
+//	48 cumulative: every sequence number of flow f below it has arrived (u64)
+//	56 n times: a sequence number that arrived, minus cum (u32)
+const (
+	hotAckLen = 16
+	// maxHotSel bounds the sequence numbers one hot acknowledgement
+	// names besides the cumulative one.
+	maxHotSel = 64
+	// hotFastTries is how many times a message is resent over the fast
+	// path in the hot-acknowledgement mode before resends go over TCP.
+	hotFastTries = 3
+)
+
+// hotPending is a hot acknowledgement owed: message seq of p's flow f to
+// worker w arrived, and cum was the flow's cumulative acknowledgement then.
+type hotPending struct {
+	p         *peer
+	w, f      int
+	seq, base uint64
+}
+
+// putHotAck builds a hot acknowledgement naming sel (each at least cum,
+// at most maxHotSel of them) into b, which it returns.
+func putHotAck(b []byte, h *dgHeader, flow uint16, cum uint64, sel []uint64) []byte {
+	h.length = uint16(hotAckLen + 4*len(sel))
+	b = b[:HeaderLen+int(h.length)]
+	putHeader(b, h)
+	b[3] = dgAck
+	binary.BigEndian.PutUint16(b[HeaderLen:], flow)
+	binary.BigEndian.PutUint16(b[HeaderLen+2:], uint16(len(sel)))
+	clear(b[HeaderLen+4 : HeaderLen+8])
+	binary.BigEndian.PutUint64(b[HeaderLen+8:], cum)
+	for i, s := range sel {
+		binary.BigEndian.PutUint32(b[HeaderLen+hotAckLen+4*i:], uint32(s-cum))
+	}
+	return b
+}
+
+// parseHotAck decodes a hot acknowledgement's payload into sel (at least
+// maxHotSel long), returning the selective offsets it holds.
+func parseHotAck(p []byte, sel []uint32) (flow uint16, cum uint64, out []uint32, ok bool) {
+	if len(p) < hotAckLen {
+		return 0, 0, nil, false
+	}
+	n := int(binary.BigEndian.Uint16(p[2:]))
+	if n > maxHotSel || len(p) != hotAckLen+4*n || binary.BigEndian.Uint32(p[4:]) != 0 {
+		return 0, 0, nil, false
+	}
+	out = sel[:n]
+	for i := range out {
+		out[i] = binary.BigEndian.Uint32(p[hotAckLen+4*i:])
+	}
+	return binary.BigEndian.Uint16(p), binary.BigEndian.Uint64(p[8:]), out, true
+}
+
+// hotAck acknowledges message seq of p's flow f to worker w on the fast
+// path: at once for a copy that came over TCP (rxw -1), else when the
+// goroutine receiving worker rxw's fast path is done with its batch
+// (flushHotAcks).
+func (e *Endpoint) hotAck(rxw int, p *peer, w, f int, seq, base uint64) {
+	if rxw < 0 {
+		var sel [1]uint64
+		n := 0
+		if seq >= base {
+			sel[0], n = seq, 1
+		}
+		e.sendHotAck(p, w, f, base, sel[:n])
+		return
+	}
+	wk := e.workers[rxw]
+	wk.hot = append(wk.hot, hotPending{p: p, w: w, f: f, seq: seq, base: base})
+}
+
+// flushHotAcks sends the hot acknowledgements owed for the batch worker
+// rxw's receiving goroutine just took: one per flow (more if it took over
+// maxHotSel messages of one), with the newest cumulative acknowledgement.
+func (e *Endpoint) flushHotAcks(rxw int) {
+	wk := e.workers[rxw]
+	if len(wk.hot) == 0 {
+		return
+	}
+	var sel [maxHotSel]uint64
+	for i, h := range wk.hot {
+		if h.p == nil {
+			continue // acknowledged with an earlier entry's flow
+		}
+		cum := h.base
+		for j := i; j < len(wk.hot); j++ {
+			if g := wk.hot[j]; g.p == h.p && g.w == h.w && g.f == h.f {
+				cum = max(cum, g.base)
+			}
+		}
+		n := 0
+		for j := i; j < len(wk.hot); j++ {
+			g := &wk.hot[j]
+			if g.p != h.p || g.w != h.w || g.f != h.f {
+				continue
+			}
+			g.p = nil // done: later passes skip it
+			if g.seq < cum {
+				continue // the cumulative acknowledgement covers it
+			}
+			if n == maxHotSel {
+				e.sendHotAck(h.p, h.w, h.f, cum, sel[:n])
+				n = 0
+			}
+			sel[n] = g.seq
+			n++
+		}
+		e.sendHotAck(h.p, h.w, h.f, cum, sel[:n])
+	}
+	clear(wk.hot)
+	wk.hot = wk.hot[:0]
+}
+
+// sendHotAck sends one hot acknowledgement for p's flow f to worker w.
+func (e *Endpoint) sendHotAck(p *peer, w, f int, cum uint64, sel []uint64) {
+	if !p.ready.Load() || w >= len(p.flows) {
+		return
+	}
+	ss := p.send[w]
+	ss.mu.Lock()
+	ff := f % len(p.flows[w])
+	dg := putHotAck(ss.ackDg[:], &dgHeader{node: uint32(e.cfg.NodeID), session: e.session, worker: uint16(w),
+		flow: uint16(ff), seq: cum}, uint16(f), cum, sel)
+	if p.auth {
+		signDatagram(p.txKey, dg)
+	}
+	err := e.fp.Send(p.id, w, ff, dg)
+	ss.mu.Unlock()
+	if err != nil {
+		e.st.sendErrors.Add(1) // the acknowledgement over TCP follows anyway
+		return
+	}
+	e.st.hotAcksSent.Add(1)
+}
+
+// onHotAck applies a hot acknowledgement that passed onDatagram's checks.
+// It frees nothing (see peer.onAck): the TCP acknowledgements do, and a
+// message they do not cover is resent over TCP.
+func (e *Endpoint) onHotAck(p *peer, h *dgHeader, payload []byte, src netip.AddrPort) {
+	var buf [maxHotSel]uint32
+	flow, cum, sel, ok := parseHotAck(payload, buf[:])
+	if !ok || int(flow) >= e.cfg.Flows {
+		e.dropped(dropBadFlow, src)
+		return
+	}
+	a := ackRecord{worker: h.worker, flow: flow, cum: cum, sel: sel}
+	if p.onAck(&a, e.now(), true) {
+		e.st.hotAcksReceived.Add(1)
+	}
+}
+
+// kickAcks asks for the peer's acknowledgements and credits to be sent:
+// urgent ones (a flow crossed a batching threshold) at once, by the
+// calling goroutine, others by ackLoop after AckDelay.
+func (p *peer) kickAcks(urgent bool) {
+	if urgent && p.ready.Load() {
+		p.flushAcks()
+		return
+	}
+	signal(p.ackKick)
+}
+
+// markDirty queues flow f of worker w for the next acknowledgement; the
+// caller holds the worker's lock.
+func (p *peer) markDirty(w, f int, rf *rflow) {
+	if !rf.dirty {
+		rf.dirty = true
+		p.rxDirty[w] = append(p.rxDirty[w], uint16(f))
+	}
+}
+
+// flushAcks sends one frame with an acknowledgement and credit record for
+// every flow with news.
+func (p *peer) flushAcks() {
+	e := p.e
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	b, start := appendFrameHdr(p.ackBuf[:0], msgAck)
+	var records, credits uint64
+	for w, wk := range e.workers {
+		wk.mu.Lock()
+		for _, f := range p.rxDirty[w] {
+			rf := &p.rx[w][f]
+			sel := rf.sel[:0]
+			for _, s := range rf.sel {
+				if s >= rf.base {
+					sel = append(sel, s)
+				}
+			}
+			b = appendAckRecord(b, w, int(f), rf.base, rf.owed, sel)
+			records++
+			credits += uint64(rf.owed)
+			rf.owed, rf.fresh, rf.dirty = 0, 0, false
+			rf.sel = rf.sel[:0]
+		}
+		p.rxDirty[w] = p.rxDirty[w][:0]
+		wk.mu.Unlock()
+	}
+	if records == 0 {
+		p.ackBuf = b[:0]
+		return
+	}
+	p.ackBuf = endFrame(b, start)
+	if p.write(p.ackBuf) == nil {
+		e.st.ackFrames.Add(1)
+		e.st.ackRecords.Add(records)
+		e.st.creditsReturned.Add(credits)
+	}
+}
+
+// ackLoop sends the acknowledgements and credits no threshold flushed,
+// AckDelay after the first news.
+func (p *peer) ackLoop() {
+	e := p.e
+	defer e.wg.Done()
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for wait(p, p.ackKick) {
+		t.Reset(e.cfg.AckDelay)
+		if !wait(p, t.C) {
+			return
+		}
+		p.flushAcks()
+	}
+}
+
+// wait waits for c; false: the peer died or the endpoint is closing
+// first.
+func wait[T any](p *peer, c <-chan T) bool {
+	select {
+	case <-c:
+		return true
+	case <-p.dead:
+		return false
+	case <-p.e.closing:
+		return false
+	}
+}
+
+// readLoop reads the peer's control frames.
+func (p *peer) readLoop() {
+	e := p.e
+	defer e.wg.Done()
+	buf := make([]byte, 0, 64<<10)
+	var (
+		a   ackRecord
+		sel []uint32
+	)
+	for {
+		typ, body, nbuf, err := readFrame(p.br, buf, maxFrameLen)
+		buf = nbuf
+		if err != nil {
+			p.fail(fmt.Errorf("control connection: %w", err))
+			return
+		}
+		p.lastRecv.Store(e.now())
+		r := wireReader{b: body}
+		switch typ {
+		case msgHeartbeat:
+		case msgAck:
+			for len(r.b) > 0 && !r.bad {
+				sel = r.nextAck(&a, sel)
+				if r.bad {
+					break
+				}
+				p.onAck(&a, e.now(), false)
+			}
+		case msgRetx:
+			for len(r.b) > 0 && !r.bad {
+				w, f, seq, n := int(r.u16()), int(r.u16()), r.u64(), int(r.u16())
+				payload := r.take(n)
+				if r.bad {
+					break
+				}
+				if w >= e.cfg.Workers || f >= p.remote.flows || n > e.cfg.MaxPayload {
+					// Counted and ignored, like a datagram naming them:
+					// a peer's broken record is no reason to give up on it.
+					e.dropped(dropBadFlow, p.ctlAddr)
+					continue
+				}
+				e.arrive(p, w, f, seq, payload, -1, p.ctlAddr)
+			}
+		case msgSkip:
+			var s skipRecord
+			for len(r.b) > 0 && !r.bad {
+				r.nextSkip(&s)
+				if r.bad {
+					break
+				}
+				if int(s.worker) >= e.cfg.Workers || int(s.flow) >= p.remote.flows {
+					e.dropped(dropBadFlow, p.ctlAddr) // counted and ignored
+					continue
+				}
+				e.onSkip(p, &s)
+			}
+		case msgBye:
+			p.fail(errPeerClosed)
+			return
+		default:
+			p.fail(fmt.Errorf("protocol error: unknown control frame type %d", typ))
+			return
+		}
+		if r.bad {
+			p.fail(fmt.Errorf("protocol error: %w (type %d)", errShortFrame, typ))
+			return
+		}
+	}
+}
+
+// onAck applies one acknowledgement and credit record from the peer: from
+// its control connection (hot false), or a hot acknowledgement from the
+// fast path (hot true). Only the first frees messages and moves the
+// window: the control connection is the authority on what was received.
+// A hot acknowledgement marks the messages it names (their MsgAcked events
+// and delay samples come from it, and they are not resent over the fast
+// path), and a message the TCP acknowledgements do not cover in time is
+// resent over TCP whatever hot acknowledgements said (retransmit), so a
+// forged or replayed one delays a message at most, never loses it. An
+// acknowledgement for a worker or flow that does not exist, or of sequence
+// numbers never sent, is counted (BadAcks) and ignored. It reports whether
+// the record was sound.
+func (p *peer) onAck(a *ackRecord, now int64, hot bool) bool {
+	e := p.e
+	if int(a.worker) >= len(p.send) || int(a.flow) >= e.cfg.Flows {
+		p.badAck(a, "acknowledgement for a worker or flow that does not exist, ignored (at most one such line a second)")
+		return false
+	}
+	ss := p.send[a.worker]
+	ss.mu.Lock()
+	fl := &ss.flows[a.flow]
+	freed := 0
+	sample := int64(-1)
+	bad := false
+	if a.cum > fl.next {
+		// Acknowledges what was never sent: the receiver took a forged
+		// datagram (or is broken). Ignored and counted — never a reason
+		// to give up on the pair; its credits still count.
+		bad = true
+	} else {
+		for s := fl.low; s < a.cum; s++ {
+			freed += ss.mark(hot, fl, a.flow, s, now, &sample)
+		}
+		if !hot {
+			fl.low = max(fl.low, a.cum)
+		}
+		for _, d := range a.sel {
+			s := a.cum + uint64(d)
+			if s >= fl.next {
+				bad = true
+				continue
+			}
+			freed += ss.mark(hot, fl, a.flow, s, now, &sample)
+		}
+	}
+	if hot {
+		freed = 0 // marked, not freed
+	}
+	for fl.low < fl.next && fl.ring[fl.low%ss.win] == 0 {
+		fl.low++
+	}
+	if len(ss.events) > 0 {
+		e.pushEvents(p, int(a.worker), ss.events)
+		clear(ss.events)
+		ss.events = ss.events[:0]
+	}
+	fl.credits += int(a.credits)
+	credits := fl.credits
+	if credits > ss.buffers {
+		fl.credits = ss.buffers // never more than the receiver's buffers
+	}
+	ss.mu.Unlock()
+	if bad {
+		p.badAck(a, "acknowledgement of messages never sent, ignored (at most one such line a second)")
+	}
+	if freed > 0 {
+		p.unacked.Add(-int64(freed))
+	}
+	if sample >= 0 {
+		p.observe(sample)
+	}
+	if credits > ss.buffers {
+		// Credits for messages the receiver took but this node never
+		// sent (forged datagrams): clamped, counted.
+		e.st.creditViolations.Add(1)
+	}
+	if freed > 0 || a.credits > 0 {
+		signal(ss.wake)
+	}
+	return !bad
+}
+
+// badAck counts an acknowledgement that cannot be applied and logs it, at
+// most once a second.
+func (p *peer) badAck(a *ackRecord, msg string) {
+	e := p.e
+	e.st.badAcks.Add(1)
+	if e.logAllowed() {
+		e.log.Warn().Int("peer", p.id).Uint16("worker", a.worker).Uint16("flow", a.flow).Uint64("cum", a.cum).Msg("bichannel: " + msg)
+	}
+}
+
+// ack forgets the unacknowledged message s of fl, if it is there, and
+// raises *sample to its acknowledgement delay unless it was resent.
+func (ss *sendState) ack(fl *sflow, f uint16, s uint64, now int64, sample *int64) int {
+	slot := &fl.ring[s%ss.win]
+	if *slot == 0 || ss.slab[*slot-1].seq != s {
+		return 0
+	}
+	pe := &ss.slab[*slot-1]
+	if !pe.retx && !pe.hotAcked {
+		*sample = max(*sample, now-pe.sent)
+	}
+	if pe.track {
+		ss.events = append(ss.events, ackEvent{seq: s, tag: pe.tag, flow: f})
+	}
+	ss.free = append(ss.free, *slot-1)
+	*slot = 0
+	return 1
+}
+
+// mark applies an acknowledgement of s: from TCP (ack) or hot (hotAck).
+func (ss *sendState) mark(hot bool, fl *sflow, f uint16, s uint64, now int64, sample *int64) int {
+	if hot {
+		return ss.hotAck(fl, f, s, now, sample)
+	}
+	return ss.ack(fl, f, s, now, sample)
+}
+
+// hotAck marks the unacknowledged message s of fl as named by a hot
+// acknowledgement: its MsgAcked event (once) and its delay sample come
+// now, but it stays until the TCP acknowledgements cover it. It returns
+// how many messages it marked.
+func (ss *sendState) hotAck(fl *sflow, f uint16, s uint64, now int64, sample *int64) int {
+	slot := fl.ring[s%ss.win]
+	if slot == 0 || ss.slab[slot-1].seq != s {
+		return 0
+	}
+	pe := &ss.slab[slot-1]
+	if pe.hotAcked {
+		return 0
+	}
+	pe.hotAcked = true
+	if !pe.retx {
+		*sample = max(*sample, now-pe.sent)
+	}
+	if pe.track {
+		pe.track = false // reported once
+		ss.events = append(ss.events, ackEvent{seq: s, tag: pe.tag, flow: f})
+	}
+	return 1
+}
+
+// observe feeds one acknowledgement delay into the retransmission timeout,
+// as TCP does (RFC 6298): SRTT + 4 RTTVAR, at least
+// Config.RetransmitTimeout and at most 64 times it.
+func (p *peer) observe(sample int64) {
+	p.rttMu.Lock()
+	defer p.rttMu.Unlock()
+	if p.srtt == 0 {
+		p.srtt, p.rttvar = sample, sample/2
+	} else {
+		d := p.srtt - sample
+		if d < 0 {
+			d = -d
+		}
+		p.rttvar = (3*p.rttvar + d) / 4
+		p.srtt = (7*p.srtt + sample) / 8
+	}
+	lo := int64(p.e.cfg.RetransmitTimeout)
+	p.rto.Store(min(max(p.srtt+4*p.rttvar, lo), 64*lo))
+}
+
+// pushEvents puts acknowledgement events for worker w's tracked messages
+// to p into w's inbox; the caller holds ss.mu (lock order: ss.mu before
+// the worker's mu).
+func (e *Endpoint) pushEvents(p *peer, w int, evs []ackEvent) {
+	wk := e.workers[w]
+	wk.mu.Lock()
+	for _, ev := range evs {
+		wk.inbox = append(wk.inbox, inMsg{p: p, flow: int(ev.flow), seq: ev.seq, kind: MsgAcked, tag: ev.tag})
+	}
+	wk.mu.Unlock()
+	e.notifyWorker(w, wk)
+}
+
+// ackEvent is an acknowledged tracked message, waiting for pushEvents.
+type ackEvent struct {
+	seq, tag uint64
+	flow     uint16
+}
+
+// notifyWorker wakes worker w's receiver for something new in its inbox.
+func (e *Endpoint) notifyWorker(w int, wk *worker) {
+	signal(wk.notify)
+	if e.poller != nil && wk.poll.waiting.Load() {
+		e.poller.Wake(w)
+	}
+}
+
+// onSkip applies a skip record from p: the receiver's side of Abandon.
+func (e *Endpoint) onSkip(p *peer, s *skipRecord) {
+	w, f, seq := int(s.worker), int(s.flow), s.seq
+	wk := e.workers[w]
+	wk.mu.Lock()
+	rf := &p.rx[w][f]
+	win := uint64(e.cfg.Window)
+	switch {
+	case seq < rf.base || (seq-rf.base < win && rf.has(seq, win)):
+		wk.mu.Unlock()
+		e.st.skipsLate.Add(1) // delivered already: nothing to skip
+		return
+	case seq-rf.base >= win:
+		wk.mu.Unlock()
+		e.dropped(dropOutOfWindow, p.ctlAddr)
+		return
+	case rf.buffered >= e.cfg.BuffersPerFlow:
+		// The skipped message spent a credit, so its event takes a
+		// buffer as the message would have: an honest sender never
+		// finds them full, and a peer sending skips without end cannot
+		// grow the inbox past the credits.
+		wk.mu.Unlock()
+		e.st.dropsNoBuffer.Add(1)
+		return
+	}
+	rf.receive(seq, win)
+	rf.buffered++ // until Recv hands the event over; its credit goes back then
+	rf.fresh++
+	p.markDirty(w, f, rf)
+	wk.inbox = append(wk.inbox, inMsg{p: p, flow: f, seq: seq, kind: MsgSkipped, tag: s.tag})
+	wk.mu.Unlock()
+	e.st.skipped.Add(1)
+	e.notifyWorker(w, wk)
+	p.kickAcks(false)
+}

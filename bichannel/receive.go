@@ -1,0 +1,458 @@
+package bichannel
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vnic/vnic/bichannel/transport"
+)
+
+// Message is one received message.
+type Message struct {
+	Peer   int // the sending node
+	Worker int // the worker it was sent to (and from)
+	Flow   int // the sender's flow
+	Seq    uint64
+	// Data is the payload. It stays valid until the next Recv or
+	// RecvWait for the same worker; copy it to keep it longer.
+	Data []byte
+	// Retransmitted is true when the message arrived over the TCP control
+	// path (its fast-path copy was lost or late).
+	Retransmitted bool
+	// Kind is MsgData for a message; MsgAcked and MsgSkipped are events
+	// about tracked and abandoned messages (SendTagged, Abandon), with the
+	// sender's Tag and no Data.
+	Kind MsgKind
+	Tag  uint64
+}
+
+// Recv appends to dst up to Config.RecvBatch messages received for worker
+// w, from any peer, and returns at once (it may append none). Consuming
+// messages returns credits to their senders. The Data of the messages
+// returned by the previous Recv for w becomes invalid.
+//
+// If a peer is down, Recv still appends what arrived and returns a
+// *PeerError; after Close it returns ErrClosed.
+func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
+	if w < 0 || w >= e.cfg.Workers {
+		return dst, fmt.Errorf("bichannel: recv: worker %d out of range [0, %d)", w, e.cfg.Workers)
+	}
+	if e.isClosing() {
+		return dst, ErrClosed
+	}
+	wk := e.workers[w]
+	if e.poller != nil {
+		e.pollFast(w, wk)
+	}
+	wk.mu.Lock()
+	wk.free = append(wk.free, wk.lent...)
+	clear(wk.lent)
+	wk.lent = wk.lent[:0]
+	n := min(len(wk.inbox)-wk.head, e.cfg.RecvBatch)
+	var kbuf [8]kick
+	kicks := kbuf[:0]
+	events := 0
+	for range n {
+		m := wk.inbox[wk.head]
+		wk.inbox[wk.head] = inMsg{}
+		wk.head++
+		if m.kind == MsgAcked {
+			dst = append(dst, Message{Peer: m.p.id, Worker: w, Flow: m.flow, Seq: m.seq, Kind: m.kind, Tag: m.tag})
+			events++
+			continue
+		}
+		// A message or a skip event (onSkip): it held one of its flow's
+		// buffers, whose credit goes back now.
+		rf := &m.p.rx[w][m.flow]
+		rf.buffered--
+		rf.owed++
+		m.p.markDirty(w, m.flow, rf)
+		urgent := int(rf.owed) >= e.creditBatch
+		found := false
+		for i := range kicks {
+			if kicks[i].p == m.p {
+				kicks[i].urgent = kicks[i].urgent || urgent
+				found = true
+				break
+			}
+		}
+		if !found {
+			kicks = append(kicks, kick{p: m.p, urgent: urgent})
+		}
+		if m.kind == MsgSkipped {
+			dst = append(dst, Message{Peer: m.p.id, Worker: w, Flow: m.flow, Seq: m.seq, Kind: m.kind, Tag: m.tag})
+			events++
+			continue
+		}
+		dst = append(dst, Message{Peer: m.p.id, Worker: w, Flow: m.flow, Seq: m.seq, Data: m.data, Retransmitted: m.viaTCP})
+		wk.lent = append(wk.lent, m.data)
+	}
+	if wk.head == len(wk.inbox) {
+		wk.inbox, wk.head = wk.inbox[:0], 0
+	} else if wk.head > 1024 && wk.head*2 > len(wk.inbox) {
+		k := copy(wk.inbox, wk.inbox[wk.head:])
+		clear(wk.inbox[k:])
+		wk.inbox, wk.head = wk.inbox[:k], 0
+	}
+	wk.mu.Unlock()
+	for _, k := range kicks {
+		k.p.kickAcks(k.urgent)
+	}
+	if n > events {
+		e.st.received.Add(uint64(n - events))
+	}
+	return dst, e.downErr()
+}
+
+// RecvWait is Recv that blocks until at least one message is there, a peer
+// is down, the Endpoint closes or ctx ends.
+func (e *Endpoint) RecvWait(ctx context.Context, w int, dst []Message) ([]Message, error) {
+	if e.poller != nil && w >= 0 && w < e.cfg.Workers {
+		return e.recvWaitPoll(ctx, w, dst)
+	}
+	for {
+		before := len(dst)
+		dst, err := e.Recv(w, dst)
+		if err != nil || len(dst) > before {
+			return dst, err
+		}
+		select {
+		case <-e.workers[w].notify:
+		case <-e.anyDead:
+		case <-e.closing:
+		case <-ctx.Done():
+			return dst, ctx.Err()
+		}
+	}
+}
+
+// rxLoop receives worker w's datagrams from the fast path.
+func (e *Endpoint) rxLoop(w int) {
+	defer e.wg.Done()
+	dgs := make([]transport.Datagram, 0, 64)
+	for {
+		var err error
+		dgs, err = e.fp.Recv(w, dgs[:0])
+		for _, d := range dgs {
+			e.onDatagram(w, d.Src, d.Data)
+		}
+		e.flushHotAcks(w)
+		if err != nil {
+			if !e.isClosing() {
+				// vnicd gone, say: messages still arrive, retransmitted
+				// over TCP.
+				e.log.Error().Err(err).Int("worker", w).Msg("bichannel: fast path receive failed; relying on TCP retransmission")
+			}
+			return
+		}
+	}
+}
+
+// onDatagram handles one fast-path datagram from src received on worker
+// w's queue. It is the one place every fast path's datagrams are checked:
+// the header, the peer and its session, the ranges, the source (one of the
+// peer's flows) and, in the authenticated mode, the tag — all before the
+// message is looked at.
+func (e *Endpoint) onDatagram(w int, src netip.AddrPort, d []byte) {
+	var h dgHeader
+	payload, ok := parseHeader(d, &h)
+	if !ok {
+		e.dropped(dropHeader, src)
+		return
+	}
+	p := e.peers()[int(h.node)]
+	switch {
+	case p == nil:
+		e.dropped(dropUnknownNode, src)
+		return
+	case p.down.Load():
+		e.dropped(dropDeadPeer, src)
+		return
+	case h.session != p.remote.session:
+		e.dropped(dropStaleSession, src)
+		return
+	case int(h.worker) >= e.cfg.Workers || int(h.flow) >= p.remote.flows || len(payload) > e.cfg.MaxPayload:
+		e.dropped(dropBadFlow, src)
+		return
+	case src.Addr() != p.remote.info.Addr || src.Port() != p.rxSrc[h.worker][h.flow]:
+		e.dropped(dropBadSource, src)
+		return
+	case p.auth && !tagOK(p.rxKey, d, h.tag):
+		e.dropped(dropBadTag, src)
+		return
+	}
+	if h.typ == dgAck {
+		if !e.cfg.HotAcks {
+			e.dropped(dropHotAckOff, src)
+			return
+		}
+		e.onHotAck(p, &h, payload, src)
+		return
+	}
+	if int(h.worker) != w {
+		e.st.mistargeted.Add(1)
+	}
+	e.arrive(p, int(h.worker), int(h.flow), h.seq, payload, w, src)
+}
+
+// dropped counts a dropped datagram and logs it, naming the source, at
+// most once a second.
+func (e *Endpoint) dropped(reason int, src netip.AddrPort) {
+	n := e.st.drop[reason].Add(1)
+	if e.logAllowed() {
+		e.log.Warn().Str("from", src.String()).Str("reason", dropNames[reason]).Uint64("count", n).
+			Msg("bichannel: dropped a fast-path datagram (at most one such line a second)")
+	}
+}
+
+// logAllowed rate-limits the drop and refusal log lines to one a second.
+func (e *Endpoint) logAllowed() bool {
+	now := e.now()
+	last := e.lastLog.Load()
+	return (last == 0 || now-last >= int64(time.Second)) && e.lastLog.CompareAndSwap(last, now)
+}
+
+// arrive takes one copy of a message, from the fast path (received by
+// worker rxw's receiving goroutine) or TCP (rxw -1): duplicate suppression,
+// buffer accounting, the inbox.
+func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, rxw int, src netip.AddrPort) {
+	viaTCP := rxw < 0
+	wk := e.workers[w]
+	wk.mu.Lock()
+	rf := &p.rx[w][f]
+	win := uint64(e.cfg.Window)
+	switch {
+	case seq < rf.base || (seq-rf.base < win && rf.has(seq, win)):
+		base := rf.base
+		wk.mu.Unlock()
+		e.st.duplicates.Add(1)
+		if e.cfg.HotAcks {
+			e.hotAck(rxw, p, w, f, seq, base) // its sender missed the first
+		}
+		return
+	case seq-rf.base >= win:
+		wk.mu.Unlock()
+		e.dropped(dropOutOfWindow, src) // the sender broke the window rule
+		return
+	case rf.buffered >= e.cfg.BuffersPerFlow:
+		wk.mu.Unlock()
+		e.st.dropsNoBuffer.Add(1)
+		return
+	}
+	rf.receive(seq, win)
+	rf.buffered++
+	rf.fresh++
+	p.markDirty(w, f, rf)
+	// With hot acknowledgements the TCP record only carries credits and
+	// a cumulative backstop: no hurry.
+	urgent := rf.fresh >= e.ackBatch && !e.cfg.HotAcks
+	base := rf.base
+	var buf []byte
+	if n := len(wk.free); n > 0 {
+		buf = wk.free[n-1]
+		wk.free[n-1] = nil
+		wk.free = wk.free[:n-1]
+	} else {
+		buf = make([]byte, 0, e.cfg.MaxPayload)
+	}
+	buf = append(buf[:0], payload...)
+	wk.inbox = append(wk.inbox, inMsg{p: p, flow: f, seq: seq, data: buf, viaTCP: viaTCP})
+	wk.mu.Unlock()
+	if viaTCP {
+		e.st.deliveredTCP.Add(1)
+	} else {
+		e.st.deliveredFast.Add(1)
+	}
+	signal(wk.notify)
+	if e.poller != nil && wk.poll.waiting.Load() {
+		e.poller.Wake(w) // a TCP copy for a worker asleep in the fast path's Wait
+	}
+	if e.cfg.HotAcks {
+		e.hotAck(rxw, p, w, f, seq, base)
+	}
+	p.kickAcks(urgent)
+}
+
+// MsgKind tells what a Message is.
+type MsgKind uint8
+
+const (
+	// MsgData is a message from a peer.
+	MsgData MsgKind = iota
+	// MsgAcked (sending side) reports that Peer acknowledged the message
+	// this worker sent it with SendTagged: Flow and Seq are its Ticket,
+	// Tag its tag; Data is nil.
+	MsgAcked
+	// MsgSkipped (receiving side) reports that Peer abandoned its message
+	// Flow/Seq (Endpoint.Abandon) before it arrived: it will never be
+	// delivered. Tag is the sender's tag; Data is nil.
+	MsgSkipped
+)
+
+func (k MsgKind) String() string {
+	switch k {
+	case MsgData:
+		return "data"
+	case MsgAcked:
+		return "acked"
+	case MsgSkipped:
+		return "skipped"
+	}
+	return fmt.Sprintf("MsgKind(%d)", uint8(k))
+}
+
+// Run-to-completion receive: with a transport.Poller, worker w's Recv and
+// RecvWait take its datagrams straight off its fast-path queue — parse,
+// duplicate suppression and the inbox on the worker's own goroutine — and
+// RecvWait sleeps in the fast path's own Wait (transport.VNIC: a spin on
+// the client queue, then a futex wait on its signal word; transport.UDP:
+// the runtime poller on the worker's socket). Copies retransmitted over
+// TCP still arrive on the peer's control reader; it puts them in the inbox
+// and Wakes a worker asleep in Wait.
+
+// pollState is one worker's run-to-completion receive state.
+type pollState struct {
+	mu      sync.Mutex           // held by the goroutine polling or waiting on the fast path for this worker
+	dgs     []transport.Datagram // Poll's results; guarded by mu
+	waiting atomic.Bool          // in transport.Poller.Wait: TCP arrivals, deaths and Close must Wake it
+	dead    atomic.Bool          // the fast path's receive side failed (vnicd gone): rely on TCP
+
+	watchMu   sync.Mutex
+	watchDone <-chan struct{} // the Done channel of the context watched
+	stopWatch func() bool     // its context.AfterFunc registration
+}
+
+// pollFast takes whatever arrived on worker w's fast-path queue into its
+// inbox, unless another goroutine is polling or waiting for w.
+func (e *Endpoint) pollFast(w int, wk *worker) {
+	ps := &wk.poll
+	if ps.dead.Load() || !ps.mu.TryLock() {
+		return
+	}
+	e.pollLocked(w, ps)
+	ps.mu.Unlock()
+}
+
+// pollLocked polls the fast path once for worker w; the caller holds
+// ps.mu.
+func (e *Endpoint) pollLocked(w int, ps *pollState) {
+	var err error
+	ps.dgs, err = e.poller.Poll(w, ps.dgs[:0])
+	for _, d := range ps.dgs {
+		e.onDatagram(w, d.Src, d.Data)
+	}
+	e.flushHotAcks(w)
+	if err != nil {
+		e.fastFailed(w, ps, err)
+	}
+}
+
+// fastFailed stops polling a fast path whose receive side failed; messages
+// still arrive, retransmitted over TCP.
+func (e *Endpoint) fastFailed(w int, ps *pollState, err error) {
+	if e.isClosing() || ps.dead.Swap(true) {
+		return
+	}
+	e.log.Error().Err(err).Int("worker", w).Msg("bichannel: fast path receive failed; relying on TCP retransmission")
+}
+
+// recvWaitPoll is RecvWait over a transport.Poller.
+func (e *Endpoint) recvWaitPoll(ctx context.Context, w int, dst []Message) ([]Message, error) {
+	wk := e.workers[w]
+	ps := &wk.poll
+	e.watch(ctx, w, ps)
+	for {
+		before := len(dst)
+		var err error
+		dst, err = e.Recv(w, dst)
+		if err != nil || len(dst) > before {
+			return dst, err
+		}
+		if err := ctx.Err(); err != nil {
+			return dst, err
+		}
+		if ps.dead.Load() || !ps.mu.TryLock() {
+			// The fast path is gone, or another goroutine receives for w:
+			// wait for the inbox, as without a poller.
+			select {
+			case <-wk.notify:
+			case <-e.anyDead:
+			case <-e.closing:
+			case <-ctx.Done():
+				return dst, ctx.Err()
+			}
+			continue
+		}
+		// Set waiting before the last checks: whoever makes one of them
+		// true afterwards (a TCP copy, a dead peer, Close, ctx) sees it
+		// and Wakes the Wait.
+		ps.waiting.Store(true)
+		if ctx.Err() == nil && e.downErr() == nil && !e.isClosing() && e.inboxEmpty(wk) {
+			if err := e.poller.Wait(ctx, w); err != nil && ctx.Err() == nil {
+				e.fastFailed(w, ps, err)
+			}
+		}
+		ps.waiting.Store(false)
+		ps.mu.Unlock()
+	}
+}
+
+func (e *Endpoint) inboxEmpty(wk *worker) bool {
+	wk.mu.Lock()
+	empty := wk.head == len(wk.inbox)
+	wk.mu.Unlock()
+	return empty
+}
+
+// watch arranges for worker w's Wait to be woken when ctx ends. The
+// registration is kept while the same context comes back, so a loop
+// calling RecvWait with one context allocates nothing.
+func (e *Endpoint) watch(ctx context.Context, w int, ps *pollState) {
+	done := ctx.Done()
+	if done == nil {
+		return
+	}
+	ps.watchMu.Lock()
+	if ps.watchDone != done {
+		if ps.stopWatch != nil {
+			ps.stopWatch()
+		}
+		ps.watchDone = done
+		ps.stopWatch = context.AfterFunc(ctx, func() {
+			if ps.waiting.Load() {
+				e.poller.Wake(w)
+			}
+		})
+	}
+	ps.watchMu.Unlock()
+}
+
+// wakeWaiters wakes every worker asleep in the fast path's Wait (a peer
+// died, or the Endpoint closes).
+func (e *Endpoint) wakeWaiters() {
+	if e.poller == nil {
+		return
+	}
+	for w, wk := range e.workers {
+		if wk.poll.waiting.Load() {
+			e.poller.Wake(w)
+		}
+	}
+}
+
+// stopWatches drops the context registrations.
+func (e *Endpoint) stopWatches() {
+	for _, wk := range e.workers {
+		ps := &wk.poll
+		ps.watchMu.Lock()
+		if ps.stopWatch != nil {
+			ps.stopWatch()
+			ps.stopWatch, ps.watchDone = nil, nil
+		}
+		ps.watchMu.Unlock()
+	}
+}

@@ -1,0 +1,296 @@
+package bichannel
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/vnic/vnic/bichannel/transport"
+)
+
+// The outbound flow of a message, in this file unless noted:
+//
+//  1. Send, SendBatch and SendTagged (and their Context forms) check the
+//     peer, the worker and the sizes; sendMany takes the worker's
+//     sendState lock.
+//  2. pick chooses one of the worker's flows with a credit and room in its
+//     duplicate-suppression window, round-robin. With none, sendMany waits
+//     on the sendState's wake channel for credits to come back (ack.go),
+//     until the peer dies, the Endpoint closes, ctx ends or
+//     Config.SendTimeout passes.
+//  3. sendRun takes as many messages as the flow's credits and window allow
+//     (at most maxRun), and stage does each one's bookkeeping: sequence
+//     number, credit, the copy kept for retransmission, and its deadline in
+//     the retransmission queue.
+//  4. stage writes the datagram: the header (header.go), the payload and,
+//     in the authenticated mode, the SipHash tag.
+//  5. The run leaves on the fast path with one transport.Batcher call, or
+//     one transport.Path.Send per message. A local send error is counted,
+//     and step 7 recovers the message.
+//  6. The receiver acknowledges it (ack.go): over TCP in batches with its
+//     credit, or at once on the fast path with Config.HotAcks. onAck
+//     frees the copy, returns the credit and wakes a waiting sender.
+//  7. A message still unacknowledged at its deadline is resent
+//     (retransmit.go): over TCP, or first over the fast path with hot
+//     acknowledgements.
+
+// Send sends msg from worker w to worker w of peer. It blocks while every
+// flow to that worker is out of credits, for at most Config.SendTimeout
+// (if set); it returns a *PeerError if the peer dies meanwhile. The message
+// is copied: msg may be reused at once.
+func (e *Endpoint) Send(peerID, w int, msg []byte) error {
+	return e.send(context.Background(), true, peerID, w, msg)
+}
+
+// SendContext is Send that waits for credits until ctx ends.
+func (e *Endpoint) SendContext(ctx context.Context, peerID, w int, msg []byte) error {
+	return e.send(ctx, false, peerID, w, msg)
+}
+
+// SendBatch sends msgs from worker w to worker w of peer, in order, as
+// that many Sends would, but puts each run of messages that fit one flow's
+// credits on that flow with one fast-path call (transport.Batcher): through
+// vnicd, one TX ring publication; over kernel UDP, one sendmsg with
+// UDP_SEGMENT or one sendmmsg. It blocks while out of credits, like Send;
+// it returns how many messages it sent, fewer than len(msgs) only with an
+// error. The messages are copied.
+func (e *Endpoint) SendBatch(peerID, w int, msgs [][]byte) (int, error) {
+	return e.sendMany(context.Background(), true, peerID, w, msgs, nil)
+}
+
+// SendBatchContext is SendBatch that waits for credits until ctx ends.
+func (e *Endpoint) SendBatchContext(ctx context.Context, peerID, w int, msgs [][]byte) (int, error) {
+	return e.sendMany(ctx, false, peerID, w, msgs, nil)
+}
+
+// send is Send (useTimeout: bounded by Config.SendTimeout) and SendContext.
+func (e *Endpoint) send(ctx context.Context, useTimeout bool, peerID, w int, msg []byte) error {
+	one := [1][]byte{msg}
+	_, err := e.sendMany(ctx, useTimeout, peerID, w, one[:], nil)
+	return err
+}
+
+// sendMany is Send, SendBatch and (tr set, one message) SendTagged.
+func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int, msgs [][]byte, tr *tracking) (int, error) {
+	if e.isClosing() {
+		return 0, ErrClosed
+	}
+	p := e.peers()[peerID]
+	if p == nil || !p.ready.Load() {
+		if peerID == e.cfg.NodeID {
+			return 0, fmt.Errorf("bichannel: send: peer %d is this node", peerID)
+		}
+		return 0, fmt.Errorf("%w: node %d (call Connect with it first)", ErrNotConnected, peerID)
+	}
+	if w < 0 || w >= e.cfg.Workers {
+		return 0, fmt.Errorf("bichannel: send: worker %d out of range [0, %d)", w, e.cfg.Workers)
+	}
+	for _, msg := range msgs {
+		if len(msg) > p.maxPayload {
+			return 0, fmt.Errorf("%w: %d bytes, the most is %d (Config.MaxPayload, on both nodes): split it", ErrTooBig, len(msg), p.maxPayload)
+		}
+	}
+	ss := p.send[w]
+	var (
+		stallStart time.Time
+		timer      *time.Timer
+		timeout    <-chan time.Time
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	done := ctx.Done()
+	sent := 0
+	for sent < len(msgs) {
+		select {
+		case <-p.dead:
+			return sent, p.err
+		default:
+		}
+		ss.mu.Lock()
+		if f := ss.pick(); f >= 0 {
+			if tr != nil {
+				ss.tracked, ss.trackTag = true, tr.tag
+			}
+			sent += e.sendRun(p, ss, w, f, msgs[sent:])
+			if tr != nil {
+				ss.tracked, tr.ticket = false, ss.ticket
+			}
+			more := !stallStart.IsZero() && ss.pick() >= 0
+			ss.mu.Unlock()
+			if !stallStart.IsZero() {
+				e.st.stallNanos.Add(uint64(time.Since(stallStart)))
+				stallStart = time.Time{}
+			}
+			if more {
+				signal(ss.wake) // another sender of this worker may be waiting
+			}
+			continue
+		}
+		ss.mu.Unlock()
+		if stallStart.IsZero() {
+			stallStart = time.Now()
+			e.st.stalls.Add(1)
+			if timer == nil && useTimeout && e.cfg.SendTimeout > 0 {
+				timer = time.NewTimer(e.cfg.SendTimeout)
+				timeout = timer.C
+			}
+		}
+		select {
+		case <-ss.wake:
+		case <-p.dead:
+			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
+			return sent, p.err
+		case <-e.closing:
+			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
+			return sent, ErrClosed
+		case <-done:
+			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
+			return sent, fmt.Errorf("bichannel: send to node %d worker %d: waiting for credits: %w", peerID, w, ctx.Err())
+		case <-timeout:
+			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
+			return sent, fmt.Errorf("bichannel: send to node %d worker %d: no credits within %v: %w", peerID, w, e.cfg.SendTimeout, context.DeadlineExceeded)
+		}
+	}
+	return sent, nil
+}
+
+// maxRun bounds the messages one fast-path batch carries (UDP_SEGMENT
+// takes at most 64 segments).
+const maxRun = 64
+
+// sendRun sends the head of msgs on flow f: as many as the flow's credits
+// and window allow (at least one), with one transport.Batcher call when the fast
+// path batches. It returns how many it sent. The caller holds ss.mu and
+// checked the flow has a credit.
+func (e *Endpoint) sendRun(p *peer, ss *sendState, w, f int, msgs [][]byte) int {
+	fb, ok := e.fp.(transport.Batcher)
+	fl := &ss.flows[f]
+	k := min(len(msgs), fl.credits, int(ss.win-(fl.next-fl.low)), maxRun)
+	if !ok || k <= 1 {
+		e.sendOn(p, ss, w, f, msgs[0])
+		return 1
+	}
+	for len(ss.batch) < k {
+		ss.batch = append(ss.batch, make([]byte, HeaderLen+p.maxPayload))
+	}
+	dgs := ss.batch[:k]
+	for i, msg := range msgs[:k] {
+		dgs[i] = e.stage(p, ss, w, f, msg, dgs[i][:cap(dgs[i])])
+	}
+	if n, err := fb.SendBatch(p.id, w, f, dgs); err != nil {
+		e.st.sendErrors.Add(uint64(k - n)) // the retransmission over TCP recovers them
+	}
+	return k
+}
+
+// pick returns a flow with a credit and room in its window, round-robin,
+// or -1.
+func (ss *sendState) pick() int {
+	n := len(ss.flows)
+	for range n {
+		f := ss.rr
+		if ss.rr++; ss.rr == n {
+			ss.rr = 0
+		}
+		fl := &ss.flows[f]
+		if fl.credits > 0 && fl.next-fl.low < ss.win {
+			return f
+		}
+	}
+	return -1
+}
+
+// sendOn sends msg on flow f; the caller holds ss.mu and checked the flow
+// has a credit.
+func (e *Endpoint) sendOn(p *peer, ss *sendState, w, f int, msg []byte) error {
+	dg := e.stage(p, ss, w, f, msg, ss.scratch)
+	if err := e.fp.Send(p.id, w, f, dg); err != nil {
+		e.st.sendErrors.Add(1) // the retransmission over TCP recovers it
+	}
+	return nil
+}
+
+// stage does a send's bookkeeping for msg on flow f (sequence number,
+// credit, the copy kept for retransmission, its deadline) and writes its
+// datagram into buf (room for HeaderLen+maxPayload), which it returns. The
+// caller holds ss.mu and checked the flow has a credit.
+func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg, buf []byte) []byte {
+	fl := &ss.flows[f]
+	seq := fl.next
+	fl.next++
+	if fl.credits--; fl.credits < 0 {
+		e.st.creditViolations.Add(1)
+	}
+	var idx int32
+	if n := len(ss.free); n > 0 {
+		idx = ss.free[n-1]
+		ss.free = ss.free[:n-1]
+	} else {
+		ss.slab = append(ss.slab, pend{buf: make([]byte, 0, p.maxPayload)})
+		idx = int32(len(ss.slab) - 1)
+	}
+	now := e.now()
+	pe := &ss.slab[idx]
+	pe.buf = append(pe.buf[:0], msg...)
+	pe.seq, pe.sent, pe.retx, pe.hotAcked = seq, now, false, false
+	pe.track, pe.abandon, pe.tag = false, false, 0
+	if ss.tracked {
+		pe.track, pe.tag = true, ss.trackTag
+		ss.ticket = Ticket{Flow: f, Seq: seq}
+	}
+	fl.ring[seq%ss.win] = idx + 1
+	if ss.fhead == len(ss.fifo) {
+		ss.fifo, ss.fhead = ss.fifo[:0], 0
+	}
+	ss.fifo = append(ss.fifo, retxEntry{deadline: now + p.rto.Load(), seq: seq, flow: uint16(f)})
+	dg := buf[:HeaderLen+len(msg)]
+	putHeader(dg, &dgHeader{node: uint32(e.cfg.NodeID), session: e.session, worker: uint16(w), flow: uint16(f), seq: seq, length: uint16(len(msg))})
+	copy(dg[HeaderLen:], msg)
+	if p.auth {
+		signDatagram(p.txKey, dg)
+	}
+	e.st.sent.Add(1)
+	if p.unacked.Add(1) == 1 {
+		signal(p.retxKick)
+	}
+	return dg
+}
+
+// Ticket names a message sent to one peer by one worker: its flow and
+// sequence number.
+type Ticket struct {
+	Flow int
+	Seq  uint64
+}
+
+// tracking is what SendTagged asks of the one message it sends.
+type tracking struct {
+	tag    uint64
+	ticket Ticket
+}
+
+// SendTagged is Send (same blocking rules) for a message whose
+// acknowledgement the application wants to see: when peer acknowledges it,
+// worker w's Recv returns a Message of Kind MsgAcked with this tag. The
+// Ticket names the message for Abandon.
+func (e *Endpoint) SendTagged(peerID, w int, msg []byte, tag uint64) (Ticket, error) {
+	return e.sendTagged(context.Background(), true, peerID, w, msg, tag)
+}
+
+// SendTaggedContext is SendTagged that waits for credits until ctx ends
+// (Config.SendTimeout does not apply).
+func (e *Endpoint) SendTaggedContext(ctx context.Context, peerID, w int, msg []byte, tag uint64) (Ticket, error) {
+	return e.sendTagged(ctx, false, peerID, w, msg, tag)
+}
+
+// sendTagged is SendTagged (useTimeout: bounded by Config.SendTimeout) and
+// SendTaggedContext.
+func (e *Endpoint) sendTagged(ctx context.Context, useTimeout bool, peerID, w int, msg []byte, tag uint64) (Ticket, error) {
+	tr := tracking{tag: tag}
+	one := [1][]byte{msg}
+	_, err := e.sendMany(ctx, useTimeout, peerID, w, one[:], &tr)
+	return tr.ticket, err
+}

@@ -1,0 +1,59 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vnic/vnic/client"
+)
+
+// Attach to a path where no vnicd listens says so and names the path, and
+// no flag of vnicd's: the library knows only its own arguments.
+func TestAttachNotRunning(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "vnicd.sock")
+	_, err := client.Attach(context.Background(), sock, client.AttachOptions{Name: "t"})
+	if err == nil {
+		t.Fatal("Attach succeeded with no vnicd")
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Attach: %v, want it to wrap os.ErrNotExist", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "client: vnicd is not running at "+sock) || strings.Contains(msg, "--") {
+		t.Fatalf("message %q: want the path and no flag", msg)
+	}
+}
+
+// A cancelled context ends an attach that vnicd never answers, at once and
+// with the context's error; a deadline is not needed.
+func TestAttachCancelled(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "vnicd.sock")
+	l, err := net.Listen("unixpacket", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() { // accept and never reply: a hung vnicd
+		c, err := l.Accept()
+		if err == nil {
+			defer c.Close()
+			io.Copy(io.Discard, c)
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start := time.Now()
+	_, err = client.Attach(ctx, sock, client.AttachOptions{Name: "t"})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Attach: %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Attach returned %v after the cancel, want at once", d)
+	}
+}
