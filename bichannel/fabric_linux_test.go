@@ -31,7 +31,7 @@ func startFabricDaemon(t *testing.T) (string, *fabric.Fabric) {
 	sock := filepath.Join(t.TempDir(), "vnicd.sock")
 	cfg := daemon.Config{Socket: sock, SocketGroup: -1, Source: fab.Source(), SourceName: "fabric",
 		Engine: nic.Config{EmulatorCPU: -1, Tx: fab}, Log: zerolog.New(io.Discard), AxSize: 512, BxSize: 1024, TxSize: 256, NoHugePages: true,
-		RequireHost: true, OnAttach: fab.Attach, OnDetach: fab.Detach, SourceStats: fab.Stats}
+		RequireHost: true, Hooks: fab}
 	d, err := daemon.New(cfg)
 	if err != nil {
 		t.Fatal(err)

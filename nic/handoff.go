@@ -65,6 +65,18 @@ type HandoffStats struct {
 	Reordered uint64 // reports held back because the kernel returned a buffer ahead of an earlier one of its Ax ring
 }
 
+// Add returns the field-wise sum of s and o (the counters of hand-offs
+// that ran one after another, or side by side).
+func (s HandoffStats) Add(o HandoffStats) HandoffStats {
+	s.Frames += o.Frames
+	s.Posted += o.Posted
+	s.Spares += o.Spares
+	s.Copies += o.Copies
+	s.BadFrames += o.BadFrames
+	s.Reordered += o.Reordered
+	return s
+}
+
 // Handoff is the hand-off path of one tenant over a set of sockets. Step
 // must run on the engine goroutine (see HandoffSource).
 type Handoff struct {

@@ -5,11 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"os/user"
 	"runtime"
-	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -18,8 +14,7 @@ import (
 
 	"github.com/vnic/vnic/internal/buildinfo"
 	"github.com/vnic/vnic/internal/daemon"
-	"github.com/vnic/vnic/nic"
-	"github.com/vnic/vnic/wire/synth"
+	"github.com/vnic/vnic/internal/vnicd"
 )
 
 // synthDstPorts is --dst-ports' default: the ports examples/quickstart
@@ -27,22 +22,13 @@ import (
 // command and its quickstart work together.
 const synthDstPorts = "9000-9099"
 
-// handoffBufSize is the buffer size of a --handoff tenant unless
-// --buf-size says otherwise (the default buffer size is not a power of
-// two: shm.DefaultBufSize).
-const handoffBufSize = 2048
-
 // runDaemon serves tenants over the control socket.
 func runDaemon(c *cli.Context, log zerolog.Logger, set *settings) error {
 	gid := -1
 	if g := c.String("socket-group"); g != "" {
-		grp, err := user.LookupGroup(g)
-		if err != nil {
-			return fmt.Errorf("--socket-group %q: %w; create it (groupadd %s) or leave the flag out", g, err, g)
-		}
-		gid, _ = strconv.Atoi(grp.Gid)
-		if !mayChownTo(gid) {
-			return fmt.Errorf("--socket-group %s: vnicd runs as uid %d, not root and not a member of %s, so it cannot give the socket to that group; run vnicd as root, or as a member of %s", g, os.Geteuid(), g, g)
+		var err error
+		if gid, err = vnicd.SocketGroup(g); err != nil {
+			return err
 		}
 	}
 	ecpu := c.Int("emulator-cpu")
@@ -51,112 +37,36 @@ func runDaemon(c *cli.Context, log zerolog.Logger, set *settings) error {
 	}
 	ecfg := set.engine
 	ecfg.EmulatorCPU = ecpu
-	bx := set.bx
 	dcfg := daemon.Config{Limits: set.limits,
 		Socket: c.String("socket"), SocketGroup: gid,
 		Engine: ecfg,
-		AxSize: c.Int("ax-size"), BxSize: bx, BufSize: c.Int("buf-size"),
+		AxSize: c.Int("ax-size"), BxSize: set.bx,
 		MaxTenants: c.Int("max-tenants"), NoHugePages: c.Bool("no-huge-pages"),
 		MetricsAddr: c.String("metrics-addr"), Log: log, Version: version,
 	}
-	if c.Bool("handoff") {
-		bs := set.bufSize
-		dcfg.BufSize = bs
-		w, err := openHandoff(c, log)
-		if err != nil {
-			return err
-		}
-		defer w.Close()
-		if msg := handoffMTUWarning(w.mtu, bs); msg != "" {
-			log.Warn().Int("mtu", w.mtu).Int("buf_size", bs).Msg(msg)
-		}
-		dcfg.Source = &w.src
-		dcfg.OnAttach, dcfg.OnDetach = withClaims(w.claims, w.attach, w.detach)
-		dcfg.SourceName, dcfg.SourceMode, dcfg.SourceStats = "xsk:"+c.String("iface"), w.mode, w.stats
-		return serve(c, dcfg)
-	}
-	if c.String("source") == "xsk" {
-		w, err := openWire(c, log)
-		if err != nil {
-			return err
-		}
-		defer w.Close()
-		dcfg.BufSize = wireBufSize(c, w.mtu, log)
-		dcfg.Source, dcfg.Engine.Tx = w.src, w.src
-		dcfg.OnAttach, dcfg.OnDetach = withClaims(w.claims, nil, nil)
-		dcfg.SourceName, dcfg.SourceMode, dcfg.SourceStats = "xsk:"+c.String("iface"), w.mode, w.stats
-		return serve(c, dcfg)
-	}
-	if c.String("source") == "fabric" {
-		return runFabric(c, log, dcfg, set.fabric, set.fabricNote)
-	}
-	sc := set.synth
-	gen, err := synth.New(sc, nil)
+	a, err := vnicd.Build(set.src)
 	if err != nil {
 		return err
 	}
-	dcfg.Source = nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil })
-	dcfg.SourceName, dcfg.SourceMode = "synth", fmt.Sprintf("synthetic %d-byte UDP to ports %d-%d, %d flows, %s; TX frames are counted and dropped", sc.FrameSize, sc.DstPortLo, sc.DstPortHi, sc.Flows, sc.Dist)
-	return serve(c, dcfg)
-}
-
-// wireBufSize is the tenants' buffer size for an interface with this MTU:
-// --buf-size, or without it the default raised to hold the interface's
-// longest frame. A --buf-size too small for that is kept with a warning:
-// longer frames are then delivered truncated (FlagTruncated, counter
-// truncated), as a NIC does with a short receive buffer.
-func wireBufSize(c *cli.Context, mtu int, log zerolog.Logger) int {
-	bs := c.Int("buf-size")
-	if need := bufSizeFor(mtu); !c.IsSet("buf-size") && need > bs {
-		log.Info().Int("mtu", mtu).Int("buf_size", need).Msg("packet buffers raised from the default to hold a frame of the interface's MTU")
-		bs = need
-		if room := frameRoom(mtu); bs < room {
-			log.Warn().Int("mtu", mtu).Int("buf_size", bs).Msgf("frames longer than %d bytes, the largest packet buffer, are delivered truncated (counter truncated); set the MTU to %d or less", bs, bs-l2Room)
-		}
-		return bs
-	}
-	if room := frameRoom(mtu); bs < room {
-		log.Warn().Int("mtu", mtu).Int("buf_size", bs).Msgf("frames longer than --buf-size %d are delivered truncated (counter truncated); give --buf-size %d or more for MTU %d", bs, bufSizeFor(mtu), mtu)
-	}
-	return bs
-}
-
-// withClaims runs the claim set's hooks around the source's own: a tenant
-// is claimed once its sockets are ready, and unclaimed before they close.
-func withClaims(s *claimSet, attach func(*nic.Engine, *nic.Tenant) error, detach func(*nic.Engine, *nic.Tenant)) (func(*nic.Engine, *nic.Tenant) error, func(*nic.Engine, *nic.Tenant)) {
-	return func(e *nic.Engine, t *nic.Tenant) error {
-			if attach != nil {
-				if err := attach(e, t); err != nil {
-					return err
-				}
-			}
-			if err := s.attach(e, t); err != nil {
-				if detach != nil {
-					detach(e, t)
-				}
-				return err
-			}
-			return nil
-		}, func(e *nic.Engine, t *nic.Tenant) {
-			s.detach(e, t)
-			if detach != nil {
-				detach(e, t)
-			}
-		}
-}
-
-func serve(c *cli.Context, cfg daemon.Config) error {
-	d, err := daemon.New(cfg)
+	defer a.Close()
+	a.Configure(&dcfg)
+	d, err := daemon.New(dcfg)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := signalContext(c)
 	defer cancel()
-	if dur := c.Duration("duration"); dur > 0 {
-		ctx, cancel = context.WithTimeout(ctx, dur)
-		defer cancel()
-	}
 	return d.Run(ctx)
+}
+
+// signalContext ends at SIGINT, SIGTERM or after --duration.
+func signalContext(c *cli.Context) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	if dur := c.Duration("duration"); dur > 0 {
+		tctx, cancel := context.WithTimeout(ctx, dur)
+		return tctx, func() { cancel(); stop() }
+	}
+	return ctx, stop
 }
 
 // version is the build's (internal/buildinfo: module version or VCS
@@ -187,98 +97,10 @@ func limitFlags() []cli.Flag {
 
 // limits reads limitFlags.
 func limits(c *cli.Context) (daemon.Limits, error) {
-	l := daemon.Limits{
+	return vnicd.CheckLimits(daemon.Limits{
 		MaxConns: c.Int("max-conns"), MaxConnsPerUID: c.Int("max-conns-per-uid"), MaxTenantsPerUID: c.Int("max-tenants-per-uid"),
 		FirstMessageTimeout: c.Duration("first-message-timeout"), ReplyTimeout: c.Duration("reply-timeout"), MaxName: c.Int("max-name"),
 		HugePages: c.Bool("tenant-huge-pages"), MaxDumps: c.Int("max-dumps"),
 		ReservedConns: c.Int("reserved-conns"), LogBurst: c.Int("log-burst"), LogInterval: c.Duration("log-interval"),
-	}
-	if l.ReservedConns < 0 || l.ReservedConns > 1024 {
-		return l, fmt.Errorf("--reserved-conns %d: give 0 (none) to 1024, e.g. 4", l.ReservedConns)
-	}
-	if l.ReservedConns == 0 {
-		l.ReservedConns = -1 // none (a zero field takes the default)
-	}
-	if l.LogInterval < time.Second {
-		return l, fmt.Errorf("--log-interval %v: give at least 1s, e.g. 1m", l.LogInterval)
-	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"max-conns", l.MaxConns}, {"max-conns-per-uid", l.MaxConnsPerUID}, {"max-tenants-per-uid", l.MaxTenantsPerUID}, {"max-name", l.MaxName}, {"max-dumps", l.MaxDumps}, {"log-burst", l.LogBurst}} {
-		if f.v < 1 {
-			return l, fmt.Errorf("--%s %d: give a positive number", f.name, f.v)
-		}
-	}
-	if l.FirstMessageTimeout <= 0 || l.ReplyTimeout <= 0 {
-		return l, fmt.Errorf("--first-message-timeout and --reply-timeout must be positive durations, e.g. 5s")
-	}
-	var err error
-	if l.MaxRegionBytes, err = parseBytes(c.String("max-region")); err != nil {
-		return l, fmt.Errorf("--max-region: %w", err)
-	}
-	if l.DumpBufferBytes, err = parseBytes(c.String("dump-buffer")); err != nil {
-		return l, fmt.Errorf("--dump-buffer: %w", err)
-	}
-	if l.DumpBufferBytes < daemon.MinDumpBuffer || l.DumpBufferBytes > 1<<30 {
-		return l, fmt.Errorf("--dump-buffer %s: give 64KiB..1GiB, e.g. 4MiB", c.String("dump-buffer"))
-	}
-	if b := c.String("memory-budget"); b != "auto" {
-		if l.MemoryBudget, err = parseBytes(b); err != nil {
-			return l, fmt.Errorf("--memory-budget: %w", err)
-		}
-	}
-	return l, nil
-}
-
-// parseBytes reads a positive size: a number of bytes with an optional
-// KiB, MiB, GiB or TiB suffix.
-func parseBytes(s string) (int64, error) {
-	mult := int64(1)
-	num := s
-	for _, u := range []struct {
-		suf string
-		m   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}} {
-		if strings.HasSuffix(s, u.suf) {
-			mult, num = u.m, strings.TrimSuffix(s, u.suf)
-			break
-		}
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is not a size; give bytes with an optional KiB, MiB, GiB or TiB suffix, e.g. 512MiB", s)
-	}
-	return n * mult, nil
-}
-
-// mayChownTo reports whether this process may give a file it owns to group
-// gid: with CAP_CHOWN (root has it) to any group, else only to a group it
-// is a member of.
-func mayChownTo(gid int) bool {
-	if os.Geteuid() == 0 || os.Getegid() == gid || hasCapChown() {
-		return true
-	}
-	groups, err := os.Getgroups()
-	if err != nil {
-		return true // let the chown decide
-	}
-	return slices.Contains(groups, gid)
-}
-
-// hasCapChown reports whether CAP_CHOWN (bit 0) is in the effective set
-// that /proc/self/status shows; where it cannot be read, the chown
-// itself decides.
-func hasCapChown() bool {
-	raw, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return true
-	}
-	for _, l := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
-			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err != nil || caps&1 != 0
-		}
-	}
-	return true
+	}, vnicd.Sizes{MaxRegion: c.String("max-region"), DumpBuffer: c.String("dump-buffer"), MemoryBudget: c.String("memory-budget")})
 }

@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
-	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/wire/fabric"
 )
 
@@ -31,9 +29,9 @@ func fabricFlags() []cli.Flag {
 
 // fabricConfig reads fabricFlags; fabric flags without --source fabric
 // are refused.
-func fabricConfig(c *cli.Context) (fabric.Config, string, error) {
+func fabricConfig(c *cli.Context, source string) (fabric.Config, string, error) {
 	var fc fabric.Config
-	if c.String("source") != "fabric" {
+	if source != "fabric" {
 		for _, f := range fabricFlags() {
 			if n := f.Names()[0]; c.IsSet(n) {
 				return fc, "", fmt.Errorf("--%s works with --source fabric only: add --source fabric, or drop --%s", n, n)
@@ -69,25 +67,6 @@ func fabricConfig(c *cli.Context) (fabric.Config, string, error) {
 		return fc, "", fmt.Errorf("--fabric-*: %w", err)
 	}
 	return fc, note, nil
-}
-
-// runFabric serves tenants as hosts of the emulated network.
-func runFabric(c *cli.Context, log zerolog.Logger, dcfg daemon.Config, fc fabric.Config, note string) error {
-	fab, err := fabric.New(fc)
-	if err != nil {
-		return err
-	}
-	dcfg.Engine.Tx = fab
-	dcfg.Source = fab.Source()
-	dcfg.RequireHost = true
-	dcfg.OnAttach, dcfg.OnDetach = fab.Attach, fab.Detach
-	dcfg.SourceName, dcfg.SourceMode = "fabric", fab.Describe()
-	if note != "" {
-		dcfg.SourceMode += "; " + note
-	}
-	dcfg.SourceStats, dcfg.HostLedger = fab.Stats, fab.Ledger
-	log.Info().Str("model", fab.Describe()).Str("profile", note).Msg("emulating a network between the tenants")
-	return serve(c, dcfg)
 }
 
 // profileHelp names each profile with its scaling.

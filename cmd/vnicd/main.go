@@ -29,7 +29,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Usage:          "userspace virtual NIC daemon with the RxBisect receive interface",
 		Writer:         stdout,
 		ErrWriter:      stderr,
-		Commands:       []*cli.Command{runCommand()},
+		Commands:       []*cli.Command{runCommand(), demoCommand()},
 		HideVersion:    true,
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {

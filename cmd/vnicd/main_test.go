@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"github.com/vnic/vnic/shm"
-	"github.com/vnic/vnic/xsk"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,7 +23,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"run", "--model", "ring"}, "use rxbisect, privring, shring or dynshring"},
 		{[]string{"run", "--policy", "wait"}, "use drop or pause"},
 		{[]string{"run", "--emulator-cpu", "999"}, "pick one below"},
-		{[]string{"run", "--ax-size", "100", "--local-consumers"}, "power of two"},
+		{[]string{"demo", "--ax-size", "100"}, "power of two"},
 		{[]string{"run", "--source", "pcap"}, "use synth, xsk or fabric"},
 		{[]string{"run", "--source", "xsk"}, "needs --iface"},
 		{[]string{"run", "--iface", "eth1"}, "add --source xsk"},
@@ -45,9 +43,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"run", "--max-dumps", "0"}, "--max-dumps 0: give a positive number"},
 		{[]string{"run", "--bx-post-batch", "0"}, "--bx-post-batch 0: give 1 (post after every batch) to 1024 entries"},
 		{[]string{"run", "--emulator-priority", "low"}, "--emulator-priority \"low\": give normal or idle"},
-		{[]string{"run", "--local-consumers", "--emulator-priority", "realtime"}, "--emulator-priority \"realtime\""},
+		{[]string{"demo", "--emulator-priority", "realtime"}, "--emulator-priority \"realtime\""},
 		{[]string{"run", "--handoff", "--source", "xsk", "--iface", "lo", "--buf-size", "2112", "--metrics-addr", ""}, "must be a power of two; use 2048"},
-		{[]string{"run", "--local-consumers", "--bx-post-batch", "2000"}, "--bx-post-batch 2000"},
+		{[]string{"demo", "--bx-post-batch", "2000"}, "--bx-post-batch 2000"},
 		{[]string{"run", "--rate", "fast"}, `--rate "fast" is not a number; --rate takes a number: synthetic packets per second`},
 		{[]string{"run", "--spin-budget", "200"}, `--spin-budget "200" is not a duration; give a number with its unit (ns, us, ms, s, m or h), e.g. 200us`},
 		{[]string{"run", "--queues", "four"}, `--queues "four" is not a whole number`},
@@ -61,7 +59,10 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"run", "--source", "fabric", "--fabric-profile", "gcp"}, `unknown profile "gcp"; use aws-c7gn`},
 		{[]string{"run", "--source", "fabric", "--fabric-delay-slots", "1000", "--fabric-delay", "1ms"}, "1000 delay slots: give a power of two"},
 		{[]string{"run", "--source", "fabric", "--iface", "eth0"}, "--iface works with --source xsk only, and --source is fabric"},
-		{[]string{"run", "--source", "fabric", "--local-consumers"}, "attach applications as hosts of the fabric"},
+		{[]string{"run", "--local-consumers"}, "run vnicd demo with the other flags"},
+		{[]string{"run", "--debug-conservation"}, "run vnicd demo --debug-conservation"},
+		{[]string{"demo", "--source", "xsk"}, "flag provided but not defined: -source"},
+		{[]string{"demo", "extra"}, "vnicd demo takes only flags"},
 	} {
 		var out, errb bytes.Buffer
 		err := newApp(&out, &errb).Run(append([]string{"vnicd"}, c.args...))
@@ -79,7 +80,7 @@ func TestBadFlags(t *testing.T) {
 // checker and expects every buffer move to have been legal.
 func TestDebugConservation(t *testing.T) {
 	var out, errb bytes.Buffer
-	err := newApp(&out, &errb).Run([]string{"vnicd", "run", "--local-consumers", "--debug-conservation", "--duration", "1s",
+	err := newApp(&out, &errb).Run([]string{"vnicd", "demo", "--debug-conservation", "--duration", "1s",
 		"--report", "0", "--rate", "200000", "--emulator-cpu", "-1", "--consumer-cpu", "-1", "--no-huge-pages", "--log-format", "json"})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
@@ -156,8 +157,8 @@ func TestGeometryFlags(t *testing.T) {
 		{[]string{"run", "--bx-size", "3000"}, "use 4096"},
 		{[]string{"run", "--buf-size", "100"}, "--buf-size 100 is not a multiple of 64"},
 		{[]string{"run", "--frame-size", "1514", "--buf-size", "1024"}, "use --buf-size 1536"},
-		{[]string{"run", "--local-consumers", "--queues", "0"}, "--queues 0: give 1 to 256"},
-		{[]string{"run", "--local-consumers", "--buffers", "-1"}, "--buffers -1"},
+		{[]string{"demo", "--queues", "0"}, "--queues 0: give 1 to 256"},
+		{[]string{"demo", "--buffers", "-1"}, "--buffers -1"},
 	} {
 		var out, errb bytes.Buffer
 		err := newApp(&out, &errb).Run(append([]string{"vnicd"}, c.args...))
@@ -166,7 +167,7 @@ func TestGeometryFlags(t *testing.T) {
 		}
 	}
 	var out, errb bytes.Buffer
-	err := newApp(&out, &errb).Run([]string{"vnicd", "run", "--local-consumers", "--queues", "4", "--ax-size", "128", "--bx-size", "1024",
+	err := newApp(&out, &errb).Run([]string{"vnicd", "demo", "--queues", "4", "--ax-size", "128", "--bx-size", "1024",
 		"--duration", "100ms", "--report", "0", "--emulator-cpu", "-1", "--consumer-cpu", "-1", "--no-huge-pages", "--log-format", "json"})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
@@ -175,7 +176,7 @@ func TestGeometryFlags(t *testing.T) {
 		t.Fatalf("no sizing warning for 4 × Ax 128 < Bx 1024:\n%s", errb.String())
 	}
 	errb.Reset()
-	if err := newApp(&out, &errb).Run([]string{"vnicd", "run", "--local-consumers", "--duration", "100ms", "--report", "0",
+	if err := newApp(&out, &errb).Run([]string{"vnicd", "demo", "--duration", "100ms", "--report", "0",
 		"--emulator-cpu", "-1", "--consumer-cpu", "-1", "--no-huge-pages", "--log-format", "json"}); err != nil {
 		t.Fatal(err)
 	}
@@ -184,86 +185,15 @@ func TestGeometryFlags(t *testing.T) {
 	}
 }
 
-// TestFrameRoomForMTU: the UMEM chunk and the tenants' buffers follow the
-// interface's MTU. A chunk holds the kernel's 256-byte headroom and the
-// longest frame (MTU + Ethernet header + one VLAN tag); 4 KiB is the
-// largest without huge pages. A buffer holds the frame, is at least the
-// default and has an odd number of cache lines.
-func TestFrameRoomForMTU(t *testing.T) {
-	for _, c := range []struct {
-		mtu, chunk int
-		fits       bool
-		buf        int
-	}{
-		{1500, 2048, true, shm.DefaultBufSize},
-		{1774, 2048, true, shm.DefaultBufSize},
-		{1775, 4096, true, shm.DefaultBufSize},
-		{2100, 4096, true, 2240},
-		{3500, 4096, true, 3520},
-		{3822, 4096, true, 3904},
-		{3823, 4096, false, 3904},
-		{9000, 4096, false, 9024},
-		{32750, 4096, false, 32768 - 64}, // 32,768 would be 512 lines, an even count
-		{65535, 4096, false, 32768 - 64}, // loopback: capped at shm.MaxBufSize, longer frames truncated
-	} {
-		chunk, fits := xskChunkFor(c.mtu)
-		if chunk != c.chunk || fits != c.fits {
-			t.Errorf("MTU %d: chunk %d (fits %v), want %d (%v)", c.mtu, chunk, fits, c.chunk, c.fits)
-		}
-		if fits && chunk-xskHeadroom < frameRoom(c.mtu) {
-			t.Errorf("MTU %d: a %d-byte chunk does not hold a %d-byte frame after the headroom", c.mtu, chunk, frameRoom(c.mtu))
-		}
-		// The socket config vnicd builds must pass xsk's checks at every MTU.
-		if !fits {
-			cfg := xsk.Config{RxSize: 64, ChunkSize: chunk, MaxFrame: maxFrameFor(c.mtu)}
-			if err := cfg.Validate(); err != nil {
-				t.Errorf("MTU %d: MaxFrame %d: %v", c.mtu, maxFrameFor(c.mtu), err)
-			}
-			if want := min(frameRoom(c.mtu), 0xffff); maxFrameFor(c.mtu) != want {
-				t.Errorf("MTU %d: MaxFrame %d, want %d", c.mtu, maxFrameFor(c.mtu), want)
-			}
-		}
-		buf := bufSizeFor(c.mtu)
-		if buf > shm.MaxBufSize {
-			t.Errorf("MTU %d: buffer %d above shm.MaxBufSize %d", c.mtu, buf, shm.MaxBufSize)
-		}
-		if frameRoom(c.mtu) > shm.MaxBufSize-64 { // capped: no buffer holds the frame
-			if buf != c.buf || (buf/64)%2 == 0 {
-				t.Errorf("MTU %d: buffer %d, want %d (the largest odd number of lines)", c.mtu, buf, c.buf)
-			}
-		} else if buf != c.buf || buf < frameRoom(c.mtu) || buf%64 != 0 || (buf/64)%2 == 0 {
-			t.Errorf("MTU %d: buffer %d, want %d (≥ %d, an odd number of 64-byte lines)", c.mtu, buf, c.buf, frameRoom(c.mtu))
-		}
-	}
-}
-
-// TestHandoffMTUWarning: --handoff's one-chunk buffers are checked against
-// the MTU, and the sentence says which flag fixes it.
-func TestHandoffMTUWarning(t *testing.T) {
-	for _, c := range []struct {
-		mtu, buf int
-		want     string // "" for no warning
-	}{
-		{1500, 2048, ""},
-		{1774, 2048, ""},
-		{1775, 2048, "give --buf-size 4096"},
-		{3500, 4096, ""},
-		{3500, 2048, "give --buf-size 4096"},
-		{9000, 4096, "run without --handoff"},
-	} {
-		got := handoffMTUWarning(c.mtu, c.buf)
-		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
-			t.Errorf("MTU %d, buffers of %d: %q, want it to say %q", c.mtu, c.buf, got, c.want)
-		}
-	}
-}
-
-// TestCheckRefusesWhatRunRefuses: vnicd run --check and vnicd run share one
-// validation, so every flag a real start refuses is refused by --check with
-// the same sentence, and a configuration --check accepts starts.
+// TestCheckRefusesWhatRunRefuses: vnicd run --check and vnicd run (and
+// vnicd demo's pair) share one validation, so every flag a real start
+// refuses is refused by --check with the same sentence, and a
+// configuration --check accepts starts.
 func TestCheckRefusesWhatRunRefuses(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "vnicd.sock")
 	base := []string{"vnicd", "run", "--socket", sock, "--metrics-addr", "", "--duration", "100ms", "--emulator-cpu", "-1",
+		"--consumer-cpu", "-1", "--no-huge-pages", "--report", "0", "--log-format", "json"}
+	demo := []string{"vnicd", "demo", "--duration", "100ms", "--emulator-cpu", "-1",
 		"--consumer-cpu", "-1", "--no-huge-pages", "--report", "0", "--log-format", "json"}
 	for _, args := range [][]string{
 		{"--metrics-addr", "9464"},
@@ -280,28 +210,38 @@ func TestCheckRefusesWhatRunRefuses(t *testing.T) {
 		{"--rate-bucket", "-1"},
 		{"--dist", "zipf", "--zipf-s", "0"},
 		{"--dist", "share"},
-		{"--local-consumers", "--frame-size", "2000", "--buf-size", "4096"},
-		{"--local-consumers", "--flows", "0"},
+		{"demo", "--frame-size", "2000", "--buf-size", "4096"},
+		{"demo", "--flows", "0"},
+		{"demo", "--queues", "0"},
 		{"--model", "ring"},
 		{"--spin-budget", "5s"},
 		{"--max-conns", "0"},
 		{"--max-region", "lots"},
 		{"--ax-size", "100"},
+		{"--local-consumers"},
 		{"extra"},
 	} {
+		b := base
+		if args[0] == "demo" {
+			b, args = demo, args[1:]
+		}
 		var out, errb bytes.Buffer
-		runErr := newApp(&out, &errb).Run(append(append([]string{}, base...), args...))
-		checkErr := newApp(&out, &errb).Run(append(append(append([]string{}, base...), args...), "--check"))
+		runErr := newApp(&out, &errb).Run(append(append([]string{}, b...), args...))
+		checkErr := newApp(&out, &errb).Run(append(append(append([]string{}, b...), args...), "--check"))
 		if runErr == nil || checkErr == nil || runErr.Error() != checkErr.Error() {
 			t.Errorf("%v: run says %v; --check says %v", args, runErr, checkErr)
 		}
 	}
-	for _, args := range [][]string{{}, {"--local-consumers"}, {"--metrics-addr", "127.0.0.1:0"}} {
+	for _, args := range [][]string{{}, {"demo"}, {"demo", "--dist", "queue-share"}, {"--metrics-addr", "127.0.0.1:0"}} {
+		b := base
+		if len(args) > 0 && args[0] == "demo" {
+			b, args = demo, args[1:]
+		}
 		var out, errb bytes.Buffer
-		if err := newApp(&out, &errb).Run(append(append(append([]string{}, base...), args...), "--check")); err != nil || !strings.Contains(out.String(), "configuration OK") {
+		if err := newApp(&out, &errb).Run(append(append(append([]string{}, b...), args...), "--check")); err != nil || !strings.Contains(out.String(), "configuration OK") {
 			t.Errorf("%v --check: %v %q", args, err, out.String())
 		}
-		if err := newApp(&out, &errb).Run(append(append([]string{}, base...), args...)); err != nil {
+		if err := newApp(&out, &errb).Run(append(append([]string{}, b...), args...)); err != nil {
 			t.Errorf("%v: --check accepts it, run says %v\n%s", args, err, errb.String())
 		}
 	}

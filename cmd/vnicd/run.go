@@ -1,83 +1,25 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"runtime"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
 
-	"github.com/vnic/vnic/client"
-	"github.com/vnic/vnic/counters"
-	"github.com/vnic/vnic/internal/affinity"
 	"github.com/vnic/vnic/internal/cliutil"
-	"github.com/vnic/vnic/internal/conserve"
-	"github.com/vnic/vnic/internal/daemon"
+	"github.com/vnic/vnic/internal/vnicd"
 	"github.com/vnic/vnic/nic"
-	"github.com/vnic/vnic/rss"
 	"github.com/vnic/vnic/shm"
-	"github.com/vnic/vnic/wire/synth"
 )
 
 func runCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "run",
-		Usage: "run the emulated NIC",
-		Flags: withConfig(append(append(logFlags(),
-			&cli.StringFlag{Name: "source", Value: "synth", Usage: "frame source: synth (synthetic traffic), xsk (XDP + AF_XDP on --iface) or fabric (an emulated network between the attached tenants, each a host: see --fabric-*)"},
-			&cli.StringFlag{Name: "iface", Usage: "interface to take frames from with --source xsk"},
-			&cli.BoolFlag{Name: "handoff", Usage: "with --source xsk: zero-copy hand-off for a single tenant: the AF_XDP sockets open over the tenant's region at attach, the kernel writes frames into its buffers and vnicd only moves descriptors (experimental: see docs/handoff.md)"},
-			&cli.StringFlag{Name: "xdp-mode", Value: "auto", Usage: "XDP attach mode: auto (native, then generic), native or generic"},
-			&cli.BoolFlag{Name: "claim-all", Usage: "XDP takes every frame but ARP, not only what tenants' match rules claim: the host loses the interface (no TCP, ICMP, ND, DHCP); for a dedicated NIC or a test bed"},
-			&cli.StringFlag{Name: "claim-ports", Usage: "XDP also takes UDP/TCP to these destination ports (9000 or 9000-9099), for tenants with the default rule; by default it takes only what attached tenants' match rules claim"},
-			&cli.IntFlag{Name: "claim-min-ip-len", Usage: "IP packets shorter than this many bytes pass to the kernel even when claimed (UDP handshakes such as iperf3's; 64 lets a 4-byte UDP payload through)"},
-			&cli.BoolFlag{Name: "claim-udp-only", Usage: "with --claim-ports, take UDP only (TCP to those ports goes to the kernel)"},
-			&cli.BoolFlag{Name: "redirect-arp", Usage: "also take ARP frames (by default ARP passes to the kernel)"},
-			&cli.StringFlag{Name: "model", Value: "rxbisect", Usage: "receive model: rxbisect, privring, shring or dynshring (the idealised dynamic shared ring, a baseline)"},
-			&cli.StringFlag{Name: "policy", Value: "drop", Usage: "when no Ax ring has a buffer: drop, or pause (stop pulling from the wire until the tenant refills, within --pause-max)"},
-			&cli.DurationFlag{Name: "pause-max", Value: nic.DefaultPauseMax, Usage: "with --policy pause, the longest one starved tenant may hold the wire (every tenant waits behind it): a tenant whose stalls add up to this falls back to drop alone, its frames counted as drops_pause_timeout, until its stalled queue has a buffer again and it went 16 times this long without stalling (100us..1s)"},
-			&cli.IntFlag{Name: "queues", Value: 4, Usage: "receive queues (cores) of the demo tenant"},
-			&cli.IntFlag{Name: "ax-size", Value: 256, Usage: "entries per Ax (allocation) ring, a power of two; vnicd gives an attaching tenant that does not choose at least bx-size/queues, so that its queues' Ax rings can fill a Bx ring (k·|Ax| >= |Bx|)"},
-			&cli.IntFlag{Name: "bx-size", Value: 0, Usage: "entries per Bx (reception) ring of a tenant that does not choose, a power of two (0: the peak frame rate times --latency-budget, 1024..16384; docs/operations.md, Ring sizing)"},
-			&cli.DurationFlag{Name: "latency-budget", Value: defaultLatencyBudget, Usage: "how long vnicd's engine or a tenant's thread may wait for a CPU while frames arrive at the interface's line rate (--rate with --source synth) without one being lost: --xsk-ring-size and --bx-size at 0 size the rings to hold that many frames, within memory bounds"},
-			&cli.IntFlag{Name: "buffers", Value: 0, Usage: "packet buffers per tenant (0: queues*ax-size + 2*bx-size)"},
-			&cli.IntFlag{Name: "buf-size", Value: shm.DefaultBufSize, Usage: "bytes per packet buffer, a multiple of 64 (the default, 2 KiB and one cache line, keeps buffers' first lines from all falling into the same cache sets)"},
-			&cli.StringFlag{Name: "key", Value: "microsoft", Usage: "RSS key: microsoft, symmetric, random or hex"},
-			&cli.IntFlag{Name: "emulator-cpu", Value: 0, Usage: "CPU the emulated NIC is pinned to (-1: unpinned)"},
-			&cli.StringFlag{Name: "emulator-priority", Value: "normal", Usage: "scheduling of the emulated NIC's thread: normal, or idle (SCHED_IDLE: it runs only when nothing else on its CPU wants to, so with --idle busy it polls a CPU it shares with applications without delaying them; a CPU-bound neighbour starves it)"},
-			&cli.StringFlag{Name: "idle", Value: "adaptive", Usage: "what the engine does without work: adaptive (busy-poll, then after --spin-budget sleep in epoll on the AF_XDP sockets, the tenants' doorbells and the control plane) or busy (poll forever, one core at 100%)"},
-			&cli.DurationFlag{Name: "spin-budget", Value: nic.DefaultSpinBudget, Usage: "with --idle adaptive, how long the engine polls without work before it sleeps"},
-			&cli.IntFlag{Name: "xsk-ring-size", Value: 0, Usage: "with --source xsk, entries of each AF_XDP socket's RX and fill rings (a power of two, 64..65536): the frames the kernel can hold for vnicd while it waits for a CPU (0: the interface's line rate times --latency-budget, 2048..32768)"},
-			&cli.IntFlag{Name: "rx-coalesce-usecs", Value: defaultRxCoalesceUsecs, Usage: "with --idle adaptive, interrupt moderation: when the wire is under-loaded (a batch was not full) the engine naps this many microseconds instead of polling, and frames wait up to that long more (0: poll; at most 10000)"},
-			&cli.IntFlag{Name: "rx-coalesce-max-usecs", Value: 0, Usage: "adaptive moderation (like ethtool's adaptive-rx): the nap doubles while naps collect under a quarter of a batch and halves when they collect most of one, from --rx-coalesce-usecs up to this latency budget (0: the nap stays at --rx-coalesce-usecs; at most 10000; keep it times the peak frame rate below --xsk-ring-size)"},
-			&cli.IntFlag{Name: "bx-post-batch", Value: nic.DefaultPostBatch, Usage: "Bx write-back threshold: while the source keeps full batches coming, a reception ring is posted to its core once it holds this many entries (or after 4 batches), not after every batch; a batch that is not full posts everything at once (1: post after every batch; at most 1024; a tenant's threshold is capped at a quarter of its rings)"},
-			&cli.IntFlag{Name: "consumer-cpu", Value: 1, Usage: "CPU the in-process demo consumers are pinned to (-1: unpinned)"},
-			&cli.IntFlag{Name: "frame-size", Value: 64, Usage: "synthetic frame size, 64..1514"},
-			&cli.IntFlag{Name: "flows", Value: 1024, Usage: "synthetic flows"},
-			&cli.StringFlag{Name: "dst-ports", Value: synthDstPorts, Usage: "UDP destination ports of the synthetic flows (9000 or 9000-9099; the default is the range examples/quickstart claims)"},
-			&cli.StringFlag{Name: "dist", Value: "uniform", Usage: "flow distribution: uniform, zipf, share or replay"},
-			&cli.Float64Flag{Name: "zipf-s", Value: 1.1, Usage: "Zipf exponent for --dist zipf"},
-			&cli.Float64Flag{Name: "rate", Value: 0, Usage: "synthetic packets per second (0: as fast as possible)"},
-			&cli.DurationFlag{Name: "duration", Value: 0, Usage: "stop after this long (0: until SIGINT/SIGTERM)"},
-			&cli.DurationFlag{Name: "report", Value: time.Second, Usage: "interval of the per-ring counter report (0: only at exit)"},
-			&cli.StringFlag{Name: "socket", Value: "/run/vnic/vnicd.sock", Usage: "control socket (mode 0660) that applications attach through"},
-			&cli.StringFlag{Name: "socket-group", Value: "", Usage: "group that owns the socket (members may attach)"},
-			&cli.StringFlag{Name: "metrics-addr", Value: "127.0.0.1:9464", Usage: "Prometheus /metrics address ('' disables; loopback by default)"},
-			&cli.BoolFlag{Name: "local-consumers", Usage: "demo mode: no socket; one in-process tenant consumes on --consumer-cpu"},
-			&cli.BoolFlag{Name: "debug-conservation", Usage: "with --local-consumers, check on every buffer move that each buffer is in exactly one place (slow)"},
-			&cli.BoolFlag{Name: "no-huge-pages", Usage: "do not try huge pages for tenant regions"},
-			&cli.IntFlag{Name: "max-tenants", Value: 64, Usage: "most tenants attached at once"},
-			&cli.BoolFlag{Name: "check", Usage: "validate the flags (and --config) and exit 0 if vnicd would accept them; the host is not consulted (group, CPUs, interface)"},
-		), append(limitFlags(), fabricFlags()...)...)),
+		Name:   "run",
+		Usage:  "run the emulated NIC",
+		Flags:  withConfig(runFlags()),
 		Before: loadConfig,
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
 			return fmt.Errorf("%w; run vnicd run --help for the flags", cliutil.FlagError(c, err))
@@ -86,12 +28,64 @@ func runCommand() *cli.Command {
 	}
 }
 
+// runFlags are vnicd run's flags; vnicd demo takes those of demoFlags.
+func runFlags() []cli.Flag {
+	return append(append(logFlags(),
+		&cli.StringFlag{Name: "source", Value: "synth", Usage: "frame source: synth (synthetic traffic), xsk (XDP + AF_XDP on --iface) or fabric (an emulated network between the attached tenants, each a host: see --fabric-*)"},
+		&cli.StringFlag{Name: "iface", Usage: "interface to take frames from with --source xsk"},
+		&cli.BoolFlag{Name: "handoff", Usage: "with --source xsk: zero-copy hand-off for a single tenant: the AF_XDP sockets open over the tenant's region at attach, the kernel writes frames into its buffers and vnicd only moves descriptors (experimental: see docs/handoff.md)"},
+		&cli.StringFlag{Name: "xdp-mode", Value: "auto", Usage: "XDP attach mode: auto (native, then generic), native or generic"},
+		&cli.BoolFlag{Name: "claim-all", Usage: "XDP takes every frame but ARP, not only what tenants' match rules claim: the host loses the interface (no TCP, ICMP, ND, DHCP); for a dedicated NIC or a test bed"},
+		&cli.StringFlag{Name: "claim-ports", Usage: "XDP also takes UDP/TCP to these destination ports (9000 or 9000-9099), for tenants with the default rule; by default it takes only what attached tenants' match rules claim"},
+		&cli.IntFlag{Name: "claim-min-ip-len", Usage: "IP packets shorter than this many bytes pass to the kernel even when claimed (UDP handshakes such as iperf3's; 64 lets a 4-byte UDP payload through)"},
+		&cli.BoolFlag{Name: "claim-udp-only", Usage: "with --claim-ports, take UDP only (TCP to those ports goes to the kernel)"},
+		&cli.BoolFlag{Name: "redirect-arp", Usage: "also take ARP frames (by default ARP passes to the kernel)"},
+		&cli.StringFlag{Name: "model", Value: "rxbisect", Usage: "receive model: rxbisect, privring, shring or dynshring (the idealised dynamic shared ring, a baseline)"},
+		&cli.StringFlag{Name: "policy", Value: "drop", Usage: "when no Ax ring has a buffer: drop, or pause (stop pulling from the wire until the tenant refills, within --pause-max)"},
+		&cli.DurationFlag{Name: "pause-max", Value: nic.DefaultPauseMax, Usage: "with --policy pause, the longest one starved tenant may hold the wire (every tenant waits behind it): a tenant whose stalls add up to this falls back to drop alone, its frames counted as drops_pause_timeout, until its stalled queue has a buffer again and it went 16 times this long without stalling (100us..1s)"},
+		&cli.IntFlag{Name: "queues", Value: 4, Usage: "receive queues (cores) of the demo tenant"},
+		&cli.IntFlag{Name: "ax-size", Value: 256, Usage: "entries per Ax (allocation) ring, a power of two; vnicd gives an attaching tenant that does not choose at least bx-size/queues, so that its queues' Ax rings can fill a Bx ring (k·|Ax| >= |Bx|)"},
+		&cli.IntFlag{Name: "bx-size", Value: 0, Usage: "entries per Bx (reception) ring of a tenant that does not choose, a power of two (0: the peak frame rate times --latency-budget, 1024..16384; docs/operations.md, Ring sizing)"},
+		&cli.DurationFlag{Name: "latency-budget", Value: vnicd.DefaultLatencyBudget, Usage: "how long vnicd's engine or a tenant's thread may wait for a CPU while frames arrive at the interface's line rate (--rate with --source synth) without one being lost: --xsk-ring-size and --bx-size at 0 size the rings to hold that many frames, within memory bounds"},
+		&cli.IntFlag{Name: "buffers", Value: 0, Usage: "packet buffers per tenant (0: queues*ax-size + 2*bx-size)"},
+		&cli.IntFlag{Name: "buf-size", Value: shm.DefaultBufSize, Usage: "bytes per packet buffer, a multiple of 64 (the default, 2 KiB and one cache line, keeps buffers' first lines from all falling into the same cache sets)"},
+		&cli.StringFlag{Name: "key", Value: "microsoft", Usage: "RSS key: microsoft, symmetric, random or hex"},
+		&cli.IntFlag{Name: "emulator-cpu", Value: 0, Usage: "CPU the emulated NIC is pinned to (-1: unpinned)"},
+		&cli.StringFlag{Name: "emulator-priority", Value: "normal", Usage: "scheduling of the emulated NIC's thread: normal, or idle (SCHED_IDLE: it runs only when nothing else on its CPU wants to, so with --idle busy it polls a CPU it shares with applications without delaying them; a CPU-bound neighbour starves it)"},
+		&cli.StringFlag{Name: "idle", Value: "adaptive", Usage: "what the engine does without work: adaptive (busy-poll, then after --spin-budget sleep in epoll on the AF_XDP sockets, the tenants' doorbells and the control plane) or busy (poll forever, one core at 100%)"},
+		&cli.DurationFlag{Name: "spin-budget", Value: nic.DefaultSpinBudget, Usage: "with --idle adaptive, how long the engine polls without work before it sleeps"},
+		&cli.IntFlag{Name: "xsk-ring-size", Value: 0, Usage: "with --source xsk, entries of each AF_XDP socket's RX and fill rings (a power of two, 64..65536): the frames the kernel can hold for vnicd while it waits for a CPU (0: the interface's line rate times --latency-budget, 2048..32768)"},
+		&cli.IntFlag{Name: "rx-coalesce-usecs", Value: defaultRxCoalesceUsecs, Usage: "with --idle adaptive, interrupt moderation: when the wire is under-loaded (a batch was not full) the engine naps this many microseconds instead of polling, and frames wait up to that long more (0: poll; at most 10000)"},
+		&cli.IntFlag{Name: "rx-coalesce-max-usecs", Value: 0, Usage: "adaptive moderation (like ethtool's adaptive-rx): the nap doubles while naps collect under a quarter of a batch and halves when they collect most of one, from --rx-coalesce-usecs up to this latency budget (0: the nap stays at --rx-coalesce-usecs; at most 10000; keep it times the peak frame rate below --xsk-ring-size)"},
+		&cli.IntFlag{Name: "bx-post-batch", Value: nic.DefaultPostBatch, Usage: "Bx write-back threshold: while the source keeps full batches coming, a reception ring is posted to its core once it holds this many entries (or after 4 batches), not after every batch; a batch that is not full posts everything at once (1: post after every batch; at most 1024; a tenant's threshold is capped at a quarter of its rings)"},
+		&cli.IntFlag{Name: "consumer-cpu", Value: 1, Usage: "CPU the in-process demo consumers are pinned to (-1: unpinned)"},
+		&cli.IntFlag{Name: "frame-size", Value: 64, Usage: "synthetic frame size, 64..1514"},
+		&cli.IntFlag{Name: "flows", Value: 1024, Usage: "synthetic flows"},
+		&cli.StringFlag{Name: "dst-ports", Value: synthDstPorts, Usage: "UDP destination ports of the synthetic flows (9000 or 9000-9099; the default is the range examples/quickstart claims)"},
+		&cli.StringFlag{Name: "dist", Value: "uniform", Usage: "flow distribution: uniform, zipf, share or replay"},
+		&cli.Float64Flag{Name: "zipf-s", Value: 1.1, Usage: "Zipf exponent for --dist zipf"},
+		&cli.Float64Flag{Name: "rate", Value: 0, Usage: "synthetic packets per second (0: as fast as possible)"},
+		&cli.DurationFlag{Name: "duration", Value: 0, Usage: "stop after this long (0: until SIGINT/SIGTERM)"},
+		&cli.DurationFlag{Name: "report", Value: time.Second, Usage: "interval of the per-ring counter report (0: only at exit)"},
+		&cli.StringFlag{Name: "socket", Value: "/run/vnic/vnicd.sock", Usage: "control socket (mode 0660) that applications attach through"},
+		&cli.StringFlag{Name: "socket-group", Value: "", Usage: "group that owns the socket (members may attach)"},
+		&cli.StringFlag{Name: "metrics-addr", Value: "127.0.0.1:9464", Usage: "Prometheus /metrics address ('' disables; loopback by default)"},
+		// Refused with the replacement's name (validate): the demo is
+		// vnicd demo now.
+		&cli.BoolFlag{Name: "local-consumers", Hidden: true},
+		&cli.BoolFlag{Name: "debug-conservation", Hidden: true, Usage: "check on every buffer move that each buffer is in exactly one place (slow)"},
+		&cli.BoolFlag{Name: "no-huge-pages", Usage: "do not try huge pages for tenant regions"},
+		&cli.IntFlag{Name: "max-tenants", Value: 64, Usage: "most tenants attached at once"},
+		&cli.BoolFlag{Name: "check", Usage: "validate the flags (and --config) and exit 0 if vnicd would accept them; the host is not consulted (group, CPUs, interface)"},
+	), append(limitFlags(), fabricFlags()...)...)
+}
+
 func run(c *cli.Context) error {
 	log, err := newLogger(c, c.App.ErrWriter)
 	if err != nil {
 		return err
 	}
-	set, err := validate(c)
+	set, err := validate(c, false)
 	if err != nil {
 		return err
 	}
@@ -99,171 +93,11 @@ func run(c *cli.Context) error {
 		log.Warn().Msg(w)
 	}
 	if c.Bool("check") {
-		return checked(c)
-	}
-	if !c.Bool("local-consumers") {
-		return runDaemon(c, log, set)
-	}
-	model, policy := set.model, set.policy
-	ecpu, ccpu := c.Int("emulator-cpu"), c.Int("consumer-cpu")
-	for _, cpu := range []int{ecpu, ccpu} {
-		if cpu >= runtime.NumCPU() {
-			return fmt.Errorf("CPU %d does not exist (this machine has %d); pick one below %d or use -1", cpu, runtime.NumCPU(), runtime.NumCPU())
-		}
-	}
-	q := c.Int("queues")
-	bxSize, err := bxSize(c)
-	if err != nil {
-		return err
-	}
-	axSize := localAx(c, bxSize, q)
-	bufs := c.Int("buffers")
-	if bufs == 0 {
-		bufs = q*axSize + 2*bxSize
-	}
-	geo := shm.Queues(q, axSize, bxSize, 64, c.Int("buf-size"), bufs)
-	geo.Model = uint32(model)
-	if err := geo.Validate(); err != nil {
-		return fmt.Errorf("ring geometry: %w", err)
-	}
-	region, err := shm.Create(geo, shm.Options{Name: "vnic-demo", Log: func(msg string, err error) { log.Info().Err(err).Msg(msg) }})
-	if err != nil {
-		return fmt.Errorf("create the tenant region: %w", err)
-	}
-	defer region.Close()
-	ecfg := set.engine
-	ecfg.EmulatorCPU = ecpu
-	ecfg.OnFault = func(t *nic.Tenant, err error) {
-		log.Error().Err(err).Str("tenant", t.Name).Msg("tenant wrote corrupt ring state; detaching it")
-	}
-	eng, err := nic.New(ecfg)
-	if err != nil {
-		return err
-	}
-	var check *conserve.Checker
-	if c.Bool("debug-conservation") {
-		check = conserve.New(bufs, conserve.Allocator)
-	}
-	ten, err := eng.AddTenant(nic.TenantConfig{ID: 1, Name: "demo", Match: nic.Match{Default: true}, Checker: check}, region)
-	if err != nil {
-		return err
-	}
-	cl, err := client.Local(region, client.Options{Checker: check})
-	if err != nil {
-		return err
-	}
-	hasher, _ := rss.NewHasher(set.key)
-	sc := set.synth
-	gen, err := synth.New(sc, func(f synth.Flow) int {
-		t, _ := rss.NewTuple(rss.ProtoUDP, f.Src, f.Dst, f.SrcPort, f.DstPort)
-		return ten.RETA().Queue(hasher.HashTuple(&t))
-	})
-	if err != nil {
-		return err
-	}
-	log.Info().Str("model", model.String()).Str("policy", policy.String()).Int("queues", q).
-		Int("ax_size", axSize).Int("bx_size", bxSize).Int("buffers", bufs).Bool("huge_pages", region.Huge).
-		Int("emulator_cpu", ecpu).Str("source", "synth").Int("frame_size", sc.FrameSize).
-		Msg("vnicd running with in-process demo consumers (synthetic traffic)")
-
-	ctx, cancel := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	if d := c.Duration("duration"); d > 0 {
-		ctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		consume(ctx, cl, ccpu, log)
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		report(ctx, c.App.Writer, region, c.Duration("report"), log)
-	}()
-	err = daemon.FlagHint(eng.Run(ctx, nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil })))
-	wg.Wait()
-	eng.Fold()
-	fmt.Fprintf(c.App.Writer, "\nfinal counters (model %s, %d queues, Ax %d, Bx %d, %d buffers):\n", model, q, axSize, bxSize, bufs)
-	printRings(c.App.Writer, region, 0, nil)
-	if check != nil {
-		n, first := check.Violations()
-		fmt.Fprintf(c.App.Writer, "conservation: %d violations; buffers by place %v\n", n, check.Count())
-		if n != 0 {
-			return fmt.Errorf("buffer conservation violated %d times, first: %v", n, first)
-		}
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		fmt.Fprintln(c.App.Writer, "vnicd: configuration OK")
 		return nil
 	}
-	return err
-}
-
-// consume runs Listing 1 for every queue on one pinned thread.
-func consume(ctx context.Context, cl *client.Tenant, cpu int, log zerolog.Logger) {
-	if cpu >= 0 {
-		unpin, err := affinity.Pin(cpu)
-		if err != nil {
-			log.Warn().Err(err).Msg("--consumer-cpu: the demo consumers run unpinned")
-		}
-		defer unpin()
-	}
-	pk := make([]client.Packet, 0, 32)
-	for i := 0; ctx.Err() == nil; i++ {
-		got := 0
-		for q := 0; q < cl.Queues(); q++ {
-			pk, _ = cl.Queue(q).Recv(pk[:0])
-			got += len(pk)
-			cl.Queue(q).Release(pk)
-		}
-		if got == 0 && i%1024 == 0 {
-			time.Sleep(20 * time.Microsecond)
-		}
-	}
-}
-
-func report(ctx context.Context, w interface{ Write([]byte) (int, error) }, r *shm.Region, every time.Duration, log zerolog.Logger) {
-	if every <= 0 {
-		<-ctx.Done()
-		return
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	prev := make([]counters.Snapshot, r.Geo.NumBx)
-	last := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			secs := now.Sub(last).Seconds()
-			last = now
-			var tot counters.Snapshot
-			for q := range prev {
-				s := r.Counters(shm.NICBlock, q).Snapshot()
-				tot = tot.Add(s.Sub(prev[q]))
-				prev[q] = s
-			}
-			log.Info().Float64("mpps", float64(tot[counters.Packets])/secs/1e6).
-				Uint64("bx_full", tot[counters.DropBxFull]).Uint64("ax_starved", tot[counters.DropAxStarved]).
-				Uint64("borrows", tot[counters.BorrowsIn]).Msg("interval")
-		}
-	}
-}
-
-// printRings prints the per-ring table of a region.
-func printRings(w interface{ Write([]byte) (int, error) }, r *shm.Region, rate float64, prev []counters.Snapshot) {
-	rows := make([]counters.Row, r.Geo.NumBx)
-	for q := range rows {
-		s := r.Counters(shm.NICBlock, q).Snapshot()
-		if prev != nil {
-			s = s.Sub(prev[q])
-		}
-		rows[q] = counters.Row{Label: fmt.Sprintf("q%d", q), Snap: s}
-	}
-	counters.WriteTable(w, nil, counters.RingColumns, rows, rate)
+	set.src.Log = log
+	return runDaemon(c, log, set)
 }
 
 // loadConfig reads --config (YAML, flag names as keys) into flags that were
@@ -276,7 +110,7 @@ func loadConfig(c *cli.Context) error {
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("--config %s: %w; give a YAML file of flag: value lines", path, err)
 	}
-	if err := configKeys(path, c.Command.Flags); err != nil {
+	if err := configKeys(c, path); err != nil {
 		return err
 	}
 	err := altsrc.InitInputSourceWithContext(c.Command.Flags, func(*cli.Context) (altsrc.InputSourceContext, error) {
@@ -314,51 +148,3 @@ func withConfig(flags []cli.Flag) []cli.Flag {
 // defaultRxCoalesceUsecs is --rx-coalesce-usecs' default (docs/operations.md
 // gives the trade-off).
 const defaultRxCoalesceUsecs = 0
-
-// timingFlags reads --idle, --spin-budget, --rx-coalesce-usecs,
-// --rx-coalesce-max-usecs, --bx-post-batch, --pause-max and
-// --emulator-priority into an engine Config.
-func timingFlags(c *cli.Context) (nic.Config, error) {
-	var ec nic.Config
-	idle, err := nic.ParseIdle(c.String("idle"))
-	if err != nil {
-		return ec, fmt.Errorf("--idle: %w", err)
-	}
-	spin := c.Duration("spin-budget")
-	if spin <= 0 || spin > time.Second {
-		return ec, fmt.Errorf("--spin-budget %v: give a duration in (0, 1s], e.g. %v (the default)", spin, nic.DefaultSpinBudget)
-	}
-	us := c.Int("rx-coalesce-usecs")
-	if us < 0 || us > 10000 {
-		return ec, fmt.Errorf("--rx-coalesce-usecs %d: give 0 (poll) to 10000 microseconds, e.g. 50", us)
-	}
-	maxUs := c.Int("rx-coalesce-max-usecs")
-	if maxUs < 0 || maxUs > 10000 {
-		return ec, fmt.Errorf("--rx-coalesce-max-usecs %d: give 0 (fixed naps) to 10000 microseconds, e.g. 1000", maxUs)
-	}
-	if maxUs > 0 && us == 0 {
-		return ec, fmt.Errorf("--rx-coalesce-max-usecs %d needs --rx-coalesce-usecs (the shortest nap), e.g. --rx-coalesce-usecs 50", maxUs)
-	}
-	if maxUs > 0 && maxUs < us {
-		return ec, fmt.Errorf("--rx-coalesce-max-usecs %d is below --rx-coalesce-usecs %d: the budget bounds the nap from above", maxUs, us)
-	}
-	pm := c.Duration("pause-max")
-	if pm < 100*time.Microsecond || pm > time.Second {
-		return ec, fmt.Errorf("--pause-max %v: give a duration in [100us, 1s], e.g. %v (the default)", pm, nic.DefaultPauseMax)
-	}
-	ec.PauseMax = pm
-	post := c.Int("bx-post-batch")
-	if post < 1 || post > 1024 {
-		return ec, fmt.Errorf("--bx-post-batch %d: give 1 (post after every batch) to 1024 entries, e.g. %d (the default)", post, nic.DefaultPostBatch)
-	}
-	switch pr := c.String("emulator-priority"); pr {
-	case "normal":
-	case "idle":
-		ec.EmulatorIdlePriority = true
-	default:
-		return ec, fmt.Errorf("--emulator-priority %q: give normal or idle (SCHED_IDLE: the engine yields its CPU to every other task on it)", pr)
-	}
-	ec.Idle, ec.SpinBudget, ec.PostBatch = idle, spin, post
-	ec.RxCoalesce, ec.RxCoalesceMax = time.Duration(us)*time.Microsecond, time.Duration(maxUs)*time.Microsecond
-	return ec, nil
-}

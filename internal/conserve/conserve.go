@@ -5,8 +5,8 @@
 // delivered twice or freed twice is caught at the moment it happens.
 //
 // It is a debug aid for tests, the property test and the simulator: vnicd
-// enables it with --debug-conservation (in --local-consumers mode, where
-// the consumers share its process). All methods are safe for concurrent
+// enables it with vnicd demo --debug-conservation (the demo tenant's
+// consumers share its process). All methods are safe for concurrent
 // use; Move allocates nothing.
 package conserve
 

@@ -38,15 +38,9 @@ type Config struct {
 	Source      nic.Source
 	SourceName  string // "synth", "xsk", ...
 	SourceMode  string // e.g. "xdp native, af_xdp copy"
-	// SourceStats, if set, returns the source's own counters (AF_XDP
-	// statistics) for vnicctl counters.
-	SourceStats func() map[string]uint64
-	// OnAttach, if set, is called after a tenant was added to the engine;
-	// an error refuses the attach (the tenant is removed again). OnDetach,
-	// if set, is called before a tenant attached this way is removed. The
-	// zero-copy hand-off opens and closes its sockets there.
-	OnAttach func(eng *nic.Engine, t *nic.Tenant) error
-	OnDetach func(eng *nic.Engine, t *nic.Tenant)
+	// Hooks, if set, joins the source to the tenants' lifecycle and
+	// reports its counters (see Hooks).
+	Hooks Hooks
 	// RequireHost refuses tenants that do not say which host they are
 	// (proto.Attach.Host): the emulated network (--source fabric) routes
 	// by host address.
@@ -795,8 +789,8 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 	defer closeFDs(theirs) // sent to the tenant (or not): vnicd keeps only its copies
 	nt, err := d.eng.AddTenant(nic.TenantConfig{ID: id, Name: req.Name, Match: match, RETASize: d.cfg.RETASize,
 		Wake: wake, Key: hostKey}, region)
-	if err == nil && d.cfg.OnAttach != nil {
-		if err = d.cfg.OnAttach(d.eng, nt); err != nil {
+	if err == nil && d.cfg.Hooks != nil {
+		if err = d.cfg.Hooks.Attach(d.eng, nt); err != nil {
 			d.eng.RemoveTenant(nt)
 		}
 	}
@@ -889,8 +883,8 @@ func (d *Daemon) detachID(id int, why string) {
 	if !ok || t.nt == nil {
 		return
 	}
-	if d.cfg.OnDetach != nil {
-		d.cfg.OnDetach(d.eng, t.nt)
+	if d.cfg.Hooks != nil {
+		d.cfg.Hooks.Detach(d.eng, t.nt)
 	}
 	d.eng.RemoveTenant(t.nt)
 	d.endTenantDump(t)
@@ -939,8 +933,8 @@ func tenantStats(t *tenant) proto.TenantStats {
 // Stats returns every counter (all pages).
 func (d *Daemon) Stats() proto.Stats {
 	s := proto.Stats{Global: d.eng.Global().Snapshot().Map(), Control: d.controlSnapshot()}
-	if d.cfg.SourceStats != nil {
-		s.Source = d.cfg.SourceStats()
+	if d.cfg.Hooks != nil {
+		s.Source = d.cfg.Hooks.Stats()
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -1027,8 +1021,8 @@ type statsWire struct {
 // statsPage answers one TStats page.
 func (d *Daemon) statsPage(pg proto.Page) statsWire {
 	s := statsWire{Global: d.eng.Global().Snapshot().Map(), Control: d.controlSnapshot()}
-	if d.cfg.SourceStats != nil {
-		s.Source = d.cfg.SourceStats()
+	if d.cfg.Hooks != nil {
+		s.Source = d.cfg.Hooks.Stats()
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -22,9 +22,7 @@ type Config struct {
 	Engine                          nic.Config
 	Source                          nic.Source
 	SourceName, SourceMode          string
-	SourceStats                     func() map[string]uint64
-	OnAttach                        func(eng *nic.Engine, t *nic.Tenant) error
-	OnDetach                        func(eng *nic.Engine, t *nic.Tenant)
+	Hooks                           Hooks
 	RequireHost                     bool
 	HostLedger                      func(t *nic.Tenant) func() map[string]uint64
 	AxSize, BxSize, TxSize, BufSize int

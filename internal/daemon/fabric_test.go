@@ -31,8 +31,8 @@ func startFabric(t *testing.T, fc fabric.Config, mutate ...func(*daemon.Config))
 	td := startDaemon(t, fab.Source(), func(c *daemon.Config) {
 		c.Engine.Tx = fab
 		c.RequireHost = true
-		c.OnAttach, c.OnDetach = fab.Attach, fab.Detach
-		c.SourceName, c.SourceStats, c.HostLedger = "fabric", fab.Stats, fab.Ledger
+		c.Hooks = fab
+		c.SourceName, c.HostLedger = "fabric", fab.Ledger
 		for _, m := range mutate {
 			m(c)
 		}

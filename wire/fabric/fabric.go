@@ -276,9 +276,9 @@ func (f *Fabric) Config() Config { return f.cfg }
 // engine built with Config.Tx = f). Attach binds it too.
 func (f *Fabric) Bind(e *nic.Engine) { f.eng.Store(e) }
 
-// Attach and Detach are daemon.Config's OnAttach and OnDetach for a
-// fabric: a tenant attached with a host identity claims its address (its
-// match rule's destination, a /32) and becomes that host.
+// Attach and Detach are the fabric's daemon.Hooks: a tenant attached with a host
+// identity claims its address (its match rule's destination, a /32) and
+// becomes that host.
 func (f *Fabric) Attach(e *nic.Engine, t *nic.Tenant) error {
 	f.Bind(e)
 	if !t.Match.Dst.IsValid() || t.Match.Dst.Bits() != 32 {

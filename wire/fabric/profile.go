@@ -94,7 +94,7 @@ func (c Config) Limits() string {
 }
 
 // Stats returns the ledger's totals for vnicctl counters and /metrics
-// (daemon.Config.SourceStats), named fabric_<column>, with the frames
+// (daemon.Hooks.Stats), named fabric_<column>, with the frames
 // waiting in the delay line as fabric_delayed and, with a flow limit,
 // the frames whose flow shared another's bucket as fabric_flow_collisions.
 func (f *Fabric) Stats() map[string]uint64 {

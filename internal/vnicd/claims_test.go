@@ -1,4 +1,4 @@
-package main
+package vnicd
 
 import (
 	"errors"
@@ -15,13 +15,13 @@ import (
 
 func TestParsePortRange(t *testing.T) {
 	for in, want := range map[string][2]uint16{"9000": {9000, 9000}, "9000-9099": {9000, 9099}, " 1 - 65535 ": {1, 65535}} {
-		lo, hi, err := parsePortRange("--claim-ports", in)
+		lo, hi, err := ParsePortRange("--claim-ports", in)
 		if err != nil || lo != want[0] || hi != want[1] {
 			t.Errorf("%q: %d-%d, %v", in, lo, hi, err)
 		}
 	}
 	for _, in := range []string{"", "0", "x", "9000-", "-9000", "70000", "9000-70000", "9099-9000", "1-2-3"} {
-		_, _, err := parsePortRange("--claim-ports", in)
+		_, _, err := ParsePortRange("--claim-ports", in)
 		if err == nil {
 			t.Errorf("%q accepted", in)
 			continue
@@ -33,14 +33,14 @@ func TestParsePortRange(t *testing.T) {
 }
 
 func TestBaseClaims(t *testing.T) {
-	c, err := baseClaims(false, "9000", true, 64, false)
+	c, err := (Claims{false, "9000", true, 64, false}).base()
 	if err != nil || len(c.Claims) != 1 || c.Claims[0] != (bpf.Claim{Proto: rss.ProtoUDP, PortLo: 9000, PortHi: 9000}) || c.MinIPLen != 64 || c.ClaimAll {
 		t.Errorf("%+v, %v", c, err)
 	}
-	if c, err := baseClaims(false, "", false, 0, true); err != nil || len(c.Claims) != 0 || !c.RedirectARP || c.ClaimAll {
+	if c, err := (Claims{false, "", false, 0, true}).base(); err != nil || len(c.Claims) != 0 || !c.RedirectARP || c.ClaimAll {
 		t.Errorf("default: %+v, %v", c, err)
 	}
-	if c, err := baseClaims(true, "", false, 0, false); err != nil || !c.ClaimAll {
+	if c, err := (Claims{true, "", false, 0, false}).base(); err != nil || !c.ClaimAll {
 		t.Errorf("claim-all: %+v, %v", c, err)
 	}
 	for _, bad := range []struct {
@@ -56,7 +56,7 @@ func TestBaseClaims(t *testing.T) {
 		{false, "", false, 70000, "--claim-min-ip-len"},
 		{false, "abc", false, 0, "--claim-ports"},
 	} {
-		if _, err := baseClaims(bad.all, bad.ports, bad.udpOnly, bad.minLen, false); err == nil || !strings.Contains(err.Error(), bad.want) {
+		if _, err := (Claims{bad.all, bad.ports, bad.udpOnly, bad.minLen, false}).base(); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%+v: %v", bad, err)
 		}
 	}

@@ -1,12 +1,10 @@
 //go:build !linux
 
-package main
+package vnicd
 
 import (
 	"errors"
 
-	"github.com/rs/zerolog"
-	"github.com/urfave/cli/v2"
 	"github.com/vnic/vnic/xsk"
 )
 
@@ -20,6 +18,6 @@ type wire struct {
 func (w *wire) Close()                   {}
 func (w *wire) stats() map[string]uint64 { return nil }
 
-func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
+func openWire(Config) (*wire, error) {
 	return nil, errors.New("--source xsk needs Linux (XDP and AF_XDP)")
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package vnicd
 
 import (
 	"errors"
@@ -8,9 +8,6 @@ import (
 	"net"
 	"os"
 	"strings"
-
-	"github.com/rs/zerolog"
-	"github.com/urfave/cli/v2"
 
 	"github.com/vnic/vnic/bpf"
 	"github.com/vnic/vnic/xsk"
@@ -73,12 +70,13 @@ func addXDPCounters(out map[string]uint64, objs *bpf.Objects) {
 // openWire loads the XDP program on --iface, attaches it (native first,
 // then generic, unless --xdp-mode says otherwise) and opens one AF_XDP
 // socket per RX queue.
-func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
-	budget, err := latencyBudget(c)
+func openWire(cfg Config) (*wire, error) {
+	log := cfg.Log
+	budget, err := cfg.latencyBudget()
 	if err != nil {
 		return nil, err
 	}
-	x, err := attachXDP(c, "--source xsk", log)
+	x, err := attachXDP(cfg, "--source xsk")
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +91,7 @@ func openWire(c *cli.Context, log zerolog.Logger) (*wire, error) {
 	chunk, fits := xskChunkFor(info.MTU)
 	sc.ChunkSize = chunk
 	mbps := linkMbps(name)
-	sc.RxSize = c.Int("xsk-ring-size")
+	sc.RxSize = cfg.XskRingSize
 	if sc.RxSize == 0 {
 		sc.RxSize = xskRingFor(linePPS(mbps), budget, len(queues), chunk)
 	}
@@ -142,8 +140,9 @@ type xdp struct {
 // attachXDP checks --iface, builds the claim configuration from the flags,
 // loads vnic_xdp and attaches it (native first, then generic, unless
 // --xdp-mode says otherwise). who names the flag that needed --iface.
-func attachXDP(c *cli.Context, who string, log zerolog.Logger) (*xdp, error) {
-	x := &xdp{name: c.String("iface")}
+func attachXDP(cfg Config, who string) (*xdp, error) {
+	log := cfg.Log
+	x := &xdp{name: cfg.Iface}
 	if x.name == "" {
 		return nil, fmt.Errorf("%s needs --iface; give the interface whose frames vnicd should take", who)
 	}
@@ -158,11 +157,11 @@ func attachXDP(c *cli.Context, who string, log zerolog.Logger) (*xdp, error) {
 	if x.info, err = bpf.Inspect(ifc.Index); err != nil {
 		return nil, fmt.Errorf("--iface %s: %w", x.name, err)
 	}
-	mode, err := bpf.ParseMode(c.String("xdp-mode"))
+	mode, err := bpf.ParseMode(cfg.XDPMode)
 	if err != nil {
 		return nil, fmt.Errorf("--xdp-mode: %w", err)
 	}
-	base, err := baseClaims(c.Bool("claim-all"), c.String("claim-ports"), c.Bool("claim-udp-only"), c.Int("claim-min-ip-len"), c.Bool("redirect-arp"))
+	base, err := cfg.Claims.base()
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package main
+package vnicd
 
 import (
 	"fmt"
@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/urfave/cli/v2"
 
 	"github.com/vnic/vnic/shm"
 )
@@ -108,9 +106,29 @@ func linkMbps(iface string) int {
 	return n
 }
 
-// latencyBudget reads --latency-budget.
-func latencyBudget(c *cli.Context) (time.Duration, error) {
-	d := c.Duration("latency-budget")
+// Rings are the flags that size the rings and buffers, as given (zero
+// for a flag left at 0, the automatic size).
+type Rings struct {
+	Source        string  // --source: synth, xsk or fabric
+	Iface         string  // --iface, with --source xsk
+	Rate          float64 // --rate of the synthetic source (0: unpaced)
+	LatencyBudget time.Duration
+	Queues        int // --queues of the demo tenant
+	AxSize        int
+	AxSizeSet     bool // --ax-size was given, not defaulted
+	BxSize        int  // 0: sized for the peak rate and the latency budget
+	Buffers       int  // 0: queues*ax-size + 2*bx-size
+	BufSize       int
+	BufSizeSet    bool // --buf-size was given, not defaulted
+	FrameSize     int  // of the synthetic source
+}
+
+// DefaultLatencyBudget is --latency-budget's default.
+const DefaultLatencyBudget = defaultLatencyBudget
+
+// latencyBudget checks --latency-budget.
+func (r Rings) latencyBudget() (time.Duration, error) {
+	d := r.LatencyBudget
 	if d <= 0 || d > time.Second {
 		return 0, fmt.Errorf("--latency-budget %v: give a duration in (0, 1s], e.g. %v (the default)", d, defaultLatencyBudget)
 	}
@@ -120,36 +138,44 @@ func latencyBudget(c *cli.Context) (time.Duration, error) {
 // peakRate is the frame rate vnicd sizes its rings for: the interface's
 // line rate with --source xsk, the synthetic --rate otherwise (or 10 Gb/s
 // of minimum-size frames for an unpaced one).
-func peakRate(c *cli.Context) float64 {
-	if c.String("source") == "xsk" {
-		return linePPS(linkMbps(c.String("iface")))
+func (r Rings) peakRate() float64 {
+	if r.Source == "xsk" {
+		return linePPS(linkMbps(r.Iface))
 	}
-	if r := c.Float64("rate"); r > 0 {
-		return r
+	if r.Rate > 0 {
+		return r.Rate
 	}
 	return linePPS(defaultLinkMbps)
 }
 
-// bxSize is --bx-size, or at 0 (the default) the size for the peak rate
-// and --latency-budget.
-func bxSize(c *cli.Context) (int, error) {
-	if n := c.Int("bx-size"); n != 0 {
-		return n, nil
+// Bx is --bx-size, or at 0 (the default) the size for the peak rate and
+// --latency-budget.
+func (r Rings) Bx() (int, error) {
+	if r.BxSize != 0 {
+		return r.BxSize, nil
 	}
-	budget, err := latencyBudget(c)
+	budget, err := r.latencyBudget()
 	if err != nil {
 		return 0, err
 	}
-	return bxFor(peakRate(c), budget), nil
+	return bxFor(r.peakRate(), budget), nil
 }
 
-// localAx is --ax-size for the in-process demo tenant (--local-consumers):
-// the flag when given, else at least large enough that the tenant's queues
-// can fill a Bx ring of bx entries (k·|Ax| >= |Bx|), as vnicd sizes an
-// attaching tenant's.
-func localAx(c *cli.Context, bx, queues int) int {
-	if c.IsSet("ax-size") {
-		return c.Int("ax-size")
+// Ax is --ax-size for the in-process demo tenant: the flag when given,
+// else at least large enough that the tenant's queues can fill a Bx ring
+// of bx entries (k·|Ax| >= |Bx|), as vnicd sizes an attaching tenant's.
+func (r Rings) Ax(bx int) int {
+	if r.AxSizeSet {
+		return r.AxSize
 	}
-	return shm.SizedAx(c.Int("ax-size"), bx, queues)
+	return shm.SizedAx(r.AxSize, bx, r.Queues)
+}
+
+// DemoBuffers is the demo tenant's buffer count for Ax rings of ax and
+// Bx rings of bx entries: --buffers, or at 0 enough to fill every ring.
+func (r Rings) DemoBuffers(ax, bx int) int {
+	if r.Buffers == 0 {
+		return r.Queues*ax + 2*bx
+	}
+	return r.Buffers
 }

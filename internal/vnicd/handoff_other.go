@@ -1,12 +1,9 @@
 //go:build !linux
 
-package main
+package vnicd
 
 import (
 	"errors"
-
-	"github.com/rs/zerolog"
-	"github.com/urfave/cli/v2"
 
 	"github.com/vnic/vnic/nic"
 )
@@ -25,6 +22,6 @@ func (w *handoffWire) attach(eng *nic.Engine, t *nic.Tenant) error {
 }
 func (w *handoffWire) detach(eng *nic.Engine, t *nic.Tenant) {}
 
-func openHandoff(c *cli.Context, log zerolog.Logger) (*handoffWire, error) {
+func openHandoff(Config) (*handoffWire, error) {
 	return nil, errors.New("--handoff needs Linux (XDP and AF_XDP)")
 }

@@ -1,4 +1,4 @@
-package main
+package vnicd
 
 import (
 	"fmt"
@@ -135,9 +135,9 @@ func (s *claimSet) describe() string {
 	return out
 }
 
-// parsePortRange parses --claim-ports: one port ("9000") or a range
-// ("9000-9099").
-func parsePortRange(flag, s string) (lo, hi uint16, err error) {
+// ParsePortRange parses a port flag such as --claim-ports or --dst-ports:
+// one port ("9000") or a range ("9000-9099"). flag names it in the error.
+func ParsePortRange(flag, s string) (lo, hi uint16, err error) {
 	bad := func() (uint16, uint16, error) {
 		return 0, 0, fmt.Errorf("%s %q: give a port (9000) or a range low-high (9000-9099) of ports 1 to 65535", flag, s)
 	}
@@ -158,11 +158,28 @@ func parsePortRange(flag, s string) (lo, hi uint16, err error) {
 	return uint16(l), uint16(h), nil
 }
 
-// baseClaims builds the static part of the claim configuration from the
-// flags: --claim-all, --claim-ports (UDP and TCP, or UDP only with
-// --claim-udp-only), --claim-min-ip-len and --redirect-arp.
-func baseClaims(all bool, ports string, udpOnly bool, minIPLen int, arp bool) (bpf.Config, error) {
-	cfg := bpf.Config{RedirectARP: arp, ClaimAll: all}
+// Claims are the static claims of the XDP program, one field per flag.
+type Claims struct {
+	All         bool   // --claim-all: every frame but ARP
+	Ports       string // --claim-ports: UDP and TCP to these ports ("" for none)
+	UDPOnly     bool   // --claim-udp-only: UDP only to Ports
+	MinIPLen    int    // --claim-min-ip-len: shorter IP packets pass to the kernel
+	RedirectARP bool   // --redirect-arp: take ARP too
+}
+
+// Check reports whether the claims are valid, with a sentence that names
+// the flag to change.
+func (c Claims) Check() error {
+	_, err := c.base()
+	return err
+}
+
+// base builds the static part of the claim configuration: --claim-all,
+// --claim-ports (UDP and TCP, or UDP only with --claim-udp-only),
+// --claim-min-ip-len and --redirect-arp.
+func (c Claims) base() (bpf.Config, error) {
+	all, ports, udpOnly, minIPLen := c.All, c.Ports, c.UDPOnly, c.MinIPLen
+	cfg := bpf.Config{RedirectARP: c.RedirectARP, ClaimAll: all}
 	if minIPLen < 0 || minIPLen > 65535 {
 		return cfg, fmt.Errorf("--claim-min-ip-len %d: give an IP length in bytes from 0 to 65535, e.g. 64", minIPLen)
 	}
@@ -176,14 +193,14 @@ func baseClaims(all bool, ports string, udpOnly bool, minIPLen int, arp bool) (b
 		}
 		return cfg, nil
 	}
-	lo, hi, err := parsePortRange("--claim-ports", ports)
+	lo, hi, err := ParsePortRange("--claim-ports", ports)
 	if err != nil {
 		return cfg, err
 	}
-	c := bpf.Claim{PortLo: lo, PortHi: hi}
+	cl := bpf.Claim{PortLo: lo, PortHi: hi}
 	if udpOnly {
-		c.Proto = rss.ProtoUDP
+		cl.Proto = rss.ProtoUDP
 	}
-	cfg.Claims = []bpf.Claim{c}
+	cfg.Claims = []bpf.Claim{cl}
 	return cfg, nil
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package vnicd
 
 import (
 	"errors"
@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/rs/zerolog"
-	"github.com/urfave/cli/v2"
 
 	"github.com/vnic/vnic/bpf"
 	"github.com/vnic/vnic/nic"
@@ -21,6 +20,27 @@ import (
 // and the kernel returns buffers in fill order).
 const handoffRing = 2048
 
+// xskSocket is what the hand-off uses of a manual-fill AF_XDP socket
+// (*xsk.Socket): its fill and RX rings, its descriptor for the XDP map,
+// and its counters. Tests put a fake kernel behind it.
+type xskSocket interface {
+	FillFree() int
+	Fill(addrs []uint64) int
+	RecvDescs(dst []xsk.Desc) ([]xsk.Desc, error)
+	FD() int
+	Mode() xsk.BindMode
+	Stats() (xsk.Stats, error)
+	Close() error
+}
+
+// openManual opens the manual-fill socket of RX queue q over u.
+type openManual func(ifindex, q int, u *xsk.UMEM, cfg xsk.Config) (xskSocket, error)
+
+// openXSK is openManual on a real interface.
+func openXSK(ifindex, q int, u *xsk.UMEM, cfg xsk.Config) (xskSocket, error) {
+	return xsk.OpenManual(ifindex, q, u, cfg)
+}
+
 // regionSock adapts a manual-fill AF_XDP socket whose UMEM is laid over a
 // tenant's buffer section to nic.HandoffSocket: buffer ids in, buffer ids
 // out. The UMEM starts one page before buffer 0 and is registered in
@@ -28,7 +48,7 @@ const handoffRing = 2048
 // kernel's 256-byte headroom, so the kernel writes the frame at the
 // buffer's first byte.
 type regionSock struct {
-	s     *xsk.Socket
+	s     xskSocket
 	u     *xsk.UMEM
 	base  uint64 // UMEM offset of buffer 0
 	size  uint64
@@ -76,6 +96,10 @@ type handoffWire struct {
 	mode    string
 	mtu     int // the interface's
 
+	open     openManual
+	register func(q, fd int) error       // puts a socket into the XDP program's map
+	counters func(out map[string]uint64) // adds the XDP program's counters
+
 	mu    sync.Mutex
 	ten   *nic.Tenant
 	cur   *nic.Handoff
@@ -99,13 +123,15 @@ func (w *handoffWire) Close() {
 
 // openHandoff loads and attaches the XDP program as openWire does; the
 // sockets open when the tenant attaches.
-func openHandoff(c *cli.Context, log zerolog.Logger) (*handoffWire, error) {
-	x, err := attachXDP(c, "--handoff (with --source xsk)", log)
+func openHandoff(cfg Config) (*handoffWire, error) {
+	log := cfg.Log
+	x, err := attachXDP(cfg, "--handoff (with --source xsk)")
 	if err != nil {
 		return nil, err
 	}
 	name, info, got := x.name, x.info, x.mode
-	w := &handoffWire{log: log, ifindex: x.index, objs: x.objs, claims: x.claims, mtu: info.MTU}
+	w := &handoffWire{log: log, ifindex: x.index, objs: x.objs, claims: x.claims, mtu: info.MTU,
+		open: openXSK, register: x.objs.Register, counters: func(out map[string]uint64) { addXDPCounters(out, x.objs) }}
 	w.link = x.link
 	w.queues = make([]int, max(info.RXQueues, 1))
 	for i := range w.queues {
@@ -147,14 +173,14 @@ func (w *handoffWire) attach(eng *nic.Engine, t *nic.Tenant) error {
 		if err != nil {
 			return fail(fmt.Errorf("--handoff: UMEM over the region: %w", err))
 		}
-		sk, err := xsk.OpenManual(w.ifindex, q, u, xsk.Config{RxSize: handoffRing, FillSize: handoffRing})
+		sk, err := w.open(w.ifindex, q, u, xsk.Config{RxSize: handoffRing, FillSize: handoffRing})
 		if err != nil {
 			return fail(fmt.Errorf("--handoff: open the AF_XDP socket of queue %d over the tenant's region: %w", q, err))
 		}
 		rs := &regionSock{s: sk, u: u, base: pg, size: uint64(g.BufSize), count: uint64(g.BufCount),
 			addrs: make([]uint64, 0, handoffRing), descs: make([]xsk.Desc, 0, 256)}
 		socks = append(socks, rs)
-		if err := w.objs.Register(q, sk.FD()); err != nil {
+		if err := w.register(q, sk.FD()); err != nil {
 			return fail(err)
 		}
 		hs = append(hs, rs)
@@ -192,12 +218,7 @@ func (w *handoffWire) closeSockets() {
 		errs = append(errs, s.s.Close())
 	}
 	hs := w.cur.Stats()
-	w.pastH.Frames += hs.Frames
-	w.pastH.Posted += hs.Posted
-	w.pastH.Spares += hs.Spares
-	w.pastH.Copies += hs.Copies
-	w.pastH.BadFrames += hs.BadFrames
-	w.pastH.Reordered += hs.Reordered
+	w.pastH = w.pastH.Add(hs)
 	if err := errors.Join(errs...); err != nil {
 		w.log.Warn().Err(err).Msg("closing the hand-off sockets")
 	}
@@ -217,13 +238,7 @@ func (w *handoffWire) stats() map[string]uint64 {
 		bad += s.bad
 	}
 	if w.cur != nil {
-		c := w.cur.Stats()
-		hs.Frames += c.Frames
-		hs.Posted += c.Posted
-		hs.Spares += c.Spares
-		hs.Copies += c.Copies
-		hs.BadFrames += c.BadFrames
-		hs.Reordered += c.Reordered
+		hs = hs.Add(w.cur.Stats())
 	}
 	w.mu.Unlock()
 	out := map[string]uint64{
@@ -233,6 +248,6 @@ func (w *handoffWire) stats() map[string]uint64 {
 		"handoff_spares": hs.Spares, "handoff_copies": hs.Copies, "handoff_bad_frames": hs.BadFrames + bad,
 		"handoff_reordered": hs.Reordered,
 	}
-	addXDPCounters(out, w.objs)
+	w.counters(out)
 	return out
 }

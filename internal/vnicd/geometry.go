@@ -1,9 +1,9 @@
-package main
+package vnicd
 
 import (
 	"fmt"
 
-	"github.com/urfave/cli/v2"
+	"github.com/rs/zerolog"
 
 	"github.com/vnic/vnic/bpf"
 	"github.com/vnic/vnic/ring"
@@ -11,54 +11,53 @@ import (
 	"github.com/vnic/vnic/xsk"
 )
 
-// checkGeometry checks the ring and buffer flags at startup, before any
-// tenant attaches. It refuses a geometry that cannot work with a sentence
-// that names the flag and a value that works, and returns as warnings the
-// ways a workable geometry breaks the paper's sizing rules (docs/design.md §2).
-// local is --local-consumers: the tenant's queue count is --queues; a
-// daemon's tenants choose theirs at attach, and vnicd sizes their Ax rings
-// by the rule (shm.SizedAx) unless they ask otherwise. Flags that are not
+// Check checks the ring and buffer flags at startup, before any tenant
+// attaches. It refuses a geometry that cannot work with a sentence that
+// names the flag and a value that works, and returns as warnings the ways
+// a workable geometry breaks the paper's sizing rules (docs/design.md §2).
+// local is the demo: the tenant's queue count is --queues; a daemon's
+// tenants choose theirs at attach, and vnicd sizes their Ax rings by the
+// rule (shm.SizedAx) unless they ask otherwise. Flags that are not
 // geometry are checked elsewhere.
-func checkGeometry(c *cli.Context, local bool) (warnings []string, err error) {
-	ringSize := func(flag string) error {
-		v := c.Int(flag)
+func (r Rings) Check(local bool) (warnings []string, err error) {
+	ringSize := func(flag string, v int) error {
 		if v < 2 || v > ring.MaxCapacity || v&(v-1) != 0 {
 			return fmt.Errorf("--%s %d is not a power of two in [2, %d]; use %d", flag, v, ring.MaxCapacity, min(max(shm.NextPow2(v), 64), ring.MaxCapacity))
 		}
 		return nil
 	}
-	if err := ringSize("ax-size"); err != nil {
+	if err := ringSize("ax-size", r.AxSize); err != nil {
 		return nil, err
 	}
-	if c.Int("bx-size") != 0 {
-		if err := ringSize("bx-size"); err != nil {
+	if r.BxSize != 0 {
+		if err := ringSize("bx-size", r.BxSize); err != nil {
 			return nil, err
 		}
 	}
-	bx, err := bxSize(c)
+	bx, err := r.Bx()
 	if err != nil {
 		return nil, err
 	}
-	bs := c.Int("buf-size")
+	bs := r.BufSize
 	if bs < shm.MinBufSize || bs > shm.MaxBufSize || bs%64 != 0 {
 		return nil, fmt.Errorf("--buf-size %d is not a multiple of 64 in [%d, %d]; use %d (a 1514-byte frame fits)", bs, shm.MinBufSize, shm.MaxBufSize, shm.DefaultBufSize)
 	}
-	if fs := c.Int("frame-size"); c.String("source") == "synth" && fs > bs {
+	if fs := r.FrameSize; r.Source == "synth" && fs > bs {
 		return nil, fmt.Errorf("--frame-size %d does not fit in --buf-size %d; use --buf-size %d", fs, bs, (fs+63)/64*64)
 	}
-	ax := c.Int("ax-size")
+	ax := r.AxSize
 	if !local {
 		if ax < shm.MinAxSize {
 			warnings = append(warnings, fmt.Sprintf("--ax-size %d breaks the rule |Ax| >= %d (docs/design.md §2): a core's ring runs dry within one burst; use %d or more", ax, shm.MinAxSize, shm.MinAxSize))
 		}
 		return warnings, nil
 	}
-	q := c.Int("queues")
+	q := r.Queues
 	if q < 1 || q > shm.MaxRings {
 		return nil, fmt.Errorf("--queues %d: give 1 to %d", q, shm.MaxRings)
 	}
-	ax = localAx(c, bx, q)
-	bufs := c.Int("buffers")
+	ax = r.Ax(bx)
+	bufs := r.Buffers
 	if bufs < 0 || bufs > shm.MaxBufCount {
 		return nil, fmt.Errorf("--buffers %d: give 0 (queues*ax-size + 2*bx-size) or up to %d", bufs, shm.MaxBufCount)
 	}
@@ -79,6 +78,46 @@ func checkGeometry(c *cli.Context, local bool) (warnings []string, err error) {
 		warnings = append(warnings, fmt.Sprintf("--buffers %d cannot fill %d Ax rings of %d (%d); use 0 for the default", bufs, q, ax, q*ax))
 	}
 	return warnings, nil
+}
+
+// HandoffBufSize is the buffer size of a --handoff tenant: --buf-size when
+// given, else 2 KiB. The tenant's buffers are the AF_XDP UMEM's chunks, and
+// xsk takes only power-of-two chunk sizes.
+func (r Rings) HandoffBufSize() (int, error) {
+	bs := handoffBufSize
+	if r.BufSizeSet {
+		bs = r.BufSize
+	}
+	if bs&(bs-1) != 0 {
+		return 0, fmt.Errorf("--handoff with --buf-size %d: the tenant's buffers are the AF_XDP UMEM's chunks, which must be a power of two; use %d or leave --buf-size out", bs, handoffBufSize)
+	}
+	return bs, nil
+}
+
+// handoffBufSize is the buffer size of a --handoff tenant unless
+// --buf-size says otherwise (the default buffer size is not a power of
+// two: shm.DefaultBufSize).
+const handoffBufSize = 2048
+
+// wireBufSize is the tenants' buffer size for an interface with this MTU:
+// --buf-size, or without it the default raised to hold the interface's
+// longest frame. A --buf-size too small for that is kept with a warning:
+// longer frames are then delivered truncated (FlagTruncated, counter
+// truncated), as a NIC does with a short receive buffer.
+func (r Rings) wireBufSize(mtu int, log zerolog.Logger) int {
+	bs := r.BufSize
+	if need := bufSizeFor(mtu); !r.BufSizeSet && need > bs {
+		log.Info().Int("mtu", mtu).Int("buf_size", need).Msg("packet buffers raised from the default to hold a frame of the interface's MTU")
+		bs = need
+		if room := frameRoom(mtu); bs < room {
+			log.Warn().Int("mtu", mtu).Int("buf_size", bs).Msgf("frames longer than %d bytes, the largest packet buffer, are delivered truncated (counter truncated); set the MTU to %d or less", bs, bs-l2Room)
+		}
+		return bs
+	}
+	if room := frameRoom(mtu); bs < room {
+		log.Warn().Int("mtu", mtu).Int("buf_size", bs).Msgf("frames longer than --buf-size %d are delivered truncated (counter truncated); give --buf-size %d or more for MTU %d", bs, bufSizeFor(mtu), mtu)
+	}
+	return bs
 }
 
 // Frame room for an interface's MTU. AF_XDP in copy mode writes a frame

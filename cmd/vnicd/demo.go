@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vnic/vnic/internal/cliutil"
+	"github.com/vnic/vnic/internal/vnicd"
+)
+
+// demoFlags are the flags of vnicd run that vnicd demo takes: the engine's,
+// the rings', the synthetic source's and the run's length.
+var demoFlags = []string{"log-format", "log-level", "model", "policy", "pause-max", "queues", "ax-size", "bx-size",
+	"latency-budget", "buffers", "buf-size", "key", "emulator-cpu", "emulator-priority", "idle", "spin-budget",
+	"rx-coalesce-usecs", "rx-coalesce-max-usecs", "bx-post-batch", "consumer-cpu", "frame-size", "flows", "dst-ports",
+	"dist", "zipf-s", "rate", "rate-bucket", "duration", "report", "no-huge-pages", "debug-conservation", "check"}
+
+func demoCommand() *cli.Command {
+	var flags []cli.Flag
+	for _, f := range runFlags() {
+		if slices.Contains(demoFlags, f.Names()[0]) {
+			if b, ok := f.(*cli.BoolFlag); ok && b.Name == "debug-conservation" {
+				b.Hidden = false
+			}
+			flags = append(flags, f)
+		}
+	}
+	return &cli.Command{
+		Name:   "demo",
+		Usage:  "run the emulated NIC with one in-process tenant on synthetic traffic (no control socket)",
+		Flags:  withConfig(flags),
+		Before: loadConfig,
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return fmt.Errorf("%w; run vnicd demo --help for the flags", cliutil.FlagError(c, err))
+		},
+		Action: demo,
+	}
+}
+
+func demo(c *cli.Context) error {
+	log, err := newLogger(c, c.App.ErrWriter)
+	if err != nil {
+		return err
+	}
+	set, err := validate(c, true)
+	if err != nil {
+		return err
+	}
+	for _, w := range set.warnings {
+		log.Warn().Msg(w)
+	}
+	if c.Bool("check") {
+		fmt.Fprintln(c.App.Writer, "vnicd: configuration OK")
+		return nil
+	}
+	d := vnicd.Demo{Rings: set.src.Rings, Engine: set.engine, Synth: set.src.Synth, ConsumerCPU: c.Int("consumer-cpu"),
+		Conserve: c.Bool("debug-conservation"), Report: c.Duration("report"), Out: c.App.Writer, Log: log}
+	d.Engine.EmulatorCPU = c.Int("emulator-cpu")
+	ctx, cancel := signalContext(c)
+	defer cancel()
+	return vnicd.RunDemo(ctx, d)
+}
