@@ -43,6 +43,9 @@ func validate(c *cli.Context, local bool) (*settings, error) {
 	if c.IsSet("debug-conservation") && !local {
 		return nil, fmt.Errorf("--debug-conservation checks the in-process demo tenant: run vnicd demo --debug-conservation")
 	}
+	if c.IsSet("consumer-cpu") && !local {
+		return nil, fmt.Errorf("--consumer-cpu pins the in-process demo tenant's consumers: run vnicd demo --consumer-cpu N; a tenant attached to vnicd run pins its own threads")
+	}
 	if s.engine.Model, err = nic.ParseModel(c.String("model")); err != nil {
 		return nil, err
 	}

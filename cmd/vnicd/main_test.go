@@ -61,6 +61,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"run", "--source", "fabric", "--iface", "eth0"}, "--iface works with --source xsk only, and --source is fabric"},
 		{[]string{"run", "--local-consumers"}, "run vnicd demo with the other flags"},
 		{[]string{"run", "--debug-conservation"}, "run vnicd demo --debug-conservation"},
+		{[]string{"run", "--consumer-cpu", "1"}, "run vnicd demo --consumer-cpu N"},
 		{[]string{"demo", "--source", "xsk"}, "flag provided but not defined: -source"},
 		{[]string{"demo", "extra"}, "vnicd demo takes only flags"},
 	} {
@@ -192,7 +193,7 @@ func TestGeometryFlags(t *testing.T) {
 func TestCheckRefusesWhatRunRefuses(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "vnicd.sock")
 	base := []string{"vnicd", "run", "--socket", sock, "--metrics-addr", "", "--duration", "100ms", "--emulator-cpu", "-1",
-		"--consumer-cpu", "-1", "--no-huge-pages", "--report", "0", "--log-format", "json"}
+		"--no-huge-pages", "--report", "0", "--log-format", "json"}
 	demo := []string{"vnicd", "demo", "--duration", "100ms", "--emulator-cpu", "-1",
 		"--consumer-cpu", "-1", "--no-huge-pages", "--report", "0", "--log-format", "json"}
 	for _, args := range [][]string{

@@ -140,7 +140,7 @@ func StartFabric(ctx context.Context, c FabricConfig) (*Fabric, error) {
 		ecpu = c.CPUs[0]
 	}
 	args := []string{"run", "--source", "fabric", "--socket", f.Socket, "--metrics-addr", "", "--report", "0",
-		"--emulator-cpu", strconv.Itoa(ecpu), "--consumer-cpu", "-1", "--idle", idle, "--no-huge-pages",
+		"--emulator-cpu", strconv.Itoa(ecpu), "--idle", idle, "--no-huge-pages",
 		"--max-region", "1GiB", "--log-format", "json"}
 	args = append(args, c.Args...)
 	f.cmd = exec.Command(bin, args...)
