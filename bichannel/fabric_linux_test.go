@@ -4,19 +4,13 @@ package bichannel
 
 import (
 	"context"
-	"io"
-	"net"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/vnic/vnic/bichannel/transport"
-	"github.com/vnic/vnic/internal/daemon"
-	"github.com/vnic/vnic/nic"
+	"github.com/vnic/vnic/internal/testutil"
 	"github.com/vnic/vnic/wire/fabric"
 )
 
@@ -28,31 +22,9 @@ func startFabricDaemon(t *testing.T) (string, *fabric.Fabric) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(t.TempDir(), "vnicd.sock")
-	cfg := daemon.Config{Socket: sock, SocketGroup: -1, Source: fab.Source(), SourceName: "fabric",
-		Engine: nic.Config{EmulatorCPU: -1, Tx: fab}, Log: zerolog.New(io.Discard), AxSize: 512, BxSize: 1024, TxSize: 256, NoHugePages: true,
-		RequireHost: true, Hooks: fab}
-	d, err := daemon.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	for i := 0; i < 1000; i++ { // until it listens (slow under -race)
-		if c, err := net.Dial("unixpacket", sock); err == nil {
-			c.Close()
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("vnicd: %v", err)
-		}
-	})
-	return sock, fab
+	cfg := testutil.DaemonConfig(t, fab.Source())
+	cfg.SourceName, cfg.Engine.Tx, cfg.TxSize, cfg.RequireHost, cfg.Hooks = "fabric", fab, 256, true, fab
+	return testutil.StartDaemon(t, cfg).Socket, fab
 }
 
 // fabricVNIC is node i's fast path config on the fabric: host 198.18.0.<i+1>,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/bichannel/transport/lossytest"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 // Hot-path acknowledgements under 10% loss and 10% duplication (plus
@@ -280,15 +281,17 @@ func TestQuorumSkip(t *testing.T) {
 	waitCreditsHome(t, eps)
 }
 
-// waitFor polls cond until it holds or ctx ends.
+// waitFor is testutil.WaitFor until ctx's deadline; on a timeout it also
+// logs what() (the state that was waited for).
 func waitFor(t *testing.T, ctx context.Context, cond func() bool, what func() string) {
 	t.Helper()
-	for !cond() {
-		if ctx.Err() != nil {
-			t.Fatalf("timed out: %s", what())
+	dl, _ := ctx.Deadline()
+	defer func() {
+		if t.Failed() {
+			t.Log(what())
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	}()
+	testutil.WaitFor(t, time.Until(dl), "the condition", cond)
 }
 
 // The hot-acknowledgement round trip — SendTagged, the message and its hot

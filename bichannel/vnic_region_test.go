@@ -2,18 +2,13 @@ package bichannel
 
 import (
 	"context"
-	"io"
-	"net"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/internal/daemon"
+	"github.com/vnic/vnic/internal/testutil"
 	"github.com/vnic/vnic/nic"
 )
 
@@ -21,32 +16,11 @@ import (
 // per-tenant region limit, and returns its socket.
 func startDaemon(t *testing.T, maxRegion int64) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "vnicd.sock")
 	idle := nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return dst, nil })
-	d, err := daemon.New(daemon.Config{Socket: sock, SocketGroup: -1, Source: idle, SourceName: "test", SourceMode: "no wire",
-		Engine: nic.Config{EmulatorCPU: -1}, Log: zerolog.New(io.Discard), AxSize: 128, BxSize: 256, TxSize: 64,
-		NoHugePages: true, Limits: daemon.Limits{MaxRegionBytes: maxRegion}, Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	})
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if c, err := net.Dial("unixpacket", sock); err == nil {
-			c.Close()
-			return sock
-		}
-		if time.Now().After(end) {
-			t.Fatal("the daemon did not listen within 5 s")
-		}
-	}
+	cfg := testutil.DaemonConfig(t, idle)
+	cfg.SourceMode, cfg.AxSize, cfg.BxSize, cfg.Version = "no wire", 128, 256, "test"
+	cfg.Limits = daemon.Limits{MaxRegionBytes: maxRegion}
+	return testutil.StartDaemon(t, cfg).Socket
 }
 
 // TestVNICFastRegionFallback: Ax rings too large for vnicd's per-tenant
