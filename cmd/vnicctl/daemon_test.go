@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"reflect"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -148,33 +146,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("VNICCTL_TEST_MAIN_ARGS") != "" {
 		os.Exit(m.Run()) // a child of TestExitStatus; it exits from main
 	}
-	fds := countFDs()
-	gor := runtime.NumGoroutine()
-	code := m.Run()
-	if code == 0 {
-		deadline := time.Now().Add(5 * time.Second)
-		for (runtime.NumGoroutine() > gor || countFDs() > fds) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > gor {
-			buf := make([]byte, 1<<20)
-			fmt.Fprintf(os.Stderr, "leak: %d goroutines at start, %d at the end:\n%s\n", gor, n, buf[:runtime.Stack(buf, true)])
-			code = 1
-		}
-		if n := countFDs(); n > fds {
-			fmt.Fprintf(os.Stderr, "leak: %d descriptors open at start, %d at the end\n", fds, n)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-func countFDs() int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return 0
-	}
-	return len(ents)
+	os.Exit(testutil.MainWithLeakCheck(m))
 }
 
 // trafficRig starts a daemon with two tenants and sends them 6000 frames:
