@@ -55,6 +55,7 @@ func TestIntegrationBurstAtDefaults(t *testing.T) {
 			}
 			defer ten.Close()
 			r := receive(ten, nil)
+			defer r.close() // before the tenant is closed: a Queue must be idle then
 			const n = 20000
 			for burst := 1; burst <= 3; burst++ {
 				before := b.ledger("burst")

@@ -156,6 +156,7 @@ func TestIntegrationClaimsFollowTenants(t *testing.T) {
 		}
 		return nil
 	})
+	defer rcv.close() // before the tenant is closed: a Queue must be idle then
 	const n = 200
 	for i := 0; i < n; i++ {
 		peerUDP.WriteToUDP([]byte(fmt.Sprintf("to the tenant %d", i)), &net.UDPAddr{IP: dutIP, Port: 9000 + i%100})

@@ -139,6 +139,7 @@ func TestIntegrationDump(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
+	defer r.close() // before the tenant is closed: a Queue must be idle then
 
 	const n, k, sport0 = 2000, 1000, 20000
 	path := filepath.Join(t.TempDir(), "app.pcapng")
@@ -228,6 +229,7 @@ func TestIntegrationDumpOverflowAndHostile(t *testing.T) {
 	}
 	defer ten.Close()
 	r := receive(ten, nil)
+	defer r.close() // before the tenant is closed: a Queue must be idle then
 
 	// A client that starts a dump and never reads.
 	stuck, err := proto.Dial(b.socket)

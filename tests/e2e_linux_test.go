@@ -408,6 +408,7 @@ func TestIntegrationTrafgenAccountingAndRSS(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
+	defer r.close() // before the tenant is closed: a Queue must be idle then
 	const n = 20000
 	b.trafgen(n, 20000, 10000, 10063, 9000)
 	l := b.settle("app", n, &r.got)

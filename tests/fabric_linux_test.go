@@ -75,6 +75,8 @@ func fabricRun(t *testing.T, seed string, extra ...string) uint64 {
 		}
 	}
 	ra, rb := receive(a, check(a)), receive(b, check(b))
+	defer ra.close() // before the tenant is closed: a Queue must be idle then
+	defer rb.close() // before the tenant is closed: a Queue must be idle then
 	build := func(src, dst string, n int) [][]byte {
 		var out [][]byte
 		for i := range n {

@@ -58,6 +58,7 @@ func TestIntegrationHandoffAccountingAndRSS(t *testing.T) {
 		}
 		return nil
 	})
+	defer r.close() // before the tenant is closed: a Queue must be idle then
 	const n = 20000
 	b.trafgen(n, 20000, 10000, 10063, 9000)
 	l := b.settle("app", n, &r.got)
@@ -89,6 +90,9 @@ func TestIntegrationHandoffAccountingAndRSS(t *testing.T) {
 		t.Fatalf("only %d of %d delivered", l.Delivered, n)
 	}
 	// Detach closes the sockets; the next tenant gets new ones.
+	if err := r.close(); err != nil {
+		t.Fatal(err)
+	}
 	ten.Close()
 	time.Sleep(100 * time.Millisecond)
 	ten2, err := client.Attach(context.Background(), b.socket, client.AttachOptions{Name: "again", Queues: 2, Match: client.Match{Default: true}})
@@ -96,6 +100,7 @@ func TestIntegrationHandoffAccountingAndRSS(t *testing.T) {
 		t.Fatalf("attach after detach: %v\n%s", err, b.logTail())
 	}
 	r2 := receive(ten2, nil)
+	defer r2.close() // before the tenant is closed: a Queue must be idle then
 	b.trafgen(2000, 20000, 10000, 10063, 9000)
 	for end := time.Now().Add(5 * time.Second); r2.got.Load() < 1000 && time.Now().Before(end); {
 		time.Sleep(20 * time.Millisecond)
@@ -169,6 +174,7 @@ func TestIntegrationHandoffBench(t *testing.T) {
 				}
 				defer ten.Close()
 				r := receive(ten, nil)
+				defer r.close() // before the tenant is closed: a Queue must be idle then
 				pid := b.vnicd.Pid
 				time.Sleep(200 * time.Millisecond)
 				var perf *exec.Cmd
@@ -250,6 +256,7 @@ func TestIntegrationHandoffOrder(t *testing.T) {
 	}
 	defer ten.Close()
 	r := receive(ten, nil)
+	defer r.close() // before the tenant is closed: a Queue must be idle then
 	// Load: one more runnable thread than there are free CPUs, so the
 	// cores, vnicd and trafgen are preempted at random points.
 	stop := make(chan struct{})

@@ -83,6 +83,7 @@ func TestIntegrationMalformedPcap(t *testing.T) {
 		}
 		return nil
 	})
+	defer r.close() // before the tenant is closed: a Queue must be idle then
 	l := b.link()
 	bad := malformedFrames(l)
 	var frames [][]byte
@@ -140,6 +141,7 @@ func TestIntegrationKillRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := receive(ten, nil)
+	defer r.close() // before the tenant is closed: a Queue must be idle then
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -180,6 +182,7 @@ func TestIntegrationKillRestart(t *testing.T) {
 	}
 	defer ten2.Close()
 	r2 := receive(ten2, nil)
+	defer r2.close() // before the tenant is closed: a Queue must be idle then
 	b.trafgen(5000, 10000, 10000, 10063, 9000)
 	l := b.settle("again", 5000, &r2.got)
 	r2.close()
@@ -299,6 +302,7 @@ func TestIntegrationIperf3(t *testing.T) {
 		}
 		return nil
 	})
+	defer r.close() // before the tenant is closed: a Queue must be idle then
 	l := b.link()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
