@@ -208,7 +208,7 @@ func TestTestbedListAndQueues(t *testing.T) {
 	if got := listTestbeds([]string{"vnic-dut", "demo1-br"}, "vnic"); len(got) != 1 || got[0].Prefix != "vnic" {
 		t.Errorf("listTestbeds --prefix vnic: %+v", got)
 	}
-	if _, _, err := run(t, "testbed", "list", "--prefix", "vnic-h11-none", "-o", "json"); err != nil {
+	if _, _, err := run(t, "testbed", "list", "--prefix", "vnic-nonexistent", "-o", "json"); err != nil {
 		t.Errorf("testbed list: %v", err)
 	}
 	for _, args := range [][]string{{"testbed", "up", "--queues", "0", "--prefix", "h11none"}, {"testbed", "up", "--peers", "0", "--prefix", "h11none"}} {
