@@ -36,8 +36,9 @@ for i in $(seq "$COUNT"); do
 done
 for f in ring engine rss alloc boundary; do
 	echo "== $f"
-	# benchstat is a tool of tools/go.mod; it runs in tools/, so the path is absolute.
-	go -C tools tool benchstat "$PWD/$out/$f.txt" | grep -vE '^(goos|goarch|pkg|cpu):'
+	# benchstat is a tool of tools/go.mod and runs in tools/: the path is
+	# absolute, labelled (label=path) with the relative one for the header.
+	go -C tools tool benchstat "$out/$f.txt=$PWD/$out/$f.txt" | grep -vE '^(goos|goarch|pkg|cpu):'
 done
 cat "$out/machine.txt"
 if [ "${CACHE:-1}" = 1 ]; then
