@@ -5,12 +5,17 @@ PKGS      ?= ./...
 # Kubernetes manifests' checks, the case studies that plot) are a second
 # module in tools/, so that an application importing the library does not
 # get their dependencies (internal/modgraph tests it). Every target below
-# runs in both modules (TOOLS_PKGS= leaves the tools out); image and sim
-# build their program from tools/ into bin/ and run it from here. No
+# runs in both modules (TOOLS_PKGS= leaves the tools out); build puts the
+# tools' programs (TOOLS_CMDS) into bin/ beside vnicd and vnicctl, and they
+# run from the repository root (their output paths are relative to it).
+# staticcheck and benchstat are tools of tools/go.mod too. No
 # go.work is committed: in a workspace the two modules' requirements would
 # be resolved together, and the root module's tests would no longer build
 # against the versions an application importing it gets.
 TOOLS_PKGS ?= ./...
+# The tools' programs that make build puts into bin/ (paths in tools/).
+TOOLS_CMDS ?= ./examples/kv ./examples/shuffle ./examples/section4 ./cmd/vnicsim \
+	./tests/fig16 ./tests/cachesweep ./tests/coreside
 # Debian packages the privileged tests and the demo use; installed when missing.
 APT_PKGS  ?= iproute2 ethtool tcpdump tcpreplay netsniff-ng iperf3 skopeo tshark
 BENCHTIME ?= 1s
@@ -45,12 +50,15 @@ FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 
 all: build
 
-# build compiles everything and puts the commands in bin/.
+# build compiles everything and puts the commands in bin/: vnicd, vnicctl
+# and (unless TOOLS_PKGS=) the tools' programs, kv, shuffle, section4,
+# vnicsim, fig16, cachesweep and coreside.
 build:
 	$(GO) build $(PKGS)
 	$(if $(TOOLS_PKGS),$(GO) -C tools build $(TOOLS_PKGS))
 	@mkdir -p bin
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/vnicd ./cmd/vnicctl
+	$(if $(TOOLS_PKGS),$(GO) -C tools build -o $(CURDIR)/bin/ $(TOOLS_CMDS))
 
 # install copies the commands, the systemd unit (its paths follow PREFIX),
 # the sysusers.d file, shell completion, the operations guide and the design under
@@ -98,11 +106,14 @@ darwin:
 	$(if $(TOOLS_PKGS),GOOS=darwin $(GO) -C tools build $(TOOLS_PKGS))
 	$(if $(TOOLS_PKGS),GOOS=darwin $(GO) -C tools vet $(TOOLS_PKGS))
 
-# staticcheck is a tool of the root module (go.mod); the tools module is
-# checked with the same binary.
+# staticcheck is a tool of the tools module (tools/go.mod: in the root
+# go.mod it would be in every consumer's module graph). One binary, built
+# into bin/, checks both modules, each from its own directory.
 staticcheck:
-	$(GO) run honnef.co/go/tools/cmd/staticcheck $(PKGS)
-	$(if $(TOOLS_PKGS),cd tools && "$$($(GO) -C .. tool -n staticcheck)" $(TOOLS_PKGS))
+	@mkdir -p bin
+	$(GO) -C tools build -o $(CURDIR)/bin/staticcheck honnef.co/go/tools/cmd/staticcheck
+	bin/staticcheck $(PKGS)
+	$(if $(TOOLS_PKGS),cd tools && ../bin/staticcheck $(TOOLS_PKGS))
 
 # race runs every test, the privileged TestIntegration* ones included (they
 # need root or CAP_NET_ADMIN/CAP_BPF and skip, saying why, without them).
@@ -164,7 +175,7 @@ demo: build
 # sim regenerates the simulator's CSVs and plots under docs/sim.
 sim:
 	@mkdir -p bin
-	$(GO) -C tools build -o $(CURDIR)/bin/vnicsim ./cmd/vnicsim
+	$(GO) -C tools build -o $(CURDIR)/bin/ ./cmd/vnicsim
 	bin/vnicsim -exp all -out docs/sim -seed 1
 
 clean:

@@ -23,9 +23,10 @@ n() { if [ "${SMOKE:-0}" = 1 ]; then echo 100x; else echo "$1"; fi; }
 	go version
 } >"$out/machine.txt"
 # The experiment runners that draw plots are in the tools module
-# (tools/go.mod, which holds the plotting library); build them into
-# bench/bin and run them from the repository root like the rest.
-go -C tools build -o "$PWD/$out/bin/" ./tests/cachesweep ./tests/coreside ./tests/fig16
+# (tools/go.mod, which holds the plotting library): built into bin/ as
+# make build does, and run from the repository root like the rest.
+mkdir -p bin
+go -C tools build -o "$PWD/bin/" ./tests/cachesweep ./tests/coreside ./tests/fig16
 for i in $(seq "$COUNT"); do
 	go test -run '^$' -bench 'Ring|Chan' -benchtime "$(n 3000000x)" -count 1 ./ring >>"$out/ring.txt"
 	go test -run '^$' -bench 'Engine|Floor|CrossCoreLine' -benchtime "$(n 2000000x)" -count 1 ./nic >>"$out/engine.txt"
@@ -35,7 +36,9 @@ for i in $(seq "$COUNT"); do
 done
 for f in ring engine rss alloc boundary; do
 	echo "== $f"
-	go run golang.org/x/perf/cmd/benchstat "$out/$f.txt" | grep -vE '^(goos|goarch|pkg|cpu):'
+	# benchstat is a tool of tools/go.mod and runs in tools/: the path is
+	# absolute, labelled (label=path) with the relative one for the header.
+	go -C tools tool benchstat "$out/$f.txt=$PWD/$out/$f.txt" | grep -vE '^(goos|goarch|pkg|cpu):'
 done
 cat "$out/machine.txt"
 if [ "${CACHE:-1}" = 1 ]; then
@@ -45,11 +48,11 @@ if [ "${CACHE:-1}" = 1 ]; then
 	# SMOKE=1 runs them tiny and keeps the output in bench/.
 	echo "== cache working-set sweep and core-side cost (real engine, CPUs 0 and 1)"
 	if [ "${SMOKE:-0}" = 1 ]; then
-		"$out/bin/cachesweep" -smoke -out "$out/cache"
-		"$out/bin/coreside" -count 1 -benchtime 200x -out "$out/coreside"
+		"bin/cachesweep" -smoke -out "$out/cache"
+		"bin/coreside" -count 1 -benchtime 200x -out "$out/coreside"
 	else
-		"$out/bin/cachesweep" -out "$figs/cache" | tee "$out/cache.txt"
-		"$out/bin/coreside" -out "$figs/coreside" | tee "$out/coreside.txt"
+		"bin/cachesweep" -out "$figs/cache" | tee "$out/cache.txt"
+		"bin/coreside" -out "$figs/coreside" | tee "$out/coreside.txt"
 	fi
 fi
 if [ "${SMOKE:-0}" != 1 ] && [ "${RECEIVERS:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
@@ -68,7 +71,7 @@ if [ "${BICHANNEL:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
 		csv="$figs/bichannel-fig16.csv"
 	fi
 	BICH_FIG16_CSV="$csv" go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel.txt"
-	"$out/bin/fig16" -csv "$csv"
+	"bin/fig16" -csv "$csv"
 	echo "== bi-channel testbed, NIC-core placement (vnicd busy on CPU 0, applications on the last CPU)"
 	BICH_PLACEMENT=niccore BICH_FIG16=0 go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel-niccore.txt"
 	echo "== bi-channel testbed, split placement (the client alone on the last CPU, spinning; the server beside vnicd's SCHED_IDLE engine on CPU 0) and its Figure 16"
@@ -76,7 +79,7 @@ if [ "${BICHANNEL:-1}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
 		BICH_PLACEMENT=split BICH_FIG16=0 go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel-split.txt"
 	else
 		BICH_PLACEMENT=split BICH_FIG16_CSV="$figs/bichannel-fig16-split.csv" go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel-split.txt"
-		"$out/bin/fig16" -csv "$figs/bichannel-fig16-split.csv" -title "p95 latency vs offered load, 64 B messages (testbed, 2 vCPUs, split placement)"
+		"bin/fig16" -csv "$figs/bichannel-fig16-split.csv" -title "p95 latency vs offered load, 64 B messages (testbed, 2 vCPUs, split placement)"
 	fi
 	echo "== bi-channel testbed, NIC-core placement, jumbo frames (MTU 9000: multi-buffer AF_XDP, one datagram per 8 KiB message)"
 	BICH_MTU=9000 BICH_PLACEMENT=niccore BICH_FIG16=0 go test -run '^$' -bench BichannelTestbed -benchtime 1x -timeout 20m ./tests/ | tee "$out/bichannel-niccore-mtu9000.txt"

@@ -22,23 +22,24 @@ else
 fi
 place="host=${HOST_CPUS:-1},nic=${NIC_CPUS:-0}"
 mkdir -p "$out" bench
-go -C tools build -o "$PWD/bench/kv" ./examples/kv
-go -C tools build -o "$PWD/bench/shuffle" ./examples/shuffle
-go build -o bench/vnicd ./cmd/vnicd
+mkdir -p bin
+# The programs, built into bin/ as make build does.
+go build -o bin/ ./cmd/vnicd
+go -C tools build -o "$PWD/bin/" ./examples/kv ./examples/shuffle
 log=bench/casestudies-fabric-run.txt
 : > "$log"
 note() { echo "== $* ($(date -u +%FT%TZ); $(uptime))" | tee -a "$log"; }
 note "KV sweep, placement $place"
-bench/kv -fast fabric -vnicd bench/vnicd -place "$place" -transport hot,bi,tcp,tcp-both -rates "$rates" -duration "$dur" -runs "$runs" -check \
+bin/kv -fast fabric -vnicd bin/vnicd -place "$place" -transport hot,bi,tcp,tcp-both -rates "$rates" -duration "$dur" -runs "$runs" -check \
 	-csv "$out/kv-fig17-fabric.csv" -plot "$out/kv-fig17-fabric.png" -plot18 "$out/kv-fig18-fabric.png" | tee -a "$log"
 note "KV, secondary 2 killed half-way"
-bench/kv -fast fabric -vnicd bench/vnicd -place "$place" -transport hot,bi,tcp -rates 20000,80000 -duration "$dur" -kill \
+bin/kv -fast fabric -vnicd bin/vnicd -place "$place" -transport hot,bi,tcp -rates 20000,80000 -duration "$dur" -kill \
 	-csv "$out/kv-fabric-kill.csv" | tee -a "$log"
 for msg in 1400 8192; do
 	sfx=""
 	[ "$msg" = 8192 ] && sfx="-8k"
 	note "shuffle, $msg-byte messages"
-	bench/shuffle -fast fabric -vnicd bench/vnicd -place "$place" -transport bi,tcp,tcp-both -rows "$rows" -runs "$runs" -msg "$msg" \
+	bin/shuffle -fast fabric -vnicd bin/vnicd -place "$place" -transport bi,tcp,tcp-both -rows "$rows" -runs "$runs" -msg "$msg" \
 		-csv "$out/shuffle-fig14-fabric$sfx.csv" -plot "$out/shuffle-fig14-fabric$sfx.png" | tee -a "$log"
 done
 note "done"

@@ -32,16 +32,16 @@ else
 	place="host=$host_cpus,nic=$nic_cpus"
 fi
 mkdir -p bench "$out" /run/vnic
-go build -o bench/vnicctl ./cmd/vnicctl
-go build -o bench/vnicd ./cmd/vnicd
-go -C tools build -o "$PWD/bench/shuffle" ./examples/shuffle
-go -C tools build -o "$PWD/bench/kv" ./examples/kv
-bench/vnicctl testbed up --hosts 4 --prefix "$prefix" --queues 2 --mtu 9000 >/dev/null
+mkdir -p bin
+# The programs, built into bin/ as make build does.
+go build -o bin/ ./cmd/vnicd ./cmd/vnicctl
+go -C tools build -o "$PWD/bin/" ./examples/kv ./examples/shuffle
+bin/vnicctl testbed up --hosts 4 --prefix "$prefix" --queues 2 --mtu 9000 >/dev/null
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	bench/vnicctl testbed down --prefix "$prefix" >/dev/null
+	bin/vnicctl testbed down --prefix "$prefix" >/dev/null
 }
 trap cleanup EXIT
 # start_nic starts host $1's NIC: the vnicd command line of the vNIC
@@ -50,7 +50,7 @@ trap cleanup EXIT
 start_nic() {
 	local i=$1 pin=()
 	[ "$place" = none ] || pin=(taskset -c "$nic_cpus")
-	ip netns exec "$prefix-h$i" "${pin[@]}" bench/vnicd run --source xsk --iface "${prefix}h$i" --socket "/run/vnic/$prefix-h$i.sock" \
+	ip netns exec "$prefix-h$i" "${pin[@]}" bin/vnicd run --source xsk --iface "${prefix}h$i" --socket "/run/vnic/$prefix-h$i.sock" \
 		--metrics-addr '' >"bench/vnicd-$prefix-h$i.log" 2>&1 &
 	pids+=($!)
 }
@@ -64,20 +64,20 @@ acct=(-place "$place" -nic-pids "$nic_pids")
 uptime
 if [ "${SKIP_SHUFFLE:-0}" != 1 ]; then
 echo "== shuffle (3 hosts, 2 workers each; rows of 128 bytes per host: $rows)"
-bench/shuffle "${acct[@]}" -testbed "$prefix" -hosts 3 -workers 2 -rows "$rows" -runs "$runs" -transport bi,tcp,tcp-both -csv "$out/shuffle-sweep.csv" -plot "$out/shuffle-sweep.png"
+bin/shuffle "${acct[@]}" -testbed "$prefix" -hosts 3 -workers 2 -rows "$rows" -runs "$runs" -transport bi,tcp,tcp-both -csv "$out/shuffle-sweep.csv" -plot "$out/shuffle-sweep.png"
 echo "== shuffle with 8900-byte messages (69 tuples; the testbed's MTU is 9000)"
-bench/shuffle "${acct[@]}" -testbed "$prefix" -hosts 3 -workers 2 -rows "$rows" -runs "$runs" -msg 8900 -csv "$out/shuffle-sweep-jumbo.csv" -plot "$out/shuffle-sweep-jumbo.png"
+bin/shuffle "${acct[@]}" -testbed "$prefix" -hosts 3 -workers 2 -rows "$rows" -runs "$runs" -msg 8900 -csv "$out/shuffle-sweep-jumbo.csv" -plot "$out/shuffle-sweep-jumbo.png"
 echo "== shuffle, bi-channel on the vNIC fast path (each host's vnicd), against kernel TCP"
-bench/shuffle "${acct[@]}" -testbed "$prefix" -hosts 3 -workers 2 -rows "$rows" -runs "$runs" -fast vnic -csv "$out/shuffle-sweep-vnic.csv"
+bin/shuffle "${acct[@]}" -testbed "$prefix" -hosts 3 -workers 2 -rows "$rows" -runs "$runs" -fast vnic -csv "$out/shuffle-sweep-vnic.csv"
 echo "== shuffle, vNIC fast path with 8900-byte messages (vnicd takes each 9 KiB frame as three AF_XDP chunks: multi-buffer)"
-bench/shuffle "${acct[@]}" -testbed "$prefix" -hosts 3 -workers 2 -rows "$rows" -runs "$runs" -fast vnic -msg 8900 -csv "$out/shuffle-sweep-vnic-jumbo.csv"
+bin/shuffle "${acct[@]}" -testbed "$prefix" -hosts 3 -workers 2 -rows "$rows" -runs "$runs" -fast vnic -msg 8900 -csv "$out/shuffle-sweep-vnic-jumbo.csv"
 fi
 uptime
 echo "== kv (primary + 2 secondaries, 2 shards, client on its own host; offered rates $rates, $dur each)"
-bench/kv "${acct[@]}" -testbed "$prefix" -secondaries 2 -shards 2 -conns 4 -rates "$rates" -duration "$dur" -transport hot,bi,tcp,tcp-both -csv "$out/kv-fig17.csv" -plot "$out/kv-fig17.png"
+bin/kv "${acct[@]}" -testbed "$prefix" -secondaries 2 -shards 2 -conns 4 -rates "$rates" -duration "$dur" -transport hot,bi,tcp,tcp-both -csv "$out/kv-fig17.csv" -plot "$out/kv-fig17.png"
 echo "== kv, bi-channel on the vNIC fast path"
-bench/kv "${acct[@]}" -testbed "$prefix" -secondaries 2 -shards 2 -conns 4 -rates "$rates" -duration "$dur" -fast vnic -csv "$out/kv-fig17-vnic.csv"
+bin/kv "${acct[@]}" -testbed "$prefix" -secondaries 2 -shards 2 -conns 4 -rates "$rates" -duration "$dur" -fast vnic -csv "$out/kv-fig17-vnic.csv"
 echo "== kv with secondary 2 killed half-way (correctness: every live replica against the acknowledged log)"
-bench/kv "${acct[@]}" -testbed "$prefix" -secondaries 2 -shards 2 -conns 4 -rates 5000 -duration "$dur" -kill
-bench/kv "${acct[@]}" -testbed "$prefix" -secondaries 2 -shards 2 -conns 4 -rates 5000 -duration "$dur" -kill -fast vnic -transport hot
+bin/kv "${acct[@]}" -testbed "$prefix" -secondaries 2 -shards 2 -conns 4 -rates 5000 -duration "$dur" -kill
+bin/kv "${acct[@]}" -testbed "$prefix" -secondaries 2 -shards 2 -conns 4 -rates 5000 -duration "$dur" -kill -fast vnic -transport hot
 uptime

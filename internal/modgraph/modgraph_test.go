@@ -9,12 +9,16 @@ import (
 )
 
 // toolsOnly are the module path prefixes that only the tools module may
-// require: an application importing the library must not get them.
+// require: an application importing the library must not get them. The
+// last two are the developer tools (staticcheck, benchstat): a tool
+// directive in go.mod puts its module into every consumer's graph too.
 var toolsOnly = []string{
 	"k8s.io/",
 	"sigs.k8s.io/",
 	"github.com/google/go-containerregistry",
 	"gonum.org/",
+	"honnef.co/go/tools",
+	"golang.org/x/perf",
 }
 
 // TestConsumerModuleGraph builds a scratch module that imports client and

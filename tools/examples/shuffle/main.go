@@ -11,9 +11,10 @@
 // Every host runs in this process, each with its own sockets: on loopback
 // by default, or each in its own network namespace of a testbed:
 //
-//	go run ./examples/shuffle -hosts 3 -rows 100000,1000000
+//	go -C tools build -o ../bin/ ./examples/shuffle   # from the repository root
+//	bin/shuffle -hosts 3 -rows 100000,1000000
 //	vnicctl testbed up --hosts 3 --prefix sh
-//	go run ./examples/shuffle -testbed sh -hosts 3 -transport bi,tcp -rows 1000000 -runs 3
+//	bin/shuffle -testbed sh -hosts 3 -transport bi,tcp -rows 1000000 -runs 3
 //	vnicctl testbed down --prefix sh
 //
 // It prints, per transport and table size, the network throughput (GB/s of
