@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnic/vnic/bichannel/internal/frametest"
 	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/rss"
@@ -175,7 +176,7 @@ func (q *fakeQueue) Wait(ctx context.Context) error {
 // carry delivers one frame, as vnicd's engine would.
 func (w *fakeWire) carry(f []byte) {
 	w.frames.Add(1)
-	if !checksumsOK(f) {
+	if !frametest.ChecksumsOK(f) {
 		w.badChecksum.Add(1)
 		return
 	}
@@ -205,43 +206,6 @@ func (w *fakeWire) carry(f []byte) {
 	q.mu.Unlock()
 	ft.received.Add(1)
 	signal(q.ready)
-}
-
-// checksumsOK verifies the IPv4 header and UDP checksums of an untagged
-// frame.
-func checksumsOK(f []byte) bool {
-	if len(f) < 14+20+8 || binary.BigEndian.Uint16(f[12:]) != 0x0800 {
-		return false
-	}
-	ip := f[14:]
-	ihl := int(ip[0]&0x0f) * 4
-	if fold(csum(0, ip[:ihl])) != 0xffff {
-		return false
-	}
-	u := ip[ihl:]
-	ulen := int(binary.BigEndian.Uint16(u[4:]))
-	sum := csum(0, ip[12:20]) + uint32(rss.ProtoUDP) + uint32(ulen)
-	return fold(csum(sum, u[:ulen])) == 0xffff
-}
-
-// csum adds b, as big-endian 16-bit words, to a one's-complement sum (an
-// independent check of rss.SetUDPChecksum).
-func csum(acc uint32, b []byte) uint32 {
-	for len(b) >= 2 {
-		acc += uint32(b[0])<<8 | uint32(b[1])
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		acc += uint32(b[0]) << 8
-	}
-	return acc
-}
-
-func fold(s uint32) uint16 {
-	for s > 0xffff {
-		s = s&0xffff + s>>16
-	}
-	return uint16(s)
 }
 
 func vnicConfig(i int) transport.VNICConfig {
