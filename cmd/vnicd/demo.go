@@ -40,20 +40,9 @@ func demoCommand() *cli.Command {
 }
 
 func demo(c *cli.Context) error {
-	log, err := newLogger(c, c.App.ErrWriter)
-	if err != nil {
+	log, set, err := setUp(c, true)
+	if err != nil || set == nil {
 		return err
-	}
-	set, err := validate(c, true)
-	if err != nil {
-		return err
-	}
-	for _, w := range set.warnings {
-		log.Warn().Msg(w)
-	}
-	if c.Bool("check") {
-		fmt.Fprintln(c.App.Writer, "vnicd: configuration OK")
-		return nil
 	}
 	d := vnicd.Demo{Rings: set.src.Rings, Engine: set.engine, Synth: set.src.Synth, ConsumerCPU: c.Int("consumer-cpu"),
 		Conserve: c.Bool("debug-conservation"), Report: c.Duration("report"), Out: c.App.Writer, Log: log}

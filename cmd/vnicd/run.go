@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
 
@@ -81,23 +82,34 @@ func runFlags() []cli.Flag {
 }
 
 func run(c *cli.Context) error {
-	log, err := newLogger(c, c.App.ErrWriter)
-	if err != nil {
+	log, set, err := setUp(c, false)
+	if err != nil || set == nil {
 		return err
 	}
-	set, err := validate(c, false)
+	set.src.Log = log
+	return runDaemon(c, log, set)
+}
+
+// setUp makes the logger and validates the flags (local: by the demo's
+// rules), logging the warnings, for run and demo alike. With --check it
+// says so and returns no settings: the command is done.
+func setUp(c *cli.Context, local bool) (zerolog.Logger, *settings, error) {
+	log, err := newLogger(c, c.App.ErrWriter)
 	if err != nil {
-		return err
+		return log, nil, err
+	}
+	set, err := validate(c, local)
+	if err != nil {
+		return log, nil, err
 	}
 	for _, w := range set.warnings {
 		log.Warn().Msg(w)
 	}
 	if c.Bool("check") {
 		fmt.Fprintln(c.App.Writer, "vnicd: configuration OK")
-		return nil
+		return log, nil, nil
 	}
-	set.src.Log = log
-	return runDaemon(c, log, set)
+	return log, set, nil
 }
 
 // loadConfig reads --config (YAML, flag names as keys) into flags that were
