@@ -55,21 +55,7 @@ func TestFabricExactlyOnce(t *testing.T) {
 		t.Cleanup(func() { e.Close() })
 		eps[i] = e
 	}
-	var peers []Peer
-	for i, e := range eps {
-		peers = append(peers, Peer{ID: i, Addr: e.ControlAddr()})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	errs := make(chan error, n)
-	for _, e := range eps {
-		go func() { errs <- e.Connect(ctx, peers) }()
-	}
-	for range eps {
-		if err := <-errs; err != nil {
-			t.Fatalf("Connect: %v", err)
-		}
-	}
+	connectAll(t, eps)
 	const perPair = 400
 	runTraffic(t, eps, trafficOpts{perPair: perPair})
 	var fast, sent uint64

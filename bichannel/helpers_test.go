@@ -63,13 +63,21 @@ func newCluster(t testing.TB, n int, cfg Config, mk func(i int) transport.Path) 
 			e.Close()
 		}
 	})
+	connectAll(t, eps)
+	return eps
+}
+
+// connectAll connects every endpoint of eps to all the others, node IDs
+// their indices, and fails t if any Connect fails within 10 seconds.
+func connectAll(t testing.TB, eps []*Endpoint) {
+	t.Helper()
 	var peers []Peer
 	for i, e := range eps {
 		peers = append(peers, Peer{ID: i, Addr: e.ControlAddr()})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	errs := make(chan error, n)
+	errs := make(chan error, len(eps))
 	for _, e := range eps {
 		go func() { errs <- e.Connect(ctx, peers) }()
 	}
@@ -78,7 +86,6 @@ func newCluster(t testing.TB, n int, cfg Config, mk func(i int) transport.Path) 
 			t.Fatalf("Connect: %v", err)
 		}
 	}
-	return eps
 }
 
 // Test messages: a 16-byte header (source node, worker, index) and a
