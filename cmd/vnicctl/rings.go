@@ -35,13 +35,8 @@ func ringsCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := connect(c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			st, err := cl.stats()
-			if err != nil {
+			var st proto.Stats
+			if err := request(c, proto.TStats, &st); err != nil {
 				return err
 			}
 			ts := st.Tenants
