@@ -7,18 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnic/vnic/tools/examples/internal/casestudy"
+	"github.com/vnic/vnic/tools/examples/internal/casestudy/casestudytest"
 )
-
-// testVnicd builds vnicd into the test's temporary directory.
-func testVnicd(t *testing.T) string {
-	t.Helper()
-	p, err := casestudy.BuildVnicd(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // The KV store on vnicd's fabric, at a small scale: the runner starts
 // vnicd --source fabric, every node attaches as a host of it, secondary 2
@@ -26,7 +16,7 @@ func testVnicd(t *testing.T) string {
 // the replication messages came by the fast path (the fabric), not by
 // TCP retransmission. No performance is asserted.
 func TestFabricKVKilledReplica(t *testing.T) {
-	o, err := parseFlags([]string{"-vnicd", testVnicd(t), "-fast", "fabric", "-place", "none", "-transport", "hot,bi", "-rates", "2000",
+	o, err := parseFlags([]string{"-vnicd", casestudytest.Vnicd(t), "-fast", "fabric", "-place", "none", "-transport", "hot,bi", "-rates", "2000",
 		"-duration", "600ms", "-conns", "2", "-keys", "200", "-kill"})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/bichannel/transport/lossytest"
 	"github.com/vnic/vnic/tools/examples/internal/casestudy"
+	"github.com/vnic/vnic/tools/examples/internal/casestudy/casestudytest"
 )
 
 // Quorum replication over both replication networks, with one secondary
@@ -29,13 +30,8 @@ func TestKVQuorumOneReplicaDead(t *testing.T) {
 			cfg := ClusterConfig{Places: casestudy.Loopback(3), Shards: 2, Transport: tr,
 				Bi: bichannel.Config{Flows: 2, BuffersPerFlow: 64, RetransmitTimeout: 10 * time.Millisecond,
 					HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 5 * time.Second}}
-			var ln *lossytest.Net
 			if tr != "tcp" {
-				var err error
-				if ln, err = lossytest.New(lossytest.Config{Loss: 0.05, Duplicate: 0.05, Reorder: 0.05, Seed: 11}); err != nil {
-					t.Fatal(err)
-				}
-				cfg.FastPath = casestudy.LossyFastPaths(ln, cfg.Shards)
+				_, cfg.FastPath = casestudytest.LossyNet(t, lossytest.Config{Loss: 0.05, Duplicate: 0.05, Reorder: 0.05, Seed: 11}, cfg.Shards)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -43,12 +39,7 @@ func TestKVQuorumOneReplicaDead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer func() {
-				cl.Close()
-				if ln != nil {
-					ln.Wait()
-				}
-			}()
+			defer cl.Close()
 			var killedAt time.Time
 			res, err := Load(ctx, LoadConfig{Addr: cl.ClientAddr, Rate: 4000, Duration: 1500 * time.Millisecond, Conns: 2, Keys: 50,
 				Seed: 1, KeepAcked: true, OnHalf: func() { killedAt = time.Now(); cl.Kill(2) }})

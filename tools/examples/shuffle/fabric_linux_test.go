@@ -7,18 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnic/vnic/tools/examples/internal/casestudy"
+	"github.com/vnic/vnic/tools/examples/internal/casestudy/casestudytest"
 )
-
-// testVnicd builds vnicd into the test's temporary directory.
-func testVnicd(t *testing.T) string {
-	t.Helper()
-	p, err := casestudy.BuildVnicd(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // The shuffle on vnicd's fabric, at a small scale, with 1,400-byte and
 // 8 KiB messages: the runner starts vnicd --source fabric, every host
@@ -29,7 +19,7 @@ func TestFabricShuffle(t *testing.T) {
 	var nicCPU float64 // vnicd's CPU time, in clock ticks of 10 ms: summed over the runs
 	for _, msg := range []string{"1400", "8192"} {
 		t.Run(msg, func(t *testing.T) {
-			o, err := parseFlags([]string{"-vnicd", testVnicd(t), "-fast", "fabric", "-place", "none", "-transport", "bi", "-hosts", "3", "-rows", "60000", "-msg", msg})
+			o, err := parseFlags([]string{"-vnicd", casestudytest.Vnicd(t), "-fast", "fabric", "-place", "none", "-transport", "bi", "-hosts", "3", "-rows", "60000", "-msg", msg})
 			if err != nil {
 				t.Fatal(err)
 			}

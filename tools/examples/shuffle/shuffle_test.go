@@ -9,6 +9,7 @@ import (
 	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/bichannel/transport/lossytest"
 	"github.com/vnic/vnic/tools/examples/internal/casestudy"
+	"github.com/vnic/vnic/tools/examples/internal/casestudy/casestudytest"
 )
 
 func tables(n, rows int) []*Table {
@@ -45,12 +46,7 @@ func TestShuffleExactlyOnce(t *testing.T) {
 			cfg.Places, cfg.Workers, cfg.Seed = casestudy.Loopback(hosts), 2, 42
 			var ln *lossytest.Net
 			if tc.name == "bi-lossy" {
-				var err error
-				ln, err = lossytest.New(lossytest.Config{Loss: 0.10, Duplicate: 0.10, Reorder: 0.1, Seed: 7})
-				if err != nil {
-					t.Fatal(err)
-				}
-				cfg.FastPath = casestudy.LossyFastPaths(ln, cfg.Workers)
+				ln, cfg.FastPath = casestudytest.LossyNet(t, lossytest.Config{Loss: 0.10, Duplicate: 0.10, Reorder: 0.1, Seed: 7}, cfg.Workers)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -58,12 +54,7 @@ func TestShuffleExactlyOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer func() {
-				cl.Close()
-				if ln != nil {
-					ln.Wait()
-				}
-			}()
+			defer cl.Close()
 			// Twice over the same connections: the transports carry on.
 			for run := range 2 {
 				res, err := cl.Run(ctx, tables(hosts, rows+run))
