@@ -57,10 +57,7 @@ type options struct {
 	kill, check                      bool
 	fromCSV, cpuprofile              string
 	place                            cpuacct.Placement
-	nicPids                          []int
-	vnicd, fabricIdle                string
-	vnicSpin                         time.Duration
-	fabricArgs                       []string
+	casestudy.NICFlags
 }
 
 func main() { casestudy.Main(parseFlags, run) }
@@ -76,14 +73,9 @@ func parseFlags(args []string) (options, error) {
 	rates := fs.String("rates", "2000,5000,10000,20000", "offered update rates per second, comma-separated, increasing")
 	tr := fs.String("transport", "hot,bi,tcp", "replication networks: hot (bi-channel, acknowledgements on the fast path), bi (bi-channel, acknowledgements over TCP), tcp (kernel TCP), tcp-both (kernel TCP on the host and NIC CPUs: its best case, the reference line)")
 	place := fs.String("place", "host=1,nic=0", "CPU placement: host=CPUS,nic=CPUS (every node and the client run on the host CPUs, whatever the transport; the NIC process on the NIC CPUs) or none (no pinning)")
-	nicPids := fs.String("nic-pids", "", "pids of the NIC processes (each host's vnicd), comma-separated, whose CPU time is reported as NIC CPU-s")
 	fs.DurationVar(&o.duration, "duration", 2*time.Second, "offering time per rate")
 	fs.StringVar(&o.testbed, "testbed", "", "put node i in namespace PREFIX-h<i> of `vnicctl testbed up --hosts N --prefix PREFIX` (the client in the next host if there is one)")
 	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp, vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock), auto, or fabric (every node a host of one vnicd run --source fabric that this command starts on the NIC CPUs for each bi-channel step, control paths on 127.0.0.x)")
-	fs.StringVar(&o.vnicd, "vnicd", "", "with -fast fabric, the vnicd binary (default: vnicd on PATH, else built from this module)")
-	fs.StringVar(&o.fabricIdle, "fabric-idle", "adaptive", "with -fast fabric, vnicd's --idle: adaptive or busy")
-	fs.DurationVar(&o.vnicSpin, "vnic-spin", 0, "with -fast vnic or fabric, how long a worker polls its queue before it sleeps (0: the bi-channel's default, 50µs; negative: sleep at once, which leaves a CPU that the hosts share to the ones with work)")
-	fabricArgs := fs.String("fabric-args", "", "with -fast fabric, more vnicd run flags, space-separated (e.g. --fabric-delay 20us)")
 	fs.StringVar(&o.csv, "csv", "", "write the results to this CSV file")
 	fs.StringVar(&o.plot, "plot", "", "draw latency against rate (the paper's Figure 17) into this .png or .svg")
 	fs.StringVar(&o.plot18, "plot18", "", "draw the latency spread (p99 − minimum) at half of kernel TCP's most updates/s (the paper's Figure 18) into this .png or .svg")
@@ -91,6 +83,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (every node and the client) to this file")
 	fs.BoolVar(&o.check, "check", false, "after every step, check every live replica against the acknowledged log (always with -kill)")
 	fs.BoolVar(&o.kill, "kill", false, "kill secondary 2 half-way through each step and check every live replica against the acknowledged log")
+	o.NICFlags.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -113,14 +106,8 @@ func parseFlags(args []string) (options, error) {
 	if o.fast == "fabric" && o.testbed != "" {
 		return o, fmt.Errorf("kv: -fast fabric runs every node on this machine's loopback: drop -testbed")
 	}
-	if o.fabricIdle != "adaptive" && o.fabricIdle != "busy" {
-		return o, fmt.Errorf("kv: -fabric-idle %q: give adaptive or busy", o.fabricIdle)
-	}
-	o.fabricArgs = strings.Fields(*fabricArgs)
-	if *nicPids != "" {
-		if o.nicPids, err = casestudy.Ints("nic-pids", *nicPids); err != nil {
-			return o, fmt.Errorf("kv: %w", err)
-		}
+	if err := o.NICFlags.Check(); err != nil {
+		return o, fmt.Errorf("kv: %w", err)
 	}
 	return o, nil
 }
@@ -315,18 +302,18 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 	if t == "tcp-both" {
 		repl = "tcp"
 	}
-	nicPids := o.nicPids
+	nicPids := o.NICPids
 	if o.fast == "fabric" && repl != "tcp" {
 		// A vnicd of this step's own: kernel TCP steps run without one,
 		// so that the NIC CPUs' idleness shows they got no help.
-		fab, err := casestudy.StartFabric(ctx, casestudy.FabricConfig{Vnicd: o.vnicd, CPUs: o.place.NIC, Idle: o.fabricIdle, Args: o.fabricArgs})
+		fab, err := casestudy.StartFabric(ctx, casestudy.FabricConfig{Vnicd: o.Vnicd, CPUs: o.place.NIC, Idle: o.FabricIdle, Args: o.FabricArgs})
 		if err != nil {
 			return Row{}, fmt.Errorf("kv: %w", err)
 		}
 		defer fab.Close()
 		places = casestudy.WithFabric(places, fab.Socket, 9400)
 		for i := range places {
-			places[i].VNIC.Spin = o.vnicSpin
+			places[i].VNIC.Spin = o.VnicSpin
 		}
 		nicPids = append(slices.Clone(nicPids), fab.Pid)
 	}

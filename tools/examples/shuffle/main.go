@@ -51,10 +51,7 @@ type options struct {
 	rto                  time.Duration
 	msg                  int
 	place                cpuacct.Placement
-	nicPids              []int
-	vnicd, fabricIdle    string
-	vnicSpin             time.Duration
-	fabricArgs           []string
+	casestudy.NICFlags
 }
 
 func main() { casestudy.Main(parseFlags, run) }
@@ -68,11 +65,6 @@ func parseFlags(args []string) (options, error) {
 	rows := fs.String("rows", "100000", "rows per host, a comma-separated sweep (a row is 128 bytes)")
 	tr := fs.String("transport", "bi,tcp", "transports: bi (bi-channel), tcp (kernel TCP), tcp-both (kernel TCP on the host and NIC CPUs: its best case, the reference line), comma-separated")
 	place := fs.String("place", "host=1,nic=0", "CPU placement: host=CPUS,nic=CPUS (every host runs on the host CPUs, whatever the transport; the NIC process, vnicd with -fast fabric, on the NIC CPUs) or none (no pinning)")
-	nicPids := fs.String("nic-pids", "", "pids of the NIC processes (each host's vnicd), comma-separated, whose CPU time is reported as NIC CPU-s")
-	fs.StringVar(&o.vnicd, "vnicd", "", "with -fast fabric, the vnicd binary (default: vnicd on PATH, else built from this module)")
-	fs.StringVar(&o.fabricIdle, "fabric-idle", "adaptive", "with -fast fabric, vnicd's --idle: adaptive or busy")
-	fs.DurationVar(&o.vnicSpin, "vnic-spin", 0, "with -fast vnic or fabric, how long a worker polls its queue before it sleeps (0: the bi-channel's default, 50µs; negative: sleep at once, which leaves a CPU that the hosts share to the ones with work)")
-	fabricArgs := fs.String("fabric-args", "", "with -fast fabric, more vnicd run flags, space-separated (e.g. --fabric-delay 20us)")
 	fs.StringVar(&o.testbed, "testbed", "", "put host i in namespace PREFIX-h<i> of `vnicctl testbed up --hosts N --prefix PREFIX` (default: loopback)")
 	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp (kernel sockets), vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock), auto, or fabric (every host a host of one vnicd run --source fabric that this command starts on the NIC CPUs for each bi-channel run, control paths on 127.0.0.x)")
 	fs.StringVar(&o.csv, "csv", "", "also write the results to this CSV file")
@@ -83,6 +75,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.msg, "msg", 1400, "message size in bytes (tuples per message: (msg-2)/128); above 1472 the testbed needs --mtu msg+28 or more")
 	fs.IntVar(&o.buffers, "buffers", 256, "bi-channel receive buffers per flow (the credits)")
 	fs.DurationVar(&o.rto, "rto", 100*time.Millisecond, "bi-channel least retransmission timeout (a loaded machine delays acknowledgements; too short a timeout resends what was not lost)")
+	o.NICFlags.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -99,17 +92,11 @@ func parseFlags(args []string) (options, error) {
 	if o.fast == "fabric" && o.testbed != "" {
 		return o, fmt.Errorf("shuffle: -fast fabric runs every host on this machine's loopback: drop -testbed")
 	}
-	if o.fabricIdle != "adaptive" && o.fabricIdle != "busy" {
-		return o, fmt.Errorf("shuffle: -fabric-idle %q: give adaptive or busy", o.fabricIdle)
-	}
-	o.fabricArgs = strings.Fields(*fabricArgs)
 	if o.place, err = cpuacct.ParsePlacement(*place); err != nil {
 		return o, fmt.Errorf("shuffle: -place: %w", err)
 	}
-	if *nicPids != "" {
-		if o.nicPids, err = casestudy.Ints("nic-pids", *nicPids); err != nil {
-			return o, fmt.Errorf("shuffle: %w", err)
-		}
+	if err := o.NICFlags.Check(); err != nil {
+		return o, fmt.Errorf("shuffle: %w", err)
 	}
 	return o, nil
 }
@@ -264,14 +251,14 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 	if t == "tcp-both" {
 		tr = "tcp"
 	}
-	nicPids := o.nicPids
+	nicPids := o.NICPids
 	if o.fast == "fabric" && tr == "bi" {
-		args := o.fabricArgs
+		args := o.FabricArgs
 		if o.msg+HeaderOverhead > shm.DefaultBufSize {
 			// A message and its headers in one packet buffer.
 			args = append([]string{"--buf-size", strconv.Itoa((o.msg + HeaderOverhead + 63) &^ 63)}, args...)
 		}
-		fab, err := casestudy.StartFabric(ctx, casestudy.FabricConfig{Vnicd: o.vnicd, CPUs: o.place.NIC, Idle: o.fabricIdle, Args: args})
+		fab, err := casestudy.StartFabric(ctx, casestudy.FabricConfig{Vnicd: o.Vnicd, CPUs: o.place.NIC, Idle: o.FabricIdle, Args: args})
 		if err != nil {
 			return Row{}, st, fmt.Errorf("shuffle: %w", err)
 		}
@@ -283,7 +270,7 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 		}()
 		places = casestudy.WithFabric(places, fab.Socket, 9300)
 		for i := range places {
-			places[i].VNIC.Spin = o.vnicSpin
+			places[i].VNIC.Spin = o.VnicSpin
 		}
 		nicPids = append(slices.Clone(nicPids), fab.Pid)
 	}

@@ -13,8 +13,8 @@ func TestPlacementFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(o.nicPids, []int{10, 11}) {
-		t.Errorf("nic pids %v", o.nicPids)
+	if !slices.Equal(o.NICPids, []int{10, 11}) {
+		t.Errorf("nic pids %v", o.NICPids)
 	}
 	for tr, want := range map[string][]int{"bi": {1}, "tcp": {1}, "tcp-both": {0, 1}} {
 		if got := hostCPUs(o.place, tr); !slices.Equal(got, want) {
