@@ -3,15 +3,13 @@ package main
 import (
 	"fmt"
 	"image/color"
-	"os"
-	"strconv"
-	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 	"github.com/vnic/vnic/tools/internal/figure"
 )
 
@@ -85,33 +83,13 @@ func latencyPlot(rows []Row) (*plot.Plot, error) {
 // readCSV reads rows written by writeCSV, or by its older versions
 // (whose latency columns were from the scheduled time), to redraw a plot.
 func readCSV(path string) ([]Row, error) {
-	b, err := os.ReadFile(path)
+	lines, err := casestudy.ReadCSV("kv", path, "transport", "run", "answered_per_s", "p50_us", "p95_us", "p99_us")
 	if err != nil {
 		return nil, err
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	col := map[string]int{}
-	for i, name := range strings.Split(lines[0], ",") {
-		col[name] = i
-	}
-	for _, need := range []string{"transport", "run", "answered_per_s", "p50_us", "p95_us", "p99_us"} {
-		if _, ok := col[need]; !ok {
-			return nil, fmt.Errorf("kv: %s has no %s column: give a CSV written by -csv", path, need)
-		}
-	}
 	var rows []Row
-	for i, line := range lines[1:] {
-		f := strings.Split(line, ",")
-		if len(f) != len(col) {
-			return nil, fmt.Errorf("kv: %s line %d: %d fields, want %d", path, i+2, len(f), len(col))
-		}
-		get := func(name string) string {
-			if j, ok := col[name]; ok {
-				return f[j]
-			}
-			return ""
-		}
-		num := func(name string) float64 { v, _ := strconv.ParseFloat(get(name), 64); return v }
+	for _, l := range lines {
+		get, num := l.Get, l.Num
 		rows = append(rows, Row{Transport: get("transport"), Run: int(num("run")), HostCPUs: get("host_cpus"), Offered: num("offered_per_s"), Throughput: num("answered_per_s"),
 			Service:  Lat{Count: uint64(num("svc_count")), Min: num("svc_min_us"), P50: num("svc_p50_us"), P95: num("svc_p95_us"), P99: num("svc_p99_us"), P999: num("svc_p999_us"), Max: num("svc_max_us")},
 			Sched:    Lat{Count: uint64(num("sched_count")), Min: num("sched_min_us"), P50: num("p50_us"), P95: num("p95_us"), P99: num("p99_us"), P999: num("sched_p999_us"), Max: num("max_us")},

@@ -1,18 +1,17 @@
 package main
 
 import (
-	"fmt"
 	"image/color"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 )
 
 // plotSweep draws the paper's Figure 14 for the rows: throughput (GB/s)
@@ -96,35 +95,14 @@ func savePNG(img *vgimg.Canvas, path string) error {
 // readCSV reads the rows writeCSV wrote (older files without the
 // placement columns too), by their header's names, to redraw a plot.
 func readCSV(path string) ([]Row, error) {
-	b, err := os.ReadFile(path)
+	lines, err := casestudy.ReadCSV("shuffle", path, "transport", "rows_per_host", "gbps", "cpu_s_per_gb")
 	if err != nil {
 		return nil, err
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	col := map[string]int{}
-	for i, h := range strings.Split(lines[0], ",") {
-		col[h] = i
-	}
-	for _, need := range []string{"transport", "rows_per_host", "gbps", "cpu_s_per_gb"} {
-		if _, ok := col[need]; !ok {
-			return nil, fmt.Errorf("shuffle: %s has no %s column: give a CSV that -csv wrote", path, need)
-		}
-	}
 	var rows []Row
-	for i, line := range lines[1:] {
-		f := strings.Split(line, ",")
-		if len(f) != len(col) {
-			return nil, fmt.Errorf("shuffle: %s line %d: %d fields, the header has %d", path, i+2, len(f), len(col))
-		}
-		num := func(name string) float64 {
-			j, ok := col[name]
-			if !ok {
-				return 0
-			}
-			v, _ := strconv.ParseFloat(f[j], 64)
-			return v
-		}
-		rows = append(rows, Row{Transport: f[col["transport"]], Rows: int(num("rows_per_host")), Run: int(num("run")), Hosts: int(num("hosts")),
+	for _, l := range lines {
+		num := l.Num
+		rows = append(rows, Row{Transport: l.Get("transport"), Rows: int(num("rows_per_host")), Run: int(num("run")), Hosts: int(num("hosts")),
 			NetMB: num("net_mb"), Seconds: num("seconds"), GBps: num("gbps"), CPUs: num("cpu_s"), CPUPerGB: num("cpu_s_per_gb"),
 			Msg: int(num("msg")), NICCPUs: num("nic_cpu_s"), NICPerGB: num("nic_cpu_s_per_gb")})
 	}
