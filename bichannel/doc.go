@@ -222,4 +222,10 @@
 //	a.Connect(ctx, []bichannel.Peer{{ID: 1, Addr: b.ControlAddr()}})
 //	a.Send(1, 0, []byte("hello"))  // worker 0 of node 0 to worker 0 of node 1
 //	msgs, err := b.RecvWait(ctx, 0, nil)
+//
+// # Own code
+//
+// The tag's SipHash-2-4 is this package's own, not github.com/dchest/siphash:
+// it hashes the header and payload around the tag field in place, 619 ns per
+// 1,400-byte datagram against dchest's 731 ns (siphash.go has the figures).
 package bichannel

@@ -54,4 +54,10 @@
 //
 // A run is single-threaded and shares nothing: [Run] may be called from
 // several goroutines at once (the experiments do, Options.Parallel).
+//
+// # Own code
+//
+// Its latency histogram (hist.go) is its own, not HdrHistogram-go nor
+// bichannel/hist: exact below 128 ns and within 1.6% above, with no range to
+// choose in advance, so the published CSVs (docs/sim) stay as they are.
 package sim
