@@ -141,8 +141,12 @@ func TestSignalCostIgnoresTenantWaiters(t *testing.T) {
 	b, w, p := med(base), med(waiters), med(parked)
 	t.Logf("engine CPU per signalled frame: %v waking an honest sleeper; %v (%.2f×) with 2,000 epoll waiters on the doorbell; %v (%.2f×) with %d threads parked on the signal word",
 		b, w, float64(w)/float64(b), p, float64(p)/float64(b), hostileSleepers)
-	if r := float64(w) / float64(b); r > 1.2 {
-		t.Errorf("2,000 waiters on the doorbell raised the engine's cost per signalled frame %.2f× (want <= 1.2): base %v, hostile %v", r, base, waiters)
+	// The signal is a futex wake on the signal word, which no epoll
+	// waiter on the doorbell joins, so what is left is noise: 0.9-1.3×
+	// measured (1.27× once under -race on a quiet machine), against the
+	// control's 67-102× below, which walks every waiter on each signal.
+	if r := float64(w) / float64(b); r > 1.5 {
+		t.Errorf("2,000 waiters on the doorbell raised the engine's cost per signalled frame %.2f× (want <= 1.5): base %v, hostile %v", r, base, waiters)
 	}
 	// A wake of one among many parked threads touches a thread whose
 	// state is cold in the cache (the futex queue is FIFO): a constant,
