@@ -1,6 +1,10 @@
 package bichannel
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/vnic/vnic/bichannel/transport"
+)
 
 // Datagram header: every fast-path datagram (and every message
 // retransmitted over TCP) is identified by the sender's node and 64-bit
@@ -86,3 +90,7 @@ func tagOK(k sipKey, b []byte, tag uint64) bool {
 	// One 64-bit comparison: no early exit on a partial match.
 	return k.sum2(b[:tagOff], b[HeaderLen:])^tag == 0
 }
+
+// transport cannot import this package, so it states the default datagram
+// size itself; this fails to compile when the two disagree.
+var _ = [1]struct{}{}[transport.DefaultMaxDatagram-(HeaderLen+DefaultMaxPayload)]

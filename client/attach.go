@@ -105,11 +105,9 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 		}
 		return nil, fmt.Errorf("client: connect to vnicd: %w", err)
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		conn.Unix().SetDeadline(dl)
-	}
-	// A cancelled ctx ends the exchange at once: a deadline in the past
-	// fails the pending read or write.
+	// When ctx ends (cancelled, or its deadline passed) the exchange ends
+	// at once: a deadline in the past fails the pending read or write, and
+	// the error below is ctx's.
 	stop := context.AfterFunc(ctx, func() { conn.Unix().SetDeadline(time.Unix(1, 0)) })
 	var rep proto.AttachReply
 	req := proto.Attach{
@@ -130,7 +128,7 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	if err != nil {
 		conn.Close()
 		if cerr := ctx.Err(); cerr != nil {
-			return nil, fmt.Errorf("client: attach: %w (%v)", cerr, err)
+			return nil, fmt.Errorf("client: attach: %w (%w)", cerr, err)
 		}
 		return nil, fmt.Errorf("client: attach: %w", err)
 	}

@@ -57,3 +57,29 @@ func TestAttachCancelled(t *testing.T) {
 		t.Fatalf("Attach returned %v after the cancel, want at once", d)
 	}
 }
+
+// An attach that vnicd never answers ends at ctx's deadline with
+// context.DeadlineExceeded, not a bare socket timeout.
+func TestAttachDeadline(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "vnicd.sock")
+	l, err := net.Listen("unixpacket", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			defer c.Close()
+			io.Copy(io.Discard, c)
+		}
+	}()
+	for i := 0; i < 50; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Millisecond)
+		_, err := client.Attach(ctx, sock, client.AttachOptions{Name: "t"})
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("attempt %d: Attach: %v, want context.DeadlineExceeded", i, err)
+		}
+	}
+}

@@ -23,9 +23,8 @@ fi
 place="host=${HOST_CPUS:-1},nic=${NIC_CPUS:-0}"
 mkdir -p "$out" bench
 mkdir -p bin
-# The programs, built into bin/ as make build does.
-go build -o bin/ ./cmd/vnicd
-go -C tools build -o "$PWD/bin/" ./examples/kv ./examples/shuffle
+# The programs, in bin/: make build (a no-op when they are current).
+make -s build >/dev/null
 log=bench/casestudies-fabric-run.txt
 : > "$log"
 note() { echo "== $* ($(date -u +%FT%TZ); $(uptime))" | tee -a "$log"; }

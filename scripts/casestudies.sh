@@ -33,9 +33,8 @@ else
 fi
 mkdir -p bench "$out" /run/vnic
 mkdir -p bin
-# The programs, built into bin/ as make build does.
-go build -o bin/ ./cmd/vnicd ./cmd/vnicctl
-go -C tools build -o "$PWD/bin/" ./examples/kv ./examples/shuffle
+# The programs, in bin/: make build (a no-op when they are current).
+make -s build >/dev/null
 bin/vnicctl testbed up --hosts 4 --prefix "$prefix" --queues 2 --mtu 9000 >/dev/null
 pids=()
 cleanup() {

@@ -3,7 +3,6 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -130,7 +129,7 @@ func newLogPath(t testing.TB, name string) string {
 	return f.Name()
 }
 
-// stopVnicd stops vnicd (SIGTERM, then SIGKILL) and reaps it.
+// stopVnicd stops vnicd (SIGINT, then SIGKILL after 5 s) and reaps it.
 func (b *bed) stopVnicd() {
 	if b.vnicd == nil {
 		return
@@ -363,17 +362,8 @@ func (b *bed) xdpAttached() bool {
 }
 
 func (b *bed) logTail() string {
-	f, err := os.Open(b.log)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	var lines []string
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		lines = append(lines, s.Text())
-	}
-	return strings.Join(lines[max(0, len(lines)-10):], "\n")
+	log, _ := os.ReadFile(b.log)
+	return testutil.Tail(string(log), 10)
 }
 
 // TestIntegrationTrafgenAccountingAndRSS sends trafgen UDP flows through

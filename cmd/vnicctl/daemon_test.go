@@ -109,7 +109,7 @@ func (r *rig) settle(ports map[string][]uint16) proto.Stats {
 		for name, ps := range ports {
 			var want int64
 			for _, p := range ps {
-				want += r.src.SentToOf(p, r.src.Total())
+				want += r.src.SentTo(p)
 			}
 			p, d := tenantTotals(st, name)
 			if int64(p+d) != want {

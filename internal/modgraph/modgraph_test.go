@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -47,7 +48,8 @@ func TestConsumerModuleGraph(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("go.mod", "module example.com/consumer\n\ngo 1.26.0\n\n"+
+	goLine := regexp.MustCompile(`(?m)^go [0-9.]+$`).FindString(string(mod)) // the library's own
+	write("go.mod", "module example.com/consumer\n\n"+goLine+"\n\n"+
 		"require github.com/vnic/vnic v0.0.0\n\n"+
 		"replace github.com/vnic/vnic => "+root+"\n")
 	write("main.go", "package main\n\nimport (\n"+

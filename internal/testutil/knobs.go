@@ -178,17 +178,6 @@ func (k *Knobs) Set(env, value string) error {
 	return err
 }
 
-// Get is the knob named env as the environment would spell it.
-func (k *Knobs) Get(env string) string {
-	out := ""
-	forKnobs(k, func(f reflect.StructField, v reflect.Value) {
-		if f.Tag.Get("env") == env {
-			out = fmt.Sprint(v.Interface())
-		}
-	})
-	return out
-}
-
 func forKnobs(k *Knobs, fn func(reflect.StructField, reflect.Value)) {
 	v := reflect.ValueOf(k).Elem()
 	for i := 0; i < v.NumField(); i++ {

@@ -115,7 +115,7 @@ func TestParseKnobs(t *testing.T) {
 			t.Errorf("%s=%q: %v, want an error naming the variable and the value", name, val, err)
 		}
 	}
-	if err := k.Set("BICH_APP_CPU", "1"); err != nil || k.BichAppCPU != 1 || k.IsSet("BICH_APP_CPU") || k.Get("BICH_APP_CPU") != "1" {
+	if err := k.Set("BICH_APP_CPU", "1"); err != nil || k.BichAppCPU != 1 || k.IsSet("BICH_APP_CPU") {
 		t.Fatalf("Set: %v, %+v", err, k)
 	}
 	if err := k.Set("BICH_"+"NO_SUCH", "1"); err == nil {

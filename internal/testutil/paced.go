@@ -80,20 +80,5 @@ func (p *Paced) SentTo(port uint16) int64 {
 	return n
 }
 
-// SentToOf is how many of the first n frames go to port: what SentTo
-// says once n frames are out.
-func (p *Paced) SentToOf(port uint16, n int64) int64 {
-	var c int64
-	for i, q := range p.ports {
-		if q == port {
-			c += n / int64(len(p.ports))
-			if int64(i) < n%int64(len(p.ports)) {
-				c++
-			}
-		}
-	}
-	return c
-}
-
 // Frame is the source's i-th frame (modulo its flows).
 func (p *Paced) Frame(i int) []byte { return p.frames[i%len(p.frames)] }

@@ -161,8 +161,11 @@ func (v *Vnicd) Log() string {
 }
 
 // LogTail is the last n lines of vnicd's output.
-func (v *Vnicd) LogTail(n int) string {
-	lines := strings.Split(strings.TrimRight(v.Log(), "\n"), "\n")
+func (v *Vnicd) LogTail(n int) string { return Tail(v.Log(), n) }
+
+// Tail is the last n lines of s.
+func Tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

@@ -189,17 +189,9 @@ func (h *harness) close() {
 		h.vnicd.Stop()
 	}
 	if h.t.Failed() && h.vnicd != nil {
-		h.t.Logf("vnicd log (tail):\n%s", tail(h.log(), 40))
+		h.t.Logf("vnicd log (tail):\n%s", testutil.Tail(h.log(), 40))
 	}
 	os.RemoveAll(h.dir)
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func (h *harness) log() string {
@@ -376,7 +368,7 @@ func (h *harness) check(name string, during float64) {
 		t.Errorf("%s: status failed or took > 1 s %d times: %v", name, n, errs)
 	}
 	if l := h.log(); strings.Contains(l, "panic") || strings.Contains(l, "goroutine ") {
-		t.Errorf("%s: vnicd's log has a panic:\n%s", name, tail(l, 30))
+		t.Errorf("%s: vnicd's log has a panic:\n%s", name, testutil.Tail(l, 30))
 	}
 	t.Logf("%s: after: %d fds (baseline %d), RSS %d KiB (baseline %d), slowest status %v", name, fds, h.baseFDs, rss>>10, h.baseRSS>>10, time.Duration(h.statusMax.Load()).Round(time.Millisecond))
 }

@@ -175,7 +175,7 @@ func TestIntegrationHostileMaxima(t *testing.T) {
 		t0 := time.Now()
 		out, err := exec.Command(vnicctlBin, append([]string{"--socket", h.socket}, args...)...).CombinedOutput()
 		if err != nil {
-			t.Fatalf("vnicctl %v: %v:\n%s", args, err, tail(string(out), 10))
+			t.Fatalf("vnicctl %v: %v:\n%s", args, err, testutil.Tail(string(out), 10))
 		}
 		t.Logf("vnicctl %s: %d bytes of output in %v", strings.Join(args, " "), len(out), time.Since(t0).Round(time.Millisecond))
 		return string(out)
@@ -185,7 +185,7 @@ func TestIntegrationHostileMaxima(t *testing.T) {
 		t.Helper()
 		for _, args := range [][]string{{"tenants"}, {"rings"}, {"counters"}, {"counters", "-o", "json"}, {"watch", "-o", "wide", "--interval", "200ms", "--count", "1"}} {
 			if out := ctl(args...); !strings.Contains(out, last) {
-				t.Errorf("vnicctl %v does not show %s:\n%s", args, last, tail(out, 5))
+				t.Errorf("vnicctl %v does not show %s:\n%s", args, last, testutil.Tail(out, 5))
 			}
 		}
 	}
@@ -250,7 +250,7 @@ func TestIntegrationHostileHolePunch(t *testing.T) {
 		t.Errorf("the puncher is not in the history")
 	}
 	if n := strings.Count(h.log(), "tenant punched holes in its shared-memory region"); n != 1 {
-		t.Errorf("want one log line about the puncher, got %d:\n%s", n, tail(h.log(), 10))
+		t.Errorf("want one log line about the puncher, got %d:\n%s", n, testutil.Tail(h.log(), 10))
 	}
 	win.check(t, h.baseRate, 0.9)
 	h.census()

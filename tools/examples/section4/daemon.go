@@ -40,16 +40,6 @@ func (l *lockedBuf) String() string {
 	return l.b.String()
 }
 
-// buildVnicd compiles cmd/vnicd into dir and returns the binary's path.
-func buildVnicd(dir string) (string, error) {
-	bin := filepath.Join(dir, "vnicd")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/vnic/vnic/cmd/vnicd").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("build vnicd: %w\n%s", err, out)
-	}
-	return bin, nil
-}
-
 // startDaemon runs bin as vnicd with the fabric source, its engine on
 // engineCPU, frames of up to bufSize bytes, and the model flags given.
 func startDaemon(bin string, engineCPU, bufSize int, model []string) (*daemon, error) {
@@ -90,7 +80,7 @@ func startDaemon(bin string, engineCPU, bufSize int, model []string) (*daemon, e
 	}
 }
 
-// stop ends the subprocess (SIGTERM, then SIGKILL) and removes its files.
+// stop ends the subprocess (SIGINT, then SIGKILL after 5 s) and removes its files.
 func (d *daemon) stop() {
 	if d.cmd.Process != nil {
 		d.cmd.Process.Signal(os.Interrupt)

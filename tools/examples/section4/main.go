@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 )
 
 // interrupted is set by SIGINT or SIGTERM: the run stops at the next point.
@@ -106,7 +108,7 @@ func run(fig, out, scale, vnicd string, engineCPU, appCPU int) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		if vnicd, err = buildVnicd(dir); err != nil {
+		if vnicd, err = casestudy.BuildVnicd(dir); err != nil {
 			return err
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 )
 
 // The tests run each figure at the small scale (what -scale small runs)
@@ -23,7 +25,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	vnicdBin, err = buildVnicd(dir)
+	vnicdBin, err = casestudy.BuildVnicd(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)

@@ -7,18 +7,15 @@ import (
 
 	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/bichannel/transport/lossytest"
+	"github.com/vnic/vnic/internal/testutil"
 	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 )
 
-// Vnicd builds vnicd into the test's temporary directory and returns its
-// path.
+// Vnicd builds vnicd once per test binary (testutil.MustBuild) and returns
+// its path; the test binary's TestMain removes it (testutil.RemoveBuilt).
 func Vnicd(t testing.TB) string {
 	t.Helper()
-	p, err := casestudy.BuildVnicd(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testutil.MustBuild(t, testutil.VnicdPkg)
 }
 
 // LossyNet starts an in-process lossy network with cfg and returns it with
