@@ -25,5 +25,18 @@ func FlagHint(err error) error {
 	if !ok {
 		return err
 	}
-	return fmt.Errorf("nic: %s: %w; or use %s", ce.Op, ce.Err, flag)
+	return &flagError{ce, flag}
 }
+
+// flagError is a nic.ConfigError told in vnicd's flags; errors.As still
+// finds the ConfigError.
+type flagError struct {
+	ce   *nic.ConfigError
+	flag string
+}
+
+func (e *flagError) Error() string {
+	return fmt.Sprintf("nic: %s: %v; or use %s", e.ce.Op, e.ce.Err, e.flag)
+}
+
+func (e *flagError) Unwrap() error { return e.ce }

@@ -48,6 +48,9 @@ func TestFlagHint(t *testing.T) {
 	if !errors.Is(err, cause) {
 		t.Fatal("FlagHint lost the cause")
 	}
+	if ce := (*nic.ConfigError)(nil); !errors.As(err, &ce) || ce.Field != "EmulatorIdlePriority" {
+		t.Fatal("FlagHint hides the nic.ConfigError")
+	}
 	other := errors.New("source failed")
 	if got := daemon.FlagHint(other); got != other {
 		t.Fatalf("FlagHint(%v) = %v, want it unchanged", other, got)

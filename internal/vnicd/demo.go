@@ -96,18 +96,22 @@ func RunDemo(ctx context.Context, d Demo) error {
 		Int("emulator_cpu", ecpu).Str("source", "synth").Int("frame_size", sc.FrameSize).
 		Msg("vnicd running with in-process demo consumers (synthetic traffic)")
 
+	// The consumers and the report stop when the engine does, for
+	// whatever reason (ctx, or an error such as a CPU it cannot take).
+	cctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		consume(ctx, cl, ccpu, log)
+		consume(cctx, cl, ccpu, log)
 	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		report(ctx, region, d.Report, log)
+		report(cctx, region, d.Report, log)
 	}()
 	err = daemon.FlagHint(eng.Run(ctx, nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil })))
+	stop()
 	wg.Wait()
 	eng.Fold()
 	fmt.Fprintf(d.Out, "\nfinal counters (model %s, %d queues, Ax %d, Bx %d, %d buffers):\n", model, q, axSize, bxSize, bufs)

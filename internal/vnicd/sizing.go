@@ -52,9 +52,9 @@ import (
 // on veth both land on the upper bound: 32,768 AF_XDP entries hold 19 ms
 // at trafgen's 1.7 Mpps, 16,384 Bx entries 9.6 ms.
 const (
-	defaultLatencyBudget = 10 * time.Millisecond
-	minWireFrame         = 84    // bytes: 64-byte frame, 8 preamble, 12 inter-frame gap
-	defaultLinkMbps      = 10000 // for interfaces that report no speed
+	DefaultLatencyBudget = 10 * time.Millisecond // --latency-budget's default
+	minWireFrame         = 84                    // bytes: 64-byte frame, 8 preamble, 12 inter-frame gap
+	defaultLinkMbps      = 10000                 // for interfaces that report no speed
 	minXskRing           = 2048
 	maxXskRing           = 32768
 	xskUMEMBudget        = 512 << 20 // bytes of UMEM over all of vnicd's AF_XDP sockets
@@ -123,14 +123,11 @@ type Rings struct {
 	FrameSize     int  // of the synthetic source
 }
 
-// DefaultLatencyBudget is --latency-budget's default.
-const DefaultLatencyBudget = defaultLatencyBudget
-
 // latencyBudget checks --latency-budget.
 func (r Rings) latencyBudget() (time.Duration, error) {
 	d := r.LatencyBudget
 	if d <= 0 || d > time.Second {
-		return 0, fmt.Errorf("--latency-budget %v: give a duration in (0, 1s], e.g. %v (the default)", d, defaultLatencyBudget)
+		return 0, fmt.Errorf("--latency-budget %v: give a duration in (0, 1s], e.g. %v (the default)", d, DefaultLatencyBudget)
 	}
 	return d, nil
 }

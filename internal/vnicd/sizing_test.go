@@ -34,16 +34,16 @@ func TestDefaultRingsHoldABurst(t *testing.T) {
 		t.Fatalf("10 Gb/s of 64-byte frames is 14.88 Mpps, not %.0f", pps)
 	}
 	rate := linePPS(defaultLinkMbps)
-	x := xskRingFor(rate, defaultLatencyBudget, 2, 2048)
-	if need := 1.7e6 * defaultLatencyBudget.Seconds(); float64(x) < need {
-		t.Errorf("AF_XDP ring of %d holds less than %.0f frames (1.7 Mpps for %v)", x, need, defaultLatencyBudget)
+	x := xskRingFor(rate, DefaultLatencyBudget, 2, 2048)
+	if need := 1.7e6 * DefaultLatencyBudget.Seconds(); float64(x) < need {
+		t.Errorf("AF_XDP ring of %d holds less than %.0f frames (1.7 Mpps for %v)", x, need, DefaultLatencyBudget)
 	}
-	bx := bxFor(rate, defaultLatencyBudget)
+	bx := bxFor(rate, DefaultLatencyBudget)
 	if bx != maxBxAuto {
 		t.Errorf("Bx at 10 Gb/s = %d, want the bound %d", bx, maxBxAuto)
 	}
 	for _, q := range []int{1, 2, 8, 64, 256} {
-		n := xskRingFor(rate, defaultLatencyBudget, q, 2048)
+		n := xskRingFor(rate, DefaultLatencyBudget, q, 2048)
 		if n < minXskRing || n&(n-1) != 0 {
 			t.Errorf("%d queues: ring %d is not a power of two >= %d", q, n, minXskRing)
 		}
@@ -52,7 +52,7 @@ func TestDefaultRingsHoldABurst(t *testing.T) {
 		}
 	}
 	// A slow link needs small rings: 100 Mb/s for 10 ms is 1,488 frames.
-	if n := xskRingFor(linePPS(100), defaultLatencyBudget, 1, 2048); n != minXskRing {
+	if n := xskRingFor(linePPS(100), DefaultLatencyBudget, 1, 2048); n != minXskRing {
 		t.Errorf("100 Mb/s: ring %d, want the floor %d", n, minXskRing)
 	}
 }
