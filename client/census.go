@@ -19,10 +19,17 @@ import (
 // released). In the census's held lists, list 0 is the rings, list 1 the
 // queues' kept buffers, and the caller's lists follow from 2.
 //
-// It reads the queues' state: call it while no goroutine uses a queue. The
-// buffers vnicd is moving (taken from an Ax ring and not yet posted) are
-// in no place this process can see: a census of an attached tenant is
-// exact only while vnicd is idle, so retry one that finds ids lost.
+// It reads the queues' state: call it while no goroutine uses a queue.
+//
+// vnicd publishes its Ax consumer cursor lazily (the cores learn of
+// consumed entries from the Bx entries, Listing 1), so the published
+// cursor may lag: the Ax entries a Bx entry already reported (received or
+// still in the Bx ring) are not counted as posted, whatever the cursor
+// says. Buffers vnicd has taken and not yet reported are counted in the Ax
+// ring, where their entries still are. A census of an attached tenant is
+// exact with vnicd moving traffic, except for a buffer whose Bx entry is
+// published between the reads of the two rings: retry one that finds a
+// duplicate or a lost id.
 func (t *Tenant) Census(held ...[]uint32) (*alloc.Census, error) {
 	if t == nil || t.closed.Load() {
 		return nil, ErrClosed
@@ -31,25 +38,38 @@ func (t *Tenant) Census(held ...[]uint32) (*alloc.Census, error) {
 	g := t.Region.Geo
 	for _, q := range t.queues {
 		kept = append(kept, q.stash...)
+		// Bx first: its entries say which Ax entries vnicd consumed.
+		reported := uint64(0) // Ax entries of q's own ring reported in its Bx ring and not yet received
+		for i, n := 0, q.bx.Peek(int(g.BxSize)); i < n; i++ {
+			e := q.bx.Entry(i)
+			if e.Flags&bx.FlagNotice == 0 {
+				rings = append(rings, e.Buf)
+			}
+			if int(e.AxRing) == q.id {
+				reported++
+			}
+		}
 		if q.ax != nil {
-			ids, err := posted[ax.Entry](t.Region.AxMem(q.id), int(g.AxSize), func(e *ax.Entry) uint32 { return e.Buf })
+			// Entries before end are consumed: the received reports
+			// (Oldest, plus the refills owed) and those still in Bx.
+			// Under shring consumption is reported per descriptor.
+			end := uint64(0)
+			if q.sh == nil {
+				end = q.ax.Oldest() + uint64(q.debt) + reported
+			}
+			ids, err := posted[ax.Entry](t.Region.AxMem(q.id), int(g.AxSize), end, func(e *ax.Entry) uint32 { return e.Buf })
 			if err != nil {
 				return nil, fmt.Errorf("client: census: Ax ring %d: %w", q.id, err)
 			}
 			rings = append(rings, ids...)
 		}
-		for i, n := 0, q.bx.Peek(int(g.BxSize)); i < n; i++ {
-			if e := q.bx.Entry(i); e.Flags&bx.FlagNotice == 0 {
-				rings = append(rings, e.Buf)
-			}
-		}
 		if q.tx != nil {
-			ids, err := posted[shm.TxDesc](t.Region.TxMem(q.id), int(g.TxSize), func(d *shm.TxDesc) uint32 { return d.Buf })
+			ids, err := posted[shm.TxDesc](t.Region.TxMem(q.id), int(g.TxSize), 0, func(d *shm.TxDesc) uint32 { return d.Buf })
 			if err != nil {
 				return nil, fmt.Errorf("client: census: TX ring %d: %w", q.id, err)
 			}
 			rings = append(rings, ids...)
-			ids, err = posted[shm.Completion](t.Region.CompMem(q.id), int(g.CompSize), func(c *shm.Completion) uint32 { return c.Buf })
+			ids, err = posted[shm.Completion](t.Region.CompMem(q.id), int(g.CompSize), 0, func(c *shm.Completion) uint32 { return c.Buf })
 			if err != nil {
 				return nil, fmt.Errorf("client: census: completion ring %d: %w", q.id, err)
 			}
@@ -65,9 +85,20 @@ func (t *Tenant) Census(held ...[]uint32) (*alloc.Census, error) {
 
 // posted returns the buffer ids of the entries published in the ring in
 // mem and not yet consumed, read through a consumer view that never
-// publishes.
-func posted[T any](mem []byte, capacity int, buf func(*T) uint32) ([]uint32, error) {
-	c, err := ring.NewConsumer[T](mem, capacity)
+// publishes. Entries before cursor end are known to be consumed, whatever
+// the published consumer cursor says (0: trust the cursor).
+func posted[T any](mem []byte, capacity int, end uint64, buf func(*T) uint32) ([]uint32, error) {
+	at, ok := uint64(0), false
+	if _, cons, valid := ring.Cursors(mem); valid && end != 0 && int64(end-cons) > 0 {
+		at, ok = end, true
+	}
+	var c *ring.Consumer[T]
+	var err error
+	if ok {
+		c, err = ring.NewConsumerAt[T](mem, capacity, at)
+	} else {
+		c, err = ring.NewConsumer[T](mem, capacity)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -179,6 +179,24 @@ func NewConsumer[T any](mem []byte, capacity int) (*Consumer[T], error) {
 	return c, nil
 }
 
+// NewConsumerAt attaches a consuming view at cursor at instead of the
+// published consumer cursor, for a reader that knows of consumed entries
+// the consumer has not published yet (a census of a ring whose consumer
+// publishes lazily). It fails if at is ahead of the producer cursor or
+// more than the capacity behind it. A view that never calls Publish or
+// Release never writes the ring.
+func NewConsumerAt[T any](mem []byte, capacity int, at uint64) (*Consumer[T], error) {
+	v, err := newView[T](mem, capacity)
+	if err != nil {
+		return nil, err
+	}
+	p := atomic.LoadUint64(v.prod)
+	if p-at > uint64(capacity) {
+		return nil, cursorError("producer", at, p, uint64(capacity))
+	}
+	return &Consumer[T]{v: v, local: at, pub: at, cachedProd: p}, nil
+}
+
 // Cap returns the ring's capacity.
 func (c *Consumer[T]) Cap() int { return len(c.v.slots) }
 

@@ -10,7 +10,8 @@ import (
 // kept by its queue after a free that met a busy lock. It stops the good
 // tenant's receiver (and the status prober) first, since a queue has one
 // user at a time, so call it last in a test. Buffers vnicd is moving are
-// in no place the tenant can see: the census is retried for up to 3 s
+// in no place the tenant can see (client.Census says which moves it
+// cannot follow): the census is retried for up to 3 s
 // while vnicd settles (the stopped receiver lets the Bx ring fill), and
 // the test fails only on a loss or a duplicate that stays.
 func (h *harness) census() {
