@@ -183,13 +183,58 @@ func BenchmarkEngineSolo(b *testing.B) {
 	for _, m := range []nic.Model{nic.RxBisect, nic.PrivRing, nic.ShRing} {
 		for _, bufSize := range []int{2048, 2112} {
 			b.Run(fmt.Sprintf("%s/64B/buf%d", m, bufSize), func(b *testing.B) {
-				engineSolo(b, m, bufSize)
+				engineSolo(b, m, bufSize, nil)
 			})
 		}
 	}
 }
 
-func engineSolo(b *testing.B, m nic.Model, bufSize int) {
+// BenchmarkEngineSoloFrames is BenchmarkEngineSolo (RxBisect, 64-byte
+// UDP) by kind of frame: untagged IPv4 takes Step's fast path;
+// ipv4-deliver is the same frames with the fast path off, through deliver
+// and take; an 802.1Q-tagged IPv4 frame and an IPv6 frame are parsed by
+// rss.Parse and go through deliver and take. Compare the kinds in one run.
+func BenchmarkEngineSoloFrames(b *testing.B) {
+	for _, k := range []struct {
+		name string
+		slow bool
+		conv func([]byte) []byte
+	}{{"ipv4", false, nil}, {"ipv4-deliver", true, nil}, {"vlan", false, vlanTagged}, {"ipv6", false, asIPv6}} {
+		b.Run(k.name, func(b *testing.B) {
+			nic.SetSlowOnly(k.slow)
+			defer nic.SetSlowOnly(false)
+			engineSolo(b, nic.RxBisect, 2048, k.conv)
+		})
+	}
+}
+
+// vlanTagged returns an IPv4 frame with an 802.1Q tag (VID 7) after the
+// MAC addresses.
+func vlanTagged(f []byte) []byte {
+	out := make([]byte, 0, len(f)+4)
+	out = append(out, f[:12]...)
+	out = append(out, 0x81, 0x00, 0x00, 0x07)
+	return append(out, f[12:]...)
+}
+
+// asIPv6 returns an IPv4 UDP frame as IPv6 UDP: the same ports and
+// payload, the IPv4 addresses embedded in 2001:db8::/96 addresses (the
+// UDP checksum is left as it was: the engine does not check it).
+func asIPv6(f []byte) []byte {
+	ihl := int(f[14]&0x0f) * 4
+	l4 := f[14+ihl:]
+	out := make([]byte, 0, 14+40+len(l4))
+	out = append(out, f[:12]...)
+	out = append(out, 0x86, 0xdd)
+	out = append(out, 0x60, 0, 0, 0, byte(len(l4)>>8), byte(len(l4)), 17, 64)
+	for _, a := range [][]byte{f[14+12 : 14+16], f[14+16 : 14+20]} {
+		out = append(out, 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0)
+		out = append(out, a...)
+	}
+	return append(out, l4...)
+}
+
+func engineSolo(b *testing.B, m nic.Model, bufSize int, conv func([]byte) []byte) {
 	{
 		{
 			axSize, bxSize := 256, 1024
@@ -201,6 +246,11 @@ func engineSolo(b *testing.B, m nic.Model, bufSize int) {
 			frames := make([][]byte, 0, 4096)
 			for len(frames) < cap(frames) {
 				frames = g.Next(frames)
+			}
+			if conv != nil {
+				for i, f := range frames {
+					frames[i] = conv(f)
+				}
 			}
 			pk := make([]client.Packet, 0, 64)
 			var cpu int64
