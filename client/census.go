@@ -88,17 +88,11 @@ func (t *Tenant) Census(held ...[]uint32) (*alloc.Census, error) {
 // publishes. Entries before cursor end are known to be consumed, whatever
 // the published consumer cursor says (0: trust the cursor).
 func posted[T any](mem []byte, capacity int, end uint64, buf func(*T) uint32) ([]uint32, error) {
-	at, ok := uint64(0), false
-	if _, cons, valid := ring.Cursors(mem); valid && end != 0 && int64(end-cons) > 0 {
-		at, ok = end, true
+	_, at, _ := ring.Cursors(mem) // mem's size is checked by NewConsumerAt
+	if end != 0 && int64(end-at) > 0 {
+		at = end
 	}
-	var c *ring.Consumer[T]
-	var err error
-	if ok {
-		c, err = ring.NewConsumerAt[T](mem, capacity, at)
-	} else {
-		c, err = ring.NewConsumer[T](mem, capacity)
-	}
+	c, err := ring.NewConsumerAt[T](mem, capacity, at)
 	if err != nil {
 		return nil, err
 	}
