@@ -187,13 +187,16 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	}
 	t.readerDone = make(chan struct{})
 	t.detached = make(chan struct{}, 1)
+	t.tg.enter() // the watcher's, left when it returns
 	go t.watch()
 	return t, nil
 }
 
 // watch blocks on the control connection; any return means vnicd is gone
-// (or Close closed it). It wakes every sleeping queue.
+// (or Close closed it). It wakes every sleeping queue. It holds the
+// tenant's gate (entered by Attach) until it returns.
 func (t *Tenant) watch() {
+	defer t.tg.leave()
 	defer close(t.readerDone)
 	for {
 		typ, _, files, err := t.conn.Recv()
@@ -213,7 +216,7 @@ func (t *Tenant) watch() {
 	t.gone.Store(true)
 	// Wake every sleeping queue: each finds gone set.
 	for _, q := range t.queues {
-		q.interrupt()
+		q.kick()
 	}
 }
 
@@ -229,9 +232,15 @@ func (t *Tenant) Err() error {
 	return nil
 }
 
-// Close detaches from vnicd and unmaps the region. Packets still held
-// become invalid; call it after the queues' goroutines returned. Closing a
-// nil or closed tenant returns ErrClosed.
+// Close detaches from vnicd and unmaps the region, as net.Conn's Close
+// does: it may be called while other goroutines are inside the queues'
+// methods. Every Wait in flight wakes and returns ErrClosed, and every
+// later call returns ErrClosed; Recv, Release and Send in flight finish
+// first. The region stays mapped until the last call in flight returns,
+// which unmaps it; Close does not wait for them. Packets received and not
+// released (their Data), and counter blocks from Queue.Counters, alias the
+// region: they are not valid after Close. Closing a nil or closed tenant
+// returns ErrClosed.
 func (t *Tenant) Close() error {
 	if t == nil {
 		return ErrClosed
@@ -239,7 +248,19 @@ func (t *Tenant) Close() error {
 	err := ErrClosed
 	t.closeOnce.Do(func() {
 		err = nil
+		// Calls that have not entered a gate see closed and return; the
+		// tenant's gate is still open, so this one enters it and may
+		// touch the region while it wakes the sleepers.
 		t.closed.Store(true)
+		inside := t.tg.enter()
+		if inside {
+			for _, q := range t.queues {
+				q.kick()
+			}
+		}
+		for _, q := range t.queues {
+			q.g.shut()
+		}
 		if t.conn != nil {
 			// Detach synchronously, so that a new tenant with the same
 			// match rule can attach as soon as Close returns.
@@ -253,16 +274,33 @@ func (t *Tenant) Close() error {
 			t.conn.Close()
 			<-t.readerDone
 		}
+		t.tg.shut()
+		if inside {
+			t.tg.leave()
+		}
+		if t.open.Load() == 0 {
+			err = t.freeErr // freed here: no call was in flight
+		}
+	})
+	return err
+}
+
+// gateDrained counts a drained gate; the last one frees what the calls in
+// flight used: the doorbells and (for an attached tenant) the region.
+func (t *Tenant) gateDrained() {
+	if t.open.Add(-1) != 0 {
+		return
+	}
+	t.freeOnce.Do(func() {
 		for _, q := range t.queues {
 			if q.wake != nil {
 				q.wake.Close()
 			}
 		}
 		if t.conn != nil {
-			err = t.Region.Close()
+			t.freeErr = t.Region.Close()
 		}
 	})
-	return err
 }
 
 // ErrStarved reports that a queue has nothing to receive and its Ax ring
@@ -333,9 +371,10 @@ func (q *Queue) starved() bool {
 // refills cannot be paid and the ring is empty it returns ErrStarved
 // instead of sleeping.
 func (q *Queue) Wait(ctx context.Context) error {
-	if q.dead() {
+	if !q.enter() {
 		return ErrClosed
 	}
+	defer q.g.leave()
 	if err := q.Err(); errors.Is(err, alloc.ErrCorrupt) {
 		return err // no buffers will come back: Recv would starve silently
 	}
@@ -357,6 +396,9 @@ func (q *Queue) Wait(ctx context.Context) error {
 			return ErrDaemonGone
 		}
 		if i%64 == 0 {
+			if q.closed.Load() {
+				return ErrClosed
+			}
 			q.service()
 			if q.starved() {
 				return ErrStarved
@@ -372,6 +414,9 @@ func (q *Queue) Wait(ctx context.Context) error {
 	}
 	if q.wake == nil { // an in-process tenant has no socket: nap and poll
 		for !q.bx.Ready() {
+			if q.closed.Load() {
+				return ErrClosed
+			}
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -414,6 +459,9 @@ func (q *Queue) Wait(ctx context.Context) error {
 		if q.starved() {
 			return ErrStarved
 		}
+		if q.closed.Load() {
+			return ErrClosed // Close stored closed before it kicked the signal word
+		}
 		if q.gone.Load() {
 			return ErrDaemonGone
 		}
@@ -435,16 +483,25 @@ func (q *Queue) Wait(ctx context.Context) error {
 	}
 }
 
-// interrupt wakes the queue's sleeping Wait from this process (a cancelled
-// context, vnicd gone, Close): it changes the signal word, so that a Wait
-// about to sleep finds it changed, and wakes every waiter. vnicd only
-// stores into the word, never reads it: the change costs it nothing, and
-// a store of vnicd's after it still leaves a value the waiter did not see
-// (see Wait).
-func (q *Queue) interrupt() {
+// kick wakes the queue's sleeping Wait from this process (vnicd gone,
+// Close): it changes the signal word, so that a Wait about to sleep finds
+// it changed, and wakes every waiter. vnicd only stores into the word,
+// never reads it: the change costs it nothing, and a store of vnicd's
+// after it still leaves a value the waiter did not see (see Wait). The
+// caller holds a gate of the tenant's, so the region is mapped.
+func (q *Queue) kick() {
 	if q.signal == nil {
 		return
 	}
 	atomic.AddUint32(q.signal, 1<<30)
 	futex.Wake(q.signal, math.MaxInt32)
+}
+
+// interrupt is kick for a cancelled context: it runs on a goroutine of its
+// own, perhaps after Wait returned, so it enters the queue's gate first.
+func (q *Queue) interrupt() {
+	if q.g.enter() {
+		q.kick()
+		q.g.leave()
+	}
 }

@@ -31,9 +31,10 @@ import (
 // published between the reads of the two rings: retry one that finds a
 // duplicate or a lost id.
 func (t *Tenant) Census(held ...[]uint32) (*alloc.Census, error) {
-	if t == nil || t.closed.Load() {
+	if t == nil || t.closed.Load() || !t.tg.enter() {
 		return nil, ErrClosed
 	}
+	defer t.tg.leave()
 	var rings, kept []uint32
 	g := t.Region.Geo
 	for _, q := range t.queues {

@@ -43,6 +43,9 @@ func (q *Queue) napWait(ctx context.Context) (ready bool, err error) {
 		}
 	}()
 	for first := true; ; first = false {
+		if q.closed.Load() {
+			return false, ErrClosed
+		}
 		if q.gone != nil && q.gone.Load() {
 			return false, ErrDaemonGone
 		}

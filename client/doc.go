@@ -36,4 +36,13 @@
 // A Queue is owned by one goroutine (one core). Queues of one tenant run
 // concurrently; Release may be called on any queue with packets received on
 // another (a cross-core free, counted as an allocator handoff).
+//
+// [Tenant.Close] may be called from any goroutine while the queues' calls
+// are in flight, as with net.Conn: every Wait wakes and returns ErrClosed,
+// later calls return ErrClosed, and the region stays mapped until the last
+// call in flight has returned. When vnicd goes away or detaches the
+// tenant, Wait returns ErrDaemonGone, and Recv, Release and Send return it
+// too (Recv still hands out what the ring holds). Nothing that aliases the
+// region stays valid after Close: a received Packet's Data and the counter
+// block from Queue.Counters.
 package client

@@ -45,10 +45,18 @@ type Tenant struct {
 	queues []*Queue
 	groups []*ShGroup
 
-	conn       *proto.Conn
-	gone       *atomic.Bool
-	closed     atomic.Bool
-	closeOnce  sync.Once
+	conn      *proto.Conn
+	gone      *atomic.Bool
+	closed    atomic.Bool
+	closeOnce sync.Once
+	// tg is the tenant's own gate (gate.go): Close, the watcher of the
+	// control connection and Census hold it while they touch the region.
+	// open counts the gates (one per queue, plus tg) not yet drained; the
+	// last to drain frees the region (free).
+	tg         gate
+	open       atomic.Int32
+	freeErr    error
+	freeOnce   sync.Once
 	readerDone chan struct{}
 	detached   chan struct{}
 	spin       time.Duration
@@ -118,8 +126,11 @@ func Local(r *shm.Region, o Options) (*Tenant, error) {
 			}
 			q.sh = t.groups[len(t.groups)-1]
 		}
+		q.g.onDrain = t.gateDrained
 		t.queues[i] = q
 	}
+	t.tg.onDrain = t.gateDrained
+	t.open.Store(int32(len(t.queues)) + 1)
 	// Fill the Ax rings (the shared ring of each shring group once). A bulk
 	// refill leaves its surplus in the core's cache, so flush each cache
 	// back to the pool and top up in a second pass: with exactly

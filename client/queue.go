@@ -32,6 +32,9 @@ type Packet struct {
 
 // Queue is one receive queue (one core) of a tenant.
 type Queue struct {
+	// g counts the calls inside the queue's methods, so that Close never
+	// unmaps the region under one (gate.go).
+	g     gate
 	id    int
 	model uint32
 	r     *shm.Region
@@ -76,6 +79,19 @@ type Queue struct {
 // dead reports a nil queue or one of a closed tenant.
 func (q *Queue) dead() bool { return q == nil || q.closed.Load() }
 
+// enter enters the queue's gate: false for a nil queue or one of a closed
+// tenant. A caller that entered must leave (q.g.leave).
+func (q *Queue) enter() bool { return q != nil && !q.closed.Load() && q.g.enter() }
+
+// goneErr returns ErrDaemonGone once vnicd has gone away (or detached the
+// tenant), else nil.
+func (q *Queue) goneErr() error {
+	if q.gone != nil && q.gone.Load() {
+		return ErrDaemonGone
+	}
+	return nil
+}
+
 // ID returns the queue's index (-1 for a nil queue).
 func (q *Queue) ID() int {
 	if q == nil {
@@ -84,11 +100,13 @@ func (q *Queue) ID() int {
 	return q.id
 }
 
-// Counters returns the queue's client counter block.
+// Counters returns the queue's client counter block. The block aliases
+// the region: like a received Packet.Data, it is not valid after Close.
 func (q *Queue) Counters() counters.Block {
-	if q.dead() {
+	if !q.enter() {
 		return counters.Block{}
 	}
+	defer q.g.leave()
 	return q.cnt
 }
 
@@ -101,9 +119,10 @@ func (q *Queue) Counters() counters.Block {
 // and Send return the same error. A nil queue or one of a closed tenant
 // returns ErrClosed.
 func (q *Queue) Err() error {
-	if q.dead() {
+	if !q.enter() {
 		return ErrClosed
 	}
+	defer q.g.leave()
 	if err := q.cache.Err(); err != nil && !errors.Is(err, alloc.ErrLockBusy) {
 		return fmt.Errorf("client: allocator: %w", err)
 	}
@@ -211,11 +230,14 @@ func (q *Queue) Stashed() int {
 // buffers the queue kept after an earlier failed free: the packets
 // appended are valid whatever it is, and a transient error (wrapping
 // alloc.ErrLockBusy) needs nothing but later calls. On a nil queue or a
-// closed tenant it returns dst unchanged and ErrClosed.
+// closed tenant it returns dst unchanged and ErrClosed. Once vnicd has
+// gone away (or detached the tenant) it still returns what the ring holds,
+// with ErrDaemonGone.
 func (q *Queue) Recv(dst []Packet) ([]Packet, error) {
-	if q.dead() {
+	if !q.enter() {
 		return dst, ErrClosed
 	}
+	defer q.g.leave()
 	var busy error
 	if len(q.stash) > 0 {
 		busy = q.retryStash()
@@ -254,7 +276,11 @@ func (q *Queue) Recv(dst []Packet) ([]Packet, error) {
 		busy = err
 	}
 	q.flushCounters()
-	return dst, q.endOp(busy)
+	err := q.endOp(busy)
+	if gone := q.goneErr(); gone != nil {
+		err = gone
+	}
+	return dst, err
 }
 
 // refill pays owed Ax refills (Listing 1) with one tail update, or reposts
@@ -320,11 +346,13 @@ func (q *Queue) payDebt() error {
 // it at its next operation; the error (wrapping alloc.ErrLockBusy) only
 // reports the delay. An error wrapping alloc.ErrCorrupt means the
 // allocator is unusable (see Err). On a nil queue or a closed tenant it
-// does nothing and returns ErrClosed.
+// does nothing and returns ErrClosed. Once vnicd has gone away it still
+// frees the buffers, and returns ErrDaemonGone.
 func (q *Queue) Release(pkts []Packet) error {
-	if q.dead() {
+	if !q.enter() {
 		return ErrClosed
 	}
+	defer q.g.leave()
 	var busy error
 	if len(q.stash) > 0 {
 		busy = q.retryStash()
@@ -351,7 +379,11 @@ func (q *Queue) Release(pkts []Packet) error {
 		busy = err
 	}
 	q.flushCounters()
-	return q.endOp(busy)
+	err := q.endOp(busy)
+	if gone := q.goneErr(); gone != nil {
+		err = gone
+	}
+	return err
 }
 
 // Owed returns the Ax refills waiting for buffers.
@@ -414,10 +446,15 @@ var ErrTooBig = errors.New("client: frame longer than a buffer")
 // (retry later). It allocates nothing. An allocator error (see Err) comes
 // back with the count of frames posted; a transient one (wrapping
 // alloc.ErrLockBusy) loses no buffer: completed buffers whose free met the
-// busy lock stay with the queue until its next operation.
+// busy lock stay with the queue until its next operation. Once vnicd has
+// gone away it posts nothing and returns ErrDaemonGone.
 func (q *Queue) Send(frames [][]byte) (int, error) {
-	if q.dead() {
+	if !q.enter() {
 		return 0, ErrClosed
+	}
+	defer q.g.leave()
+	if err := q.goneErr(); err != nil {
+		return 0, err
 	}
 	if q.tx == nil {
 		return 0, errors.New("client: this region has no TX rings")
@@ -498,7 +535,11 @@ func (q *Queue) reap() error {
 
 // TxPending returns the frames posted on the TX ring not yet completed.
 func (q *Queue) TxPending() int {
-	if q.dead() || q.tx == nil {
+	if !q.enter() {
+		return 0
+	}
+	defer q.g.leave()
+	if q.tx == nil {
 		return 0
 	}
 	q.endOp(q.reap())
