@@ -148,6 +148,9 @@ func (e *Engine) AddTenant(cfg TenantConfig, r *shm.Region) (*Tenant, error) {
 		t.dyn = newDynState(t, e.cfg.ShGroup, e.cfg.Dyn)
 	}
 	t.idle = &e.idleCnt
+	if t.signal != nil {
+		t.sig = newSignaller(t.signal, &e.idleCnt)
+	}
 	t.postMin = max(1, min(e.cfg.PostBatch, int(r.Geo.AxSize)/4, int(r.Geo.BxSize)/4))
 	var conflict error
 	e.apply(func() {
@@ -170,6 +173,7 @@ func (e *Engine) AddTenant(cfg TenantConfig, r *shm.Region) (*Tenant, error) {
 		e.rebuildTx()
 	})
 	if conflict != nil {
+		t.sig.close()
 		return nil, conflict
 	}
 	return t, nil
@@ -195,6 +199,7 @@ func (e *Engine) RemoveTenant(t *Tenant) {
 			e.idle.removeTenant(t)
 		}
 	})
+	t.sig.close() // after the engine dropped t: nothing posts to it any more
 }
 
 // Tenants returns a copy of the tenant list (only safe while Run is not

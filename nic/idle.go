@@ -77,7 +77,12 @@ type IdleStats struct {
 	Doorbells uint64 // wake-ups by a tenant's TX doorbell
 	Signals   uint64 // wake-ups sent to tenants' queues
 	Refused   uint64 // wake-ups the kernel refused (FUTEX_WAKE failed: should stay 0)
-	Naps      uint64 // coalescing naps (Config.RxCoalesce) instead of polls
+	// Slow counts wake-ups of a tenant's signal word that cost vnicd's
+	// signalling thread over 200 µs of CPU: the tenant loaded its futex
+	// hash bucket. Each one makes that tenant's signaller wait nine times
+	// as long before it wakes the tenant again.
+	Slow uint64
+	Naps uint64 // coalescing naps (Config.RxCoalesce) instead of polls
 	// Urgent counts signals sent to a napping queue (AttachOptions.Coalesce)
 	// because its Ax ring ran low: without them the engine could post
 	// every posted buffer while the core's timer runs.
@@ -88,14 +93,14 @@ type IdleStats struct {
 }
 
 type idleCounters struct {
-	sleeps, doorbells, signals, refused, naps, urgent atomic.Uint64
-	napNow                                            atomic.Int64
+	sleeps, doorbells, signals, refused, slow, naps, urgent atomic.Uint64
+	napNow                                                  atomic.Int64
 }
 
 // IdleStats returns the sleep counters. Safe from any goroutine.
 func (e *Engine) IdleStats() IdleStats {
 	c := &e.idleCnt
-	return IdleStats{Sleeps: c.sleeps.Load(), Doorbells: c.doorbells.Load(), Signals: c.signals.Load(), Refused: c.refused.Load(),
+	return IdleStats{Sleeps: c.sleeps.Load(), Doorbells: c.doorbells.Load(), Signals: c.signals.Load(), Refused: c.refused.Load(), Slow: c.slow.Load(),
 		Naps: c.naps.Load(), Urgent: c.urgent.Load(), Nap: time.Duration(c.napNow.Load())}
 }
 

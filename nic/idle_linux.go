@@ -10,8 +10,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/vnic/vnic/internal/futex"
 )
 
 // Kinds of descriptors in the engine's epoll set (in EpollEvent.Pad).
@@ -156,24 +154,13 @@ func (d *idler) nap(dur time.Duration) {
 }
 
 // wakeQueue signals queue q: it stores the generation g in the queue's
-// signal word, then wakes one futex waiter on it (FUTEX_WAKE, shared: the
-// word is in the tenant's region, mapped by two processes). The tenant's
-// core sleeps in FUTEX_WAIT on the word with the value it loaded before its
-// last look at the ring, so either the wait sees the new value and returns
-// at once, or it is woken. A wake with a count of one stops at the first
-// waiter: the tenant can park threads on the word, but not make one
-// signal cost more than that.
-//
-// futex.Wake is a raw system call: it never blocks, but waking the
-// tenant's thread on another CPU takes tens of µs on a small VM (an IPI),
-// long enough for Go's sysmon to take the engine's P away mid-call and
-// wake another thread for it, as it did for the naps.
+// signal word and hands the wake to the tenant's signaller (signal_linux.go),
+// which makes the FUTEX_WAKE on the word. The tenant's core sleeps in
+// FUTEX_WAIT on the word with the value it loaded before its last look at
+// the ring, so either the wait sees the new value and returns at once, or
+// it is woken.
 func (t *Tenant) wakeQueue(q int, g uint32) {
-	w := t.signal[q]
-	atomic.StoreUint32(w, g) // untrusted word: the tenant may overwrite it, and only its own wake-up suffers
-	if _, err := futex.Wake(w, 1); err != nil {
-		t.idle.refused.Add(1)
-		return
-	}
+	atomic.StoreUint32(t.signal[q], g) // untrusted word: the tenant may overwrite it, and only its own wake-up suffers
 	t.idle.signals.Add(1)
+	t.sig.post(q)
 }

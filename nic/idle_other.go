@@ -14,3 +14,8 @@ func (d *idler) kick()                             {}
 func (d *idler) wait(time.Duration, *idleCounters) {}
 func (t *Tenant) wakeQueue(int, uint32)            {}
 func (d *idler) nap(time.Duration)                 {}
+
+type signaller struct{}
+
+func newSignaller([]*uint32, *idleCounters) *signaller { return nil }
+func (s *signaller) close()                            {}

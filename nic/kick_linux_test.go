@@ -146,9 +146,11 @@ func newKickRig(t *testing.T, axSize, bxSize, bufs int, cfg nic.Config) kickRig 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eng.AddTenant(nic.TenantConfig{ID: 1, Name: "sleeper", Match: nic.Match{Default: true}, Wake: []int{bell}}, region); err != nil {
+	ten, err := eng.AddTenant(nic.TenantConfig{ID: 1, Name: "sleeper", Match: nic.Match{Default: true}, Wake: []int{bell}}, region)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { eng.RemoveTenant(ten) }) // stops its signaller
 	cl, err := client.Local(region, client.Options{}) // fills the Ax ring
 	if err != nil {
 		t.Fatal(err)

@@ -45,8 +45,9 @@ type TenantConfig struct {
 	// Setting Wake also turns on the engine's signals: when it posts to
 	// queue q while the tenant's core sleeps (the queue's need-wakeup word
 	// in the region), it stores the generation in the queue's signal word
-	// and wakes one futex waiter, at most once per sleep. The engine never
-	// closes them: close them after RemoveTenant returns.
+	// and has the tenant's signalling thread wake one futex waiter, at most
+	// once per sleep. The engine never closes them: close them after
+	// RemoveTenant returns.
 	Wake []int
 }
 
@@ -113,7 +114,8 @@ type Tenant struct {
 	needWake  []*uint32
 	signal    []*uint32
 	signalled []uint32
-	kickDue   []int // queues posted while the engine held its kicks (Engine.holdKicks)
+	sig       *signaller // makes the wakes (nil without Wake)
+	kickDue   []int      // queues posted while the engine held its kicks (Engine.holdKicks)
 	sleeping  *uint32
 	idle      *idleCounters
 	tx        []*ring.Consumer[shm.TxDesc]

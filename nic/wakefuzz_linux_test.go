@@ -52,6 +52,7 @@ func FuzzWakeChannel(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer e.RemoveTenant(ten) // stops its signaller
 		d, err := newIdler(SourceFunc(func(dst [][]byte) ([][]byte, error) { return dst, nil }))
 		if err != nil {
 			t.Fatal(err)

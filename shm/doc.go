@@ -20,7 +20,8 @@
 //     sleep, however many batches it posts.
 //   - line 1+n+q (n queues), [Region.Signal](q): the futex the sleeping
 //     core waits on. vnicd signals by storing the generation there and
-//     waking one waiter (FUTEX_WAKE, shared).
+//     waking one waiter (FUTEX_WAKE, shared, from a signalling thread of
+//     the tenant's: see below).
 //
 // The words are written with sequentially consistent stores and the other
 // side publishes its ring cursor before it loads the word (the Dekker
@@ -31,13 +32,27 @@
 // Why a futex and an eventfd, and not a socket pair: whatever kernel object
 // vnicd signals, the tenant can hang waiters on it (dup its descriptor
 // thousands of times into an epoll set), and every signal then walks them
-// all on the engine's thread; over a socket, the tenant can also pass
-// descriptors whose final close then runs on the engine's thread. A futex
-// wake with a count of one stops at the first waiter, whatever else the
-// tenant does, and carries nothing. The other way, vnicd keeps the
-// doorbell eventfd in its epoll set edge-triggered and never reads nor
-// writes it: each ring is a new edge, and nothing the tenant does to the
-// eventfd (its flags, its waiters, its counter) is ever paid by vnicd.
+// all; over a socket, the tenant can also pass descriptors whose final
+// close then runs on vnicd's side. A futex carries nothing. But a shared
+// futex lives in the kernel's global futex hash, and a tenant can make a
+// wake of its word slow: by requeueing thousands of waiters (parked
+// through io_uring, no thread each) between its word and another in a
+// loop, it holds the word's hash bucket locked, and a FUTEX_WAKE then
+// spins for milliseconds. So vnicd's engine never makes that call: it
+// stores the generation and hands the wake to a signalling thread of the
+// tenant's own in vnicd, which it wakes through a private futex (vnicd's
+// private futex hash, which no tenant reaches). The signalling thread
+// measures each wake's CPU time and, after one over 200 µs, waits nine
+// times as long before it wakes that tenant again: a tenant can cost vnicd
+// at most a tenth of a CPU this way, and only its own wake-ups are late.
+// The other way, vnicd keeps the doorbell eventfd in its epoll set
+// edge-triggered and never reads nor writes it: each ring is a new edge,
+// and nothing the tenant does to the eventfd (its flags, its waiters, its
+// counter) is ever paid by vnicd.
+//
+// A process that waits on all its queues with one thread can do so on
+// these words as they are (FUTEX_WAITV, Linux 5.16, takes up to 128 shared
+// words): the mechanism on vnicd's side does not change with it.
 //
 // Every field of the header is a named offset constant (Off*). The daemon
 // writes the header once, with a CRC32C checksum over it; a client validates
