@@ -17,7 +17,7 @@ TOOLS_PKGS ?= ./...
 TOOLS_CMDS ?= ./examples/kv ./examples/shuffle ./examples/section4 ./cmd/vnicsim \
 	./tests/fig16 ./tests/cachesweep ./tests/coreside
 # Debian packages the privileged tests and the demo use; installed when missing.
-APT_PKGS  ?= iproute2 ethtool tcpdump tcpreplay netsniff-ng iperf3 skopeo tshark
+APT_PKGS  ?= iproute2 ethtool tcpdump tcpreplay netsniff-ng iperf3 skopeo tshark stress-ng
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 # Fuzz budgets are counts, not durations: with a duration, Go 1.26's fuzz
@@ -46,7 +46,7 @@ BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 
-.PHONY: image install uninstall bench-all all build test lint vet darwin staticcheck race fuzz-smoke deps bench bench-smoke soak demo sim clean
+.PHONY: test-busy image install uninstall bench-all all build test lint vet darwin staticcheck race fuzz-smoke deps bench bench-smoke soak demo sim clean
 
 all: build
 
@@ -134,6 +134,15 @@ fuzz-smoke:
 
 test: deps build lint race fuzz-smoke
 	@echo "make test: all checks passed"
+
+# test-busy runs make test while stress-ng keeps BUSY_CPUS CPUs busy (2 by
+# default: every CPU of the 2-core CI VM), for at most 30 minutes: a test
+# that only passes on an idle machine fails here. stress-ng is stopped by
+# its pid when make test ends.
+BUSY_CPUS ?= 2
+test-busy: deps
+	@stress-ng --cpu $(BUSY_CPUS) --timeout 30m --quiet & pid=$$!; \
+	$(MAKE) test; rc=$$?; kill $$pid 2>/dev/null; wait $$pid 2>/dev/null; exit $$rc
 
 # bench runs every benchmark BENCHCOUNT times, interleaved, and summarises
 # with benchstat. Figures go into BENCHMARKS.md by hand, with the machine.
