@@ -130,7 +130,7 @@ type kickRig struct {
 	signals func() int
 }
 
-func newKickRig(t *testing.T, axSize, bxSize, bufs int, cfg nic.Config) kickRig {
+func newKickRig(t testing.TB, axSize, bxSize, bufs int, cfg nic.Config) kickRig {
 	t.Helper()
 	g := shm.Queues(1, axSize, bxSize, 8, 2048, bufs)
 	region, err := shm.Format(alignedBytes(int(g.Layout().Total)), g, 0)
@@ -150,7 +150,7 @@ func newKickRig(t *testing.T, axSize, bxSize, bufs int, cfg nic.Config) kickRig 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { eng.RemoveTenant(ten) }) // stops its signaller
+	t.Cleanup(func() { eng.RemoveTenant(ten) })       // stops its signaller
 	cl, err := client.Local(region, client.Options{}) // fills the Ax ring
 	if err != nil {
 		t.Fatal(err)

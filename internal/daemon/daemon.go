@@ -1062,18 +1062,17 @@ func (d *Daemon) status() proto.Status {
 	d.mu.Lock()
 	n := len(d.sorted())
 	d.mu.Unlock()
-	ec := d.eng.Config()
+	ec, is := d.eng.Config(), d.eng.IdleStats()
 	st := proto.Status{Version: d.cfg.Version, PID: os.Getpid(), Uptime: time.Since(d.start).Round(time.Second).String(),
 		Model: ec.Model.String(), Policy: ec.Policy.String(), Source: d.cfg.SourceName, Mode: d.cfg.SourceMode,
 		Tenants: n, Emulator: ec.EmulatorCPU, Socket: d.cfg.Socket, Metrics: d.cfg.MetricsAddr,
-		Idle: ec.Idle.String(), SpinBudget: spinBudget(ec).String(), Sleeps: d.eng.IdleStats().Sleeps}
+		Idle: ec.Idle.String(), SpinBudget: spinBudget(ec).String(), Sleeps: is.Sleeps, Signals: is.Signals, SlowSignals: is.Slow}
 	st.EmulatorPriority = "normal"
 	if ec.EmulatorIdlePriority {
 		st.EmulatorPriority = "idle"
 	}
 	st.Dumps, st.DumpDrops = d.dumpLive()
 	if ec.Idle == nic.IdleAdaptive && ec.RxCoalesce > 0 {
-		is := d.eng.IdleStats()
 		st.RxCoalesce, st.Naps, st.Urgent = ec.RxCoalesce.String(), is.Naps, is.Urgent
 		if ec.RxCoalesceMax > ec.RxCoalesce {
 			st.RxCoalesceMax, st.Nap = ec.RxCoalesceMax.String(), is.Nap.String()

@@ -277,8 +277,14 @@ type Status struct {
 	Idle       string `json:"idle,omitempty"`
 	SpinBudget string `json:"spin_budget,omitempty"`
 	Sleeps     uint64 `json:"sleeps,omitempty"`
-	RxCoalesce string `json:"rx_coalesce,omitempty"`
-	Naps       uint64 `json:"naps,omitempty"`
+	// Signals counts the wake-ups the engine sent to tenants' sleeping
+	// queues, SlowSignals those whose futex wake cost vnicd's signalling
+	// thread over 200 µs of CPU (a tenant loading the kernel's futex hash:
+	// its next wake-ups are delayed).
+	Signals     uint64 `json:"signals,omitempty"`
+	SlowSignals uint64 `json:"slow_signals,omitempty"`
+	RxCoalesce  string `json:"rx_coalesce,omitempty"`
+	Naps        uint64 `json:"naps,omitempty"`
 	// Adaptive moderation (--rx-coalesce-max-usecs).
 	RxCoalesceMax string `json:"rx_coalesce_max,omitempty"`
 	Nap           string `json:"nap,omitempty"`

@@ -62,6 +62,8 @@ func childMain(kind string) int {
 		ready, cleanup = stuck(sock, p)
 	case "wake":
 		ready, cleanup = wakeAbuse(sock, p)
+	case "futex":
+		ready, cleanup = futexAbuse(sock, p)
 	default:
 		fmt.Println("error: unknown attack", kind)
 		return 1
