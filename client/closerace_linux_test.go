@@ -138,3 +138,76 @@ func callsIn(calls []atomic.Value) string {
 	}
 	return s
 }
+
+// TestDaemonGoneWhileCallsInFlight stops vnicd while a goroutine per queue
+// sits in Wait, Recv, Release and Send: every call returns, each
+// goroutine's last with ErrDaemonGone, and Close then unmaps the region.
+func TestDaemonGoneWhileCallsInFlight(t *testing.T) {
+	src := testutil.NewPaced(1<<40, 20*time.Microsecond, 9000, 9001)
+	src.Open()
+	cfg := testutil.DaemonConfig(t, src)
+	cfg.SourceMode = "paced fake"
+	d := testutil.StartDaemon(t, cfg)
+	ten, err := client.Attach(context.Background(), d.Socket, client.AttachOptions{
+		Name: "orphan", Queues: 3, Match: client.Match{Proto: "udp", DstPortLo: 9000, DstPortHi: 9001}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := make([]byte, 64)
+	bodies := []func(q *client.Queue) error{
+		func(q *client.Queue) error { // waits, receives, releases
+			if err := q.Wait(context.Background()); err != nil {
+				return err
+			}
+			pk, err := q.Recv(nil)
+			if err != nil {
+				return err
+			}
+			return q.Release(pk)
+		},
+		func(q *client.Queue) error { // polls
+			pk, err := q.Recv(nil)
+			if err != nil {
+				return err
+			}
+			runtime.Gosched()
+			return q.Release(pk)
+		},
+		func(q *client.Queue) error { // sends
+			_, err := q.Send([][]byte{frame})
+			runtime.Gosched()
+			return err
+		},
+	}
+	errs := make(chan error, len(bodies))
+	for i, body := range bodies {
+		go func(q *client.Queue) {
+			for {
+				if err := body(q); errors.Is(err, client.ErrDaemonGone) || errors.Is(err, client.ErrClosed) {
+					errs <- err
+					return
+				}
+			}
+		}(ten.Queue(i))
+	}
+	time.Sleep(50 * time.Millisecond) // let the calls run
+	if err := d.Stop(); err != nil {
+		t.Fatalf("stop vnicd: %v", err)
+	}
+	for range bodies {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, client.ErrDaemonGone) {
+				t.Errorf("a call returned %v after vnicd stopped, want ErrDaemonGone", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("calls still in flight 30 s after vnicd stopped")
+		}
+	}
+	if err := ten.Err(); !errors.Is(err, client.ErrDaemonGone) {
+		t.Errorf("Tenant.Err after vnicd stopped: %v", err)
+	}
+	if err := ten.Close(); err != nil {
+		t.Errorf("Close after vnicd stopped: %v", err)
+	}
+}
