@@ -24,11 +24,22 @@ const synthDstPorts = "9000-9099"
 
 // runDaemon serves tenants over the control socket.
 func runDaemon(c *cli.Context, log zerolog.Logger, set *settings) error {
-	gid := -1
+	sgid := -1
 	if g := c.String("socket-group"); g != "" {
 		var err error
-		if gid, err = vnicd.SocketGroup(g); err != nil {
+		if sgid, err = vnicd.SocketGroup(g); err != nil {
 			return err
+		}
+	}
+	var admin *uint32
+	if g := c.String("admin-group"); g != "" {
+		gid, err := vnicd.AdminGroup(g)
+		if err != nil {
+			return err
+		}
+		admin = &gid
+		if int(gid) == sgid {
+			log.Warn().Uint32("gid", gid).Msg("--admin-group is --socket-group: every member, tenants included, may use the admin group's reserved connections (root keeps its own); give the operators a group of their own")
 		}
 	}
 	ecpu := c.Int("emulator-cpu")
@@ -38,11 +49,12 @@ func runDaemon(c *cli.Context, log zerolog.Logger, set *settings) error {
 	ecfg := set.engine
 	ecfg.EmulatorCPU = ecpu
 	dcfg := daemon.Config{Limits: set.limits,
-		Socket: c.String("socket"), SocketGroup: gid,
+		Socket: c.String("socket"), SocketGroup: sgid,
 		Engine: ecfg,
 		AxSize: c.Int("ax-size"), BxSize: set.bx,
 		MaxTenants: c.Int("max-tenants"), NoHugePages: c.Bool("no-huge-pages"),
 		MetricsAddr: c.String("metrics-addr"), Log: log, Version: version,
+		AdminGroup: admin,
 	}
 	a, err := vnicd.Build(set.src)
 	if err != nil {
@@ -78,7 +90,8 @@ func limitFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "max-conns", Value: 256, Usage: "most control connections open at once (a tenant holds one)"},
 		&cli.IntFlag{Name: "max-conns-per-uid", Value: 64, Usage: "most control connections one uid may hold open"},
-		&cli.IntFlag{Name: "reserved-conns", Value: 4, Usage: "control connections above --max-conns and --max-conns-per-uid that only root and vnicd's own uid may open, for commands (not tenants; closed after --first-message-timeout idle), so vnicctl answers while a process of the operator's uid holds every ordinary one (0: none)"},
+		&cli.IntFlag{Name: "reserved-conns", Value: 4, Usage: "control connections above --max-conns and --max-conns-per-uid for root (uid 0), and as many more for --admin-group, so vnicctl answers while others hold every ordinary one; they serve commands, not tenants, close after --first-message-timeout idle, and a new one takes the place of its class's idlest (0: none)"},
+		&cli.StringFlag{Name: "admin-group", Value: "", Usage: "group (name or gid; it must exist) whose members get --reserved-conns of their own, apart from root's: the operators' group, not --socket-group (its members are tenants)"},
 		&cli.IntFlag{Name: "log-burst", Value: 5, Usage: "warnings a client can cause (oversized requests, geometry advice, reply timeouts) logged per uid and reason in each --log-interval; the rest are counted in one summary line (log_lines_suppressed)"},
 		&cli.DurationFlag{Name: "log-interval", Value: time.Minute, Usage: "the window of --log-burst"},
 		&cli.IntFlag{Name: "max-tenants-per-uid", Value: 16, Usage: "most tenants one uid may have attached"},
@@ -97,6 +110,9 @@ func limitFlags() []cli.Flag {
 
 // limits reads limitFlags.
 func limits(c *cli.Context) (daemon.Limits, error) {
+	if c.String("admin-group") != "" && c.Int("reserved-conns") == 0 {
+		return daemon.Limits{}, fmt.Errorf("--admin-group gives its members reserved connections, and --reserved-conns is 0; give --reserved-conns 1 or more, or drop --admin-group")
+	}
 	return vnicd.CheckLimits(daemon.Limits{
 		MaxConns: c.Int("max-conns"), MaxConnsPerUID: c.Int("max-conns-per-uid"), MaxTenantsPerUID: c.Int("max-tenants-per-uid"),
 		FirstMessageTimeout: c.Duration("first-message-timeout"), ReplyTimeout: c.Duration("reply-timeout"), MaxName: c.Int("max-name"),

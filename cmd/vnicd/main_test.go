@@ -41,6 +41,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"run", "--dump-buffer", "1KiB"}, "--dump-buffer 1KiB: give 64KiB..1GiB"},
 		{[]string{"run", "--dump-buffer", "lots"}, "--dump-buffer"},
 		{[]string{"run", "--max-dumps", "0"}, "--max-dumps 0: give a positive number"},
+		{[]string{"run", "--admin-group", "vnic-no-such-group", "--metrics-addr", ""}, "give an existing group's name or gid, or create it (groupadd vnic-no-such-group)"},
+		{[]string{"run", "--admin-group", "root", "--reserved-conns", "0"}, "--admin-group gives its members reserved connections, and --reserved-conns is 0"},
 		{[]string{"run", "--bx-post-batch", "0"}, "--bx-post-batch 0: give 1 (post after every batch) to 1024 entries"},
 		{[]string{"run", "--emulator-priority", "low"}, "--emulator-priority \"low\": give normal or idle"},
 		{[]string{"demo", "--emulator-priority", "realtime"}, "--emulator-priority \"realtime\""},
@@ -217,6 +219,7 @@ func TestCheckRefusesWhatRunRefuses(t *testing.T) {
 		{"--model", "ring"},
 		{"--spin-budget", "5s"},
 		{"--max-conns", "0"},
+		{"--admin-group", "0", "--reserved-conns", "0"},
 		{"--max-region", "lots"},
 		{"--ax-size", "100"},
 		{"--local-consumers"},
@@ -233,7 +236,7 @@ func TestCheckRefusesWhatRunRefuses(t *testing.T) {
 			t.Errorf("%v: run says %v; --check says %v", args, runErr, checkErr)
 		}
 	}
-	for _, args := range [][]string{{}, {"demo"}, {"demo", "--dist", "queue-share"}, {"--metrics-addr", "127.0.0.1:0"}} {
+	for _, args := range [][]string{{}, {"demo"}, {"demo", "--dist", "queue-share"}, {"--metrics-addr", "127.0.0.1:0"}, {"--admin-group", "root"}} {
 		b := base
 		if len(args) > 0 && args[0] == "demo" {
 			b, args = demo, args[1:]

@@ -63,6 +63,12 @@ type Config struct {
 	MetricsAddr     string
 	// Limits bound what clients can make vnicd hold (zero fields: defaults).
 	Limits Limits
+	// AdminGroup, if set, is the gid (--admin-group) whose members get a
+	// reserve of control connections of their own, beside root's
+	// (Limits.ReservedConns; reserve.go). A peer is a member when the gid
+	// is its effective gid or one of its supplementary groups at connect
+	// time.
+	AdminGroup *uint32
 }
 
 // Daemon is a running vnicd.
@@ -77,9 +83,14 @@ type Daemon struct {
 	hist   []proto.TenantStats
 	ln     *net.UnixListener
 	conns  sync.WaitGroup
-	open   map[*proto.Conn]uint32 // -> peer uid
-	byUID  map[uint32]int         // open connections per uid
-	ctl    control
+	open   map[*proto.Conn]*connState
+	// Under mu: the ordinary connections, in all and per uid, and each
+	// class's reserve (reserve.go; nil for classOrdinary).
+	ordinary int
+	byUID    map[uint32]int
+	reserve  [numClasses]map[*proto.Conn]*connState
+	connSeq  uint64
+	ctl      control
 	// Region bytes of attached tenants and of attaches in progress (the
 	// memory budget), under mu.
 	shmem    int64
@@ -87,8 +98,9 @@ type Daemon struct {
 	histSeqs []uint64  // sequence of each hist entry
 	dumps    dumpState // vnicctl dump sessions (dump.go)
 	logLim   *logLimiter
-	selfUID  uint32    // vnicd's own uid: may use the reserved connections
 	holes    holeState // tenants that punch holes (faults_linux.go)
+	// noPeerGroups: the kernel lacks SO_PEERGROUPS (warned about once).
+	noPeerGroups sync.Once
 }
 
 type tenant struct {
@@ -125,8 +137,10 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Log, live: map[int]*tenant{}, open: map[*proto.Conn]uint32{}, byUID: map[uint32]int{}, nextID: 1,
-		dumps: dumpState{live: map[*dumpSession]struct{}{}}, selfUID: uint32(os.Getuid())}
+	d := &Daemon{cfg: cfg, log: cfg.Log, live: map[int]*tenant{}, open: map[*proto.Conn]*connState{}, byUID: map[uint32]int{}, nextID: 1,
+		dumps: dumpState{live: map[*dumpSession]struct{}{}}}
+	d.reserve[classAdmin] = map[*proto.Conn]*connState{}
+	d.reserve[classRoot] = map[*proto.Conn]*connState{}
 	d.logLim = newLogLimiter(cfg.Limits.LogBurst, cfg.Limits.LogInterval)
 	d.watchFaults(&cfg)
 	ecfg := cfg.Engine
@@ -311,39 +325,55 @@ func transientAccept(err error) bool {
 }
 
 // admit applies the connection caps to an accepted connection and starts
-// serving it, or tells the peer which limit refused it and closes it.
+// serving it, or tells the peer which limit refused it and closes it. A
+// peer of a class with a reserve (reserve.go) gets a reserved connection
+// once the caps refuse it an ordinary one, in place of its reserve's
+// idlest connection when the reserve is full.
 func (d *Daemon) admit(c *net.UnixConn) {
-	pid, uid := peer(c)
+	cred, ok := d.peer(c)
+	pid, uid := cred.pid, cred.uid
 	conn := proto.NewServerConn(c, proto.MaxRequest)
 	lim := d.cfg.Limits
-	var refuse string
+	st := &connState{uid: uid, class: classify(uid, cred.gid, cred.groups, d.cfg.AdminGroup)}
+	var (
+		refuse string
+		victim *proto.Conn
+		vst    *connState
+	)
 	d.mu.Lock()
-	over := lim.MaxConns > 0 && len(d.open) >= lim.MaxConns
+	over := lim.MaxConns > 0 && d.ordinary >= lim.MaxConns
 	overUID := lim.MaxConnsPerUID > 0 && d.byUID[uid] >= lim.MaxConnsPerUID
-	// Root and vnicd's own uid get a reserved share above both caps, so
-	// the operator's vnicctl answers even when a process of the same uid
-	// holds every ordinary connection.
-	reserved := false
-	if (over || overUID) && d.privileged(uid) {
-		r := max(lim.ReservedConns, 0)
-		over = lim.MaxConns > 0 && len(d.open) >= lim.MaxConns+r
-		overUID = lim.MaxConnsPerUID > 0 && d.byUID[uid] >= lim.MaxConnsPerUID+r
-		reserved = !over && !overUID
-	}
 	switch {
+	case !ok:
+		refuse = "vnicd could not read this connection's credentials (SO_PEERCRED), so it does not know whom it would serve"
+	case !over && !overUID:
+		d.ordinary++
+		d.byUID[uid]++
+	case st.class != classOrdinary && lim.ReservedConns > 0:
+		res := d.reserve[st.class]
+		if len(res) >= lim.ReservedConns {
+			victim = idlest(res)
+			vst = res[victim]
+			delete(res, victim) // its serve ends on the close below
+			d.ctl.evictedConns.Add(1)
+		}
+		st.reserved = true
+		res[conn] = st
+		d.ctl.reservedConns.Add(1)
 	case over:
 		d.ctl.refusedConns.Add(1)
-		refuse = fmt.Sprintf("vnicd has %d control connections open, its limit (--max-conns); close idle ones or raise the flag", len(d.open))
-	case overUID:
+		refuse = fmt.Sprintf("vnicd has %d control connections open, its limit (--max-conns); close idle ones or raise the flag", d.ordinary)
+	default:
 		d.ctl.refusedConnsUID.Add(1)
 		refuse = fmt.Sprintf("uid %d has %d control connections open to vnicd, the per-uid limit (--max-conns-per-uid); close idle ones or raise the flag", uid, d.byUID[uid])
-	default:
-		d.open[conn] = uid
-		d.byUID[uid]++
+	}
+	now := d.clock()
+	if refuse == "" {
+		d.connSeq++
+		st.seq = d.connSeq
+		st.last.Store(now)
+		d.open[conn] = st
 		d.conns.Add(1)
-		if reserved {
-			d.ctl.reservedConns.Add(1)
-		}
 	}
 	d.mu.Unlock()
 	d.ctl.accepted.Add(1)
@@ -354,12 +384,19 @@ func (d *Daemon) admit(c *net.UnixConn) {
 		d.log.Debug().Int32("peer_pid", pid).Uint32("peer_uid", uid).Msg(refuse)
 		return
 	}
-	go d.serve(conn, pid, uid, reserved)
+	if victim != nil {
+		victim.Close()
+		const msg = "closed the reserved control connection idle longest to make room for a newer one of its class (--reserved-conns)"
+		if ev := d.warn(d.log, vst.uid, msg); ev != nil {
+			ev.Str("class", st.class.String()).Uint32("closed_uid", vst.uid).Dur("closed_idle", time.Duration(now-vst.last.Load())).
+				Int32("peer_pid", pid).Uint32("peer_uid", uid).Msg(msg)
+		}
+	}
+	go d.serve(conn, pid, st)
 }
 
-// privileged reports whether uid may use the reserved connections: root
-// and vnicd's own uid.
-func (d *Daemon) privileged(uid uint32) bool { return uid == 0 || uid == d.selfUID }
+// clock is the daemon's monotonic clock (connState.last), in nanoseconds.
+func (d *Daemon) clock() int64 { return int64(time.Since(d.start)) }
 
 // warn returns a warning event for something client uid caused, or nil
 // when the limiter suppresses it (Limits.LogBurst per LogInterval per
@@ -396,21 +433,50 @@ func (d *Daemon) logSummaries(ctx context.Context) {
 	}
 }
 
-func peer(c *net.UnixConn) (pid int32, uid uint32) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return 0, 0
-	}
-	raw.Control(func(fd uintptr) {
-		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
-			pid, uid = cred.Pid, cred.Uid
-		}
-	})
-	return pid, uid
+// peerCred is what the kernel recorded of a control connection's peer
+// when it connected.
+type peerCred struct {
+	pid      int32
+	uid, gid uint32   // effective (SO_PEERCRED)
+	groups   []uint32 // supplementary (SO_PEERGROUPS), read only when they matter
 }
 
-func (d *Daemon) serve(conn *proto.Conn, pid int32, uid uint32, reserved bool) {
+// peer reads c's peer credentials (false: they could not be read). The
+// supplementary groups are read only when they decide the class: with
+// --admin-group, for a peer that is not root and whose effective gid is
+// not the group. On a kernel without SO_PEERGROUPS only the effective gid
+// counts (vnicd warns once).
+func (d *Daemon) peer(c *net.UnixConn) (cred peerCred, ok bool) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return cred, false
+	}
+	admin := d.cfg.AdminGroup
+	raw.Control(func(fd uintptr) {
+		uc, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if err != nil {
+			return
+		}
+		cred, ok = peerCred{pid: uc.Pid, uid: uc.Uid, gid: uc.Gid}, true
+		if admin == nil || uc.Uid == 0 || uc.Gid == *admin {
+			return
+		}
+		cred.groups, err = peerGroups(int(fd))
+		switch {
+		case errors.Is(err, unix.ENOPROTOOPT):
+			d.noPeerGroups.Do(func() {
+				d.log.Warn().Uint32("admin_group", *admin).Msg("this kernel cannot tell a peer's supplementary groups (SO_PEERGROUPS, Linux 4.13); only peers whose primary group is --admin-group count as its members")
+			})
+		case err != nil:
+			d.log.Debug().Err(err).Int32("peer_pid", uc.Pid).Msg("could not read the peer's supplementary groups; only its primary group counts")
+		}
+	})
+	return cred, ok
+}
+
+func (d *Daemon) serve(conn *proto.Conn, pid int32, st *connState) {
 	defer d.conns.Done()
+	uid, reserved := st.uid, st.reserved
 	log := d.log.With().Int32("peer_pid", pid).Uint32("peer_uid", uid).Logger()
 	log.Debug().Msg("control connection")
 	lim := d.cfg.Limits
@@ -419,8 +485,13 @@ func (d *Daemon) serve(conn *proto.Conn, pid int32, uid uint32, reserved bool) {
 		conn.Close()
 		d.mu.Lock()
 		delete(d.open, conn)
-		if d.byUID[uid]--; d.byUID[uid] <= 0 {
-			delete(d.byUID, uid)
+		if reserved {
+			delete(d.reserve[st.class], conn) // gone already if it made room
+		} else {
+			d.ordinary--
+			if d.byUID[uid]--; d.byUID[uid] <= 0 {
+				delete(d.byUID, uid)
+			}
 		}
 		d.mu.Unlock()
 		if mine != nil {
@@ -453,6 +524,7 @@ func (d *Daemon) serve(conn *proto.Conn, pid int32, uid uint32, reserved bool) {
 		for _, f := range files {
 			f.Close() // clients send no descriptors
 		}
+		st.last.Store(d.clock())
 		if reserved {
 			// A reserved connection serves the operator's commands: it
 			// may sit idle no longer than before its first request.
@@ -494,7 +566,7 @@ func (d *Daemon) serve(conn *proto.Conn, pid int32, uid uint32, reserved bool) {
 				break
 			}
 			if reserved {
-				rerr = fmt.Errorf("uid %d holds every ordinary control connection (--max-conns-per-uid or --max-conns), and the reserved ones (--reserved-conns) serve commands, not tenants; close idle connections first", uid)
+				rerr = fmt.Errorf("the ordinary control connections are taken (--max-conns-per-uid for uid %d, or --max-conns), and this one is on the reserve of root or --admin-group (--reserved-conns), which serves commands, not tenants; close idle connections first", uid)
 				break
 			}
 			var req proto.Attach
@@ -1083,6 +1155,10 @@ func (d *Daemon) status() proto.Status {
 
 func (d *Daemon) config() proto.Config {
 	ec, l := d.eng.Config(), d.cfg.Limits
+	adminGroup := "" // none
+	if g := d.cfg.AdminGroup; g != nil {
+		adminGroup = fmt.Sprint(*g)
+	}
 	return proto.Config{
 		"model": ec.Model.String(), "policy": ec.Policy.String(), "key": hex.EncodeToString(ec.Key),
 		"emulator_cpu": fmt.Sprint(ec.EmulatorCPU), "idle": ec.Idle.String(), "spin_budget": spinBudget(ec).String(), "bx_post_batch": fmt.Sprint(ec.PostBatch), "ax_size": fmt.Sprint(d.cfg.AxSize), "bx_size": fmt.Sprint(d.cfg.BxSize),
@@ -1094,7 +1170,7 @@ func (d *Daemon) config() proto.Config {
 		"reply_timeout": l.ReplyTimeout.String(), "max_region": fmt.Sprint(l.MaxRegionBytes),
 		"memory_budget": fmt.Sprint(l.MemoryBudget), "max_name": fmt.Sprint(l.MaxName), "tenant_huge_pages": fmt.Sprint(l.HugePages && !d.cfg.NoHugePages),
 		"max_dumps": fmt.Sprint(l.MaxDumps), "dump_buffer": fmt.Sprint(l.DumpBufferBytes),
-		"pause_max": ec.PauseMax.String(), "reserved_conns": fmt.Sprint(max(l.ReservedConns, 0)),
+		"pause_max": ec.PauseMax.String(), "reserved_conns": fmt.Sprint(max(l.ReservedConns, 0)), "admin_group": adminGroup,
 		"log_burst": fmt.Sprint(l.LogBurst), "log_interval": l.LogInterval.String(),
 	}
 }

@@ -33,6 +33,7 @@ type Config struct {
 	Log                             zerolog.Logger
 	Version, MetricsAddr            string
 	Limits                          Limits
+	AdminGroup                      *uint32
 }
 
 // Daemon is unavailable on this platform.

@@ -447,7 +447,20 @@ func TestKillClient(t *testing.T) {
 	t.Logf("killed tenant had received %d packets; keeper got all %d of its own", dead, got.Load())
 }
 
+// testChildren are the parts this test binary plays in a child process
+// that TestMain runs when VNIC_DAEMON_TEST_CHILD names one; the files of
+// one platform add theirs.
+var testChildren = map[string]func() int{}
+
 func TestMain(m *testing.M) {
+	if role := os.Getenv("VNIC_DAEMON_TEST_CHILD"); role != "" {
+		f, ok := testChildren[role]
+		if !ok {
+			fmt.Println("error: no child role", role)
+			os.Exit(2)
+		}
+		os.Exit(f())
+	}
 	if sock := os.Getenv("VNIC_BENCH_CHILD"); sock != "" {
 		benchChild(sock)
 		os.Exit(0)

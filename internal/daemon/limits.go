@@ -21,12 +21,14 @@ type Limits struct {
 	// (--max-conns-per-uid, 64). A tenant holds one connection.
 	MaxConnsPerUID int
 	// ReservedConns are connections above MaxConns and MaxConnsPerUID
-	// that only root and vnicd's own uid may open (--reserved-conns, 4;
-	// negative: none), like PostgreSQL's superuser_reserved_connections:
-	// the operator's vnicctl still answers when a process of the same uid
-	// holds every ordinary connection. A connection admitted on the
-	// reserve is closed once it sits idle for FirstMessageTimeout, so the
-	// reserve frees itself.
+	// for root (uid 0), and as many again for the members of
+	// Config.AdminGroup (--reserved-conns, 4; negative: none), like
+	// PostgreSQL's superuser_reserved_connections: the operator's vnicctl
+	// still answers when others hold every ordinary connection. vnicd's
+	// own uid has no reserve unless it is root. A reserved connection
+	// serves commands, not tenants, is closed once it sits idle for
+	// FirstMessageTimeout, and a new connection of its class takes the
+	// place of the idlest when the reserve is full (reserve.go).
 	ReservedConns int
 	// MaxTenantsPerUID bounds one uid's attached tenants
 	// (--max-tenants-per-uid, 16), so one client cannot take every slot.
@@ -179,7 +181,7 @@ type control struct {
 	refusedTenants, refusedTenantsUID          atomic.Uint64
 	refusedRegion, refusedBudget               atomic.Uint64
 	refusedName, refusedClaim, refusedGeometry atomic.Uint64
-	reservedConns                              atomic.Uint64
+	reservedConns, evictedConns                atomic.Uint64
 	logSuppressed                              atomic.Uint64
 }
 
@@ -193,7 +195,8 @@ func (c *control) snapshot() map[string]uint64 {
 		"attach_refused_region_limit": c.refusedRegion.Load(), "attach_refused_memory_budget": c.refusedBudget.Load(),
 		"attach_refused_name": c.refusedName.Load(), "attach_refused_claim": c.refusedClaim.Load(),
 		"attach_refused_geometry": c.refusedGeometry.Load(),
-		"conns_admitted_reserved": c.reservedConns.Load(), "log_lines_suppressed": c.logSuppressed.Load(),
+		"conns_admitted_reserved": c.reservedConns.Load(), "conns_evicted_reserved": c.evictedConns.Load(),
+		"log_lines_suppressed": c.logSuppressed.Load(),
 	}
 	return m
 }

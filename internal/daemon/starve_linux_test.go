@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -106,74 +108,46 @@ func TestOversizedRequestsLogBounded(t *testing.T) {
 // TestReservedConnsForRoot: a uid that holds its per-uid cap of idle
 // control connections cannot lock root out: root's status still answers
 // on a reserved connection (up to --reserved-conns of them), and the
-// reserve serves commands, not tenants.
+// reserve serves commands, not tenants. With the reserve full, a new root
+// connection takes the place of the reserved one idle longest, which is
+// closed; the one that sent a request since stays.
 func TestReservedConnsForRoot(t *testing.T) {
-	if uid := os.Getuid(); uid != 0 {
-		t.Skipf("needs uid 0 (the reserve serves root and vnicd's uid; the test process is uid %d)", uid)
-	}
+	requireRoot(t)
 	const perUID, reserve = 4, 2
 	td := startDaemon(t, testutil.NewPaced(0, time.Hour, 1), func(c *daemon.Config) {
 		c.Limits.MaxConnsPerUID, c.Limits.ReservedConns = perUID, reserve
 		c.Limits.FirstMessageTimeout = time.Minute
 	})
-	status := func(c *proto.Conn) error {
-		c.Timeout = 5 * time.Second
-		var st proto.Status
-		_, err := c.Call(proto.TStatus, nil, &st)
-		return err
-	}
+	waitNoConns(t, td)
 	var held []*proto.Conn
 	defer func() {
 		for _, c := range held {
 			c.Close()
 		}
 	}()
-	for i := 0; i < perUID; i++ { // the cap of ordinary connections, then idle
-		c, err := proto.Dial(td.socket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, c)
-		if err := status(c); err != nil {
-			t.Fatalf("ordinary connection %d: %v", i, err)
-		}
+	for i := 0; i < perUID+reserve; i++ { // the cap of ordinary connections, then the reserve
+		held = append(held, rootStatus(t, td.socket, fmt.Sprintf("with %d idle connections of its uid open", i)))
 	}
-	for i := 0; i < reserve; i++ {
-		// A connection that closed just before (startDaemon's readiness
-		// probe) leaves the count when its goroutine ends, a moment
-		// later: retry briefly before calling root locked out.
-		var err error
-		for try := 0; try < 20; try++ {
-			var c *proto.Conn
-			if c, err = proto.Dial(td.socket); err != nil {
-				t.Fatal(err)
-			}
-			if err = status(c); err == nil {
-				held = append(held, c)
-				break
-			}
-			c.Close()
-			time.Sleep(50 * time.Millisecond)
-		}
-		if err != nil {
-			t.Fatalf("root locked out with %d idle connections of its uid open: reserved connection %d: %v", perUID+i, i, err)
-		}
+	if o, r, _ := daemon.ConnCounts(td.d); o != perUID || r != reserve {
+		t.Fatalf("%d ordinary and %d reserved connections, want %d and %d", o, r, perUID, reserve)
 	}
 	var rep proto.AttachReply
 	if _, err := held[perUID].Call(proto.TAttach, proto.Attach{Queues: 1, Name: "r"}, &rep); err == nil || !strings.Contains(err.Error(), "--reserved-conns") {
 		t.Fatalf("attach on a reserved connection: %v", err)
 	}
-	c, err := proto.Dial(td.socket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// held[perUID+1] has gone longest without a request: the attach came
+	// after its status.
+	c := rootStatus(t, td.socket, "with its uid's cap and its reserve full")
 	defer c.Close()
-	// Refused at accept: the error comes unasked, then the close.
-	c.Unix().SetReadDeadline(time.Now().Add(5 * time.Second))
-	if typ, body, _, err := c.Recv(); err != nil || typ != proto.TError || !strings.Contains(string(body), "--max-conns-per-uid") {
-		t.Fatalf("a connection past the cap and the reserve: type %d, %q, %v", typ, body, err)
+	held[perUID+1].Unix().SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, _, _, err := held[perUID+1].Recv(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the reserved connection idle longest: %v, want it closed", err)
 	}
-	if got := td.d.Stats().Control["conns_admitted_reserved"]; got != reserve {
-		t.Fatalf("conns_admitted_reserved %d, want %d", got, reserve)
+	if err := status(held[perUID]); err != nil {
+		t.Fatalf("the reserved connection that sent a request since: %v", err)
+	}
+	ctl := td.d.Stats().Control
+	if got, ev := ctl["conns_admitted_reserved"], ctl["conns_evicted_reserved"]; got != reserve+1 || ev != 1 {
+		t.Fatalf("conns_admitted_reserved %d, conns_evicted_reserved %d; want %d, 1", got, ev, reserve+1)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os/user"
 	"strings"
 	"testing"
 	"time"
@@ -158,6 +159,20 @@ func TestLimitsTimingSynth(t *testing.T) {
 	}
 	if _, err := SocketGroup("vnic-no-such-group"); err == nil || !strings.Contains(err.Error(), "groupadd") {
 		t.Fatalf("a missing group: %v", err)
+	}
+	for _, g := range []string{"root", "0"} {
+		if gid, err := AdminGroup(g); err != nil || gid != 0 {
+			t.Fatalf("--admin-group %s: gid %d, %v", g, gid, err)
+		}
+	}
+	if _, err := AdminGroup("vnic-no-such-group"); err == nil || !strings.Contains(err.Error(), `--admin-group "vnic-no-such-group"`) || !strings.Contains(err.Error(), "groupadd vnic-no-such-group") {
+		t.Fatalf("a missing admin group: %v", err)
+	}
+	const noGID = "3999999999"
+	if _, err := user.LookupGroupId(noGID); err == nil {
+		t.Logf("gid %s exists here; not checking a missing gid", noGID)
+	} else if _, err := AdminGroup(noGID); err == nil || !strings.Contains(err.Error(), "no group has gid "+noGID) {
+		t.Fatalf("a missing admin gid: %v", err)
 	}
 }
 

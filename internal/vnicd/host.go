@@ -24,6 +24,32 @@ func SocketGroup(name string) (int, error) {
 	return gid, nil
 }
 
+// AdminGroup resolves --admin-group, a group name or a numeric gid, to
+// the gid whose members get a reserve of control connections; the group
+// must exist in the host's group database.
+func AdminGroup(g string) (uint32, error) {
+	if _, err := strconv.ParseUint(g, 10, 32); err == nil {
+		grp, err := user.LookupGroupId(g)
+		if err != nil {
+			return 0, fmt.Errorf("--admin-group %s: no group has gid %s here (%v); give an existing group's name or gid, or create it (groupadd -g %s NAME)", g, g, err, g)
+		}
+		return parseGID(grp.Gid)
+	}
+	grp, err := user.LookupGroup(g)
+	if err != nil {
+		return 0, fmt.Errorf("--admin-group %q: %w; give an existing group's name or gid, or create it (groupadd %s)", g, err, g)
+	}
+	return parseGID(grp.Gid)
+}
+
+func parseGID(s string) (uint32, error) {
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("the group database gives gid %q, which is not a number", s)
+	}
+	return uint32(n), nil
+}
+
 // mayChownTo reports whether this process may give a file it owns to group
 // gid: with CAP_CHOWN (root has it) to any group, else only to a group it
 // is a member of.
