@@ -118,6 +118,13 @@ type Tenant struct {
 	idle      *idleCounters
 	tx        []*ring.Consumer[shm.TxDesc]
 	comp      []*ring.Producer[shm.Completion]
+	// TX turns (tx.go): the ring the tenant's next turn starts at, what is
+	// left of the current turn's quantum (0: the next turn is a fresh
+	// one), and the pass in which txSeen of its rings were visited.
+	txRing   int
+	txCredit int
+	txPass   uint64
+	txSeen   int
 }
 
 func (t *Tenant) setInline() {
