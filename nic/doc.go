@@ -37,8 +37,8 @@
 // not grow with its queue count. A sink that implements [TenantTxSink]
 // also learns each frame's sender, and a sink may call Step from Send to
 // loop the frames into the receive path before they are completed
-// (wire/fabric's emulated network): the copy into the receiver's buffer is
-// then the only one.
+// (wire/fabric's emulated network, which first copies each frame out of
+// the sender's buffer, so that it reads that buffer once).
 // A tenant may hash with its own RSS key (TenantConfig.Key): its frames
 // are hashed again with it after the match.
 //
