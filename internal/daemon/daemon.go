@@ -84,11 +84,15 @@ type Daemon struct {
 	// memory budget), under mu.
 	shmem    int64
 	histSeq  uint64
-	histSeqs []uint64  // sequence of each hist entry
-	dumps    dumpState // vnicctl dump sessions (dump.go)
-	logLim   *logLimiter
-	selfUID  uint32    // vnicd's own uid: may use the reserved connections
-	holes    holeState // tenants that punch holes (faults_linux.go)
+	histSeqs []uint64 // sequence of each hist entry
+	// histLedgers holds each hist entry's ledger function (nil: none):
+	// a detached host's ledger may still change (frames it sent wait in
+	// the fabric's delay line), so it is read again for each report.
+	histLedgers []func() map[string]uint64
+	dumps       dumpState // vnicctl dump sessions (dump.go)
+	logLim      *logLimiter
+	selfUID     uint32    // vnicd's own uid: may use the reserved connections
+	holes       holeState // tenants that punch holes (faults_linux.go)
 }
 
 type tenant struct {
@@ -903,9 +907,11 @@ func (d *Daemon) detachID(id int, why string) {
 	d.histSeq++
 	d.hist = append(d.hist, st)
 	d.histSeqs = append(d.histSeqs, d.histSeq)
+	d.histLedgers = append(d.histLedgers, t.ledger)
 	if n := len(d.hist) - d.cfg.HistorySize; n > 0 {
 		d.hist = append(d.hist[:0:0], d.hist[n:]...)
 		d.histSeqs = append(d.histSeqs[:0:0], d.histSeqs[n:]...)
+		d.histLedgers = append(d.histLedgers[:0:0], d.histLedgers[n:]...)
 	}
 	d.mu.Unlock()
 	if why != "connection closed" && why != "detach requested" {
@@ -944,8 +950,19 @@ func (d *Daemon) Stats() proto.Stats {
 	for _, t := range d.sorted() {
 		s.Tenants = append(s.Tenants, tenantStats(t))
 	}
-	s.History = append(s.History, d.hist...)
+	for i := range d.hist {
+		s.History = append(s.History, d.histStats(i))
+	}
 	return s
+}
+
+// histStats is history entry i, its ledger read now. Under mu.
+func (d *Daemon) histStats(i int) proto.TenantStats {
+	st := d.hist[i]
+	if l := d.histLedgers[i]; l != nil {
+		st.Fabric = l()
+	}
+	return st
 }
 
 // liveIDs returns the ids in live, ascending (placeholders of attaches in
@@ -1031,7 +1048,7 @@ func (d *Daemon) statsPage(pg proto.Page) statsWire {
 	defer d.mu.Unlock()
 	s.Tenants, s.History, s.Next = d.paginate(pg,
 		func(t *tenant) any { return tenantStats(t) },
-		func(i int) any { return d.hist[i] })
+		func(i int) any { return d.histStats(i) })
 	return s
 }
 

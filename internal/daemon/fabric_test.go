@@ -191,3 +191,84 @@ func TestFabricBadHosts(t *testing.T) {
 		t.Fatalf("tenants %+v", st.Tenants)
 	}
 }
+
+// With a delay, hosts detach while frames to and from them wait in the
+// delay line: frames to a detached host are dropped (no_host), not
+// counted as delivered, and a detached sender's ledger (in the history)
+// and the totals count its frames delivered after it left.
+func TestFabricDetachWithFramesDelayed(t *testing.T) {
+	// The engine's clock stands still until the detaches are done: the
+	// frames wait in the delay line through them.
+	var clock atomic.Uint64
+	td, fab := startFabric(t, fabric.Config{Delay: time.Millisecond}, func(c *daemon.Config) {
+		c.Engine.Now = clock.Load
+	})
+	ctx := context.Background()
+	host := func(name, addr string) *client.Tenant {
+		ten, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: name, Queues: 1, AxSize: 1024, Match: client.Match{Proto: "udp"}, Host: &client.Host{Addr: addr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ten.Close() })
+		return ten
+	}
+	a, b, c := host("a", "198.18.0.1"), host("b", "198.18.0.2"), host("c", "198.18.0.3")
+	var gotC atomic.Int64
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); receive(rctx, c.Queue(0), &gotC) }()
+	defer func() { stop(); <-done }()
+	send := func(ten *client.Tenant, src, dst string, n int) {
+		t.Helper()
+		s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
+		sb, db := s.As4(), d.As4()
+		var frames [][]byte
+		for i := range n {
+			frames = append(frames, rss.BuildUDP4(nil, [6]byte{2, 0, sb[0], sb[1], sb[2], sb[3]}, [6]byte{2, 0, db[0], db[1], db[2], db[3]}, s, d, uint16(1000+i), 9000, 18))
+		}
+		for sent := 0; sent < n; {
+			k, err := ten.Queue(0).Send(frames[sent:min(sent+32, n)])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sent += k; k == 0 {
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}
+	history := func(name string) map[string]uint64 {
+		for _, h := range td.d.Stats().History {
+			if h.Name == name {
+				return h.Fabric
+			}
+		}
+		return nil
+	}
+	// a sends 500 frames to b and 500 to c; b leaves, then a, while the
+	// frames wait.
+	send(a, "198.18.0.1", "198.18.0.2", 500)
+	send(a, "198.18.0.1", "198.18.0.3", 500)
+	testutil.WaitFor(t, 10*time.Second, "fab.Delayed() == 1000", func() bool { return fab.Delayed() == 1000 })
+	b.Close()
+	a.Close()
+	testutil.WaitFor(t, 5*time.Second, "a and b in the history", func() bool { return history("a") != nil && history("b") != nil })
+	if la := history("a"); la["sent"] != 1000 || la["delivered"] != 0 {
+		t.Fatalf("the detached sender's ledger %v before its frames were due", la)
+	}
+	clock.Store(uint64(2 * time.Millisecond))
+	testutil.WaitFor(t, 10*time.Second, "the delay line empty and c's frames received", func() bool { return fab.Delayed() == 0 && gotC.Load() == 500 })
+	testutil.WaitFor(t, 5*time.Second, "a's ledger settled", func() bool { return history("a")["delivered"]+history("a")["no_host"] == 1000 })
+	if la := history("a"); la["sent"] != 1000 || la["delivered"] != 500 || la["no_host"] != 500 {
+		t.Fatalf("the detached sender's ledger %v: want 1000 sent, 500 delivered (to c), 500 no_host (b left)", la)
+	}
+	if lb := history("b"); lb["received"] != 0 {
+		t.Fatalf("the detached receiver's ledger %v: it was handed nothing", lb)
+	}
+	tot := fab.Totals()
+	if tot[fabric.Sent] != 1000 || tot[fabric.Delivered] != 500 || tot[fabric.Received] != 500 || tot[fabric.NoHost] != 500 {
+		t.Fatalf("totals %v", tot)
+	}
+	if g := td.d.Stats().Global["drops_no_tenant"]; g != 0 {
+		t.Fatalf("the fabric handed the engine %d frames no tenant claimed", g)
+	}
+}
