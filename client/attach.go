@@ -35,10 +35,15 @@ type Match struct {
 }
 
 // Host is a tenant's identity on vnicd's emulated network (vnicd run
-// --source fabric): frames other hosts send to Addr reach this tenant.
+// --source fabric): frames other hosts send to Addr reach this tenant, and
+// the frames it sends must come from Addr and MAC (the fabric drops others
+// as spoofed).
 type Host struct {
-	Addr string // IPv4 address, e.g. "198.18.0.1"
-	MAC  string // e.g. "02:00:c6:12:00:01" (empty: derived from Addr)
+	Addr string // unicast IPv4 address, e.g. "198.18.0.1"
+	// MAC is a unicast Ethernet address, e.g. "02:00:c6:12:00:01"; empty:
+	// 02:00 followed by Addr's four bytes (02:00:c6:12:00:01 for
+	// 198.18.0.1).
+	MAC string
 	// Key is the host's own RSS key (nil: vnicd's). Tenant.RSS reports the
 	// key vnicd uses either way.
 	Key []byte

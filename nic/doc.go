@@ -32,10 +32,13 @@
 //
 // [Engine.TxStep] gathers the frames on the tenants' TX rings (slices of
 // their buffers) and hands them to Config.Tx in one Send per pass, then
-// completes them. A sink that implements [TenantTxSink] also learns each
-// frame's sender, and a sink may call Step from Send to loop the frames
-// into the receive path before they are completed (wire/fabric's emulated
-// network): the copy into the receiver's buffer is then the only one.
+// completes them. The wire is shared per tenant: tenants take turns of at
+// most 32 frames from all their rings together, so a tenant's share does
+// not grow with its queue count. A sink that implements [TenantTxSink]
+// also learns each frame's sender, and a sink may call Step from Send to
+// loop the frames into the receive path before they are completed
+// (wire/fabric's emulated network, which first copies each frame out of
+// the sender's buffer, so that it reads that buffer once).
 // A tenant may hash with its own RSS key (TenantConfig.Key): its frames
 // are hashed again with it after the match.
 //

@@ -47,10 +47,11 @@ type Engine struct {
 	// batch (Tenant.kickDue).
 	holdKicks bool
 
-	// TX (tx.go): the tenants' TX rings in round-robin order, and one
-	// pass's batch.
-	txRings  []txRing
+	// TX (tx.go): the tenants with TX rings in round-robin order, the
+	// one whose turn comes next, the pass count, and one pass's batch.
+	txTens   []*Tenant
 	txNext   int
+	txPass   uint64
 	txDesc   []shm.TxDesc
 	txFrames [][]byte
 	txSegs   []txSeg

@@ -49,6 +49,9 @@ type TenantConfig struct {
 	// once per sleep. The engine never closes them: close them after
 	// RemoveTenant returns.
 	Wake []int
+	// MAC is the tenant's Ethernet address, if it has one (zero: none).
+	// The engine does not use it; wire/fabric's hosts send from it.
+	MAC [6]byte
 }
 
 // Tenant is one attached application: its region and the engine's side of
@@ -57,6 +60,7 @@ type Tenant struct {
 	ID     int
 	Name   string
 	Match  Match
+	MAC    [6]byte // TenantConfig.MAC
 	Region *shm.Region
 
 	queues int
@@ -120,6 +124,13 @@ type Tenant struct {
 	idle      *idleCounters
 	tx        []*ring.Consumer[shm.TxDesc]
 	comp      []*ring.Producer[shm.Completion]
+	// TX turns (tx.go): the ring the tenant's next turn starts at, what is
+	// left of the current turn's quantum (0: the next turn is a fresh
+	// one), and the pass in which txSeen of its rings were visited.
+	txRing   int
+	txCredit int
+	txPass   uint64
+	txSeen   int
 }
 
 func (t *Tenant) setInline() {
@@ -211,7 +222,7 @@ func newTenant(cfg TenantConfig, r *shm.Region, m Model, shGroup int) (*Tenant, 
 		return nil, fmt.Errorf("nic: tenant %q: %w", cfg.Name, err)
 	}
 	t := &Tenant{
-		ID: cfg.ID, Name: cfg.Name, Match: cfg.Match, claim: compileMatch(cfg.Match), Region: r, queues: n, reta: reta,
+		ID: cfg.ID, Name: cfg.Name, Match: cfg.Match, MAC: cfg.MAC, claim: compileMatch(cfg.Match), Region: r, queues: n, reta: reta,
 		ax: make([]*ax.NIC, n), bx: make([]*bx.NIC, n), blocks: make([]counters.Block, n),
 		delta: make([][counters.NumIDs]uint64, n), qs: make([]qstate, n), used: make([]int, 0, n),
 		bxList: make([]int, 0, n), posted: make([]int, 0, n), shared: make([]int, n),

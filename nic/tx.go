@@ -31,20 +31,17 @@ type TenantTxSink interface {
 }
 
 const (
-	// txBatch bounds the TX descriptors taken from one ring per pass.
+	// txBatch bounds the TX descriptors taken from one ring per visit.
 	txBatch = 32
 	// txBatchMax bounds the frames of one pass, all rings together: one
 	// Send, one kick. xsk's copy-mode budget per kick (XDP_MAX_TX_SKB_BUDGET,
 	// set to 256 by default) is larger, so the kernel sends the whole batch
 	// in one sendto.
 	txBatchMax = 64
+	// txQuantum is a tenant's turn: the most descriptors it may have taken
+	// before the next tenant's turn, from all its rings together.
+	txQuantum = 32
 )
-
-// txRing is one tenant TX ring in the engine's round-robin list.
-type txRing struct {
-	ten *Tenant
-	i   int
-}
 
 // txSeg is the part of a pass's batch that came from one TX ring: its
 // descriptors are e.txDesc[lo:lo+n], its frames e.txFrames[flo:fhi].
@@ -57,83 +54,69 @@ type txSeg struct {
 	flo, fhi int
 }
 
-// rebuildTx lists every tenant's TX rings for TxStep (engine goroutine,
+// rebuildTx lists the tenants with TX rings for TxStep (engine goroutine,
 // after a tenant change).
 func (e *Engine) rebuildTx() {
-	e.txRings = e.txRings[:0]
+	e.txTens = e.txTens[:0]
 	for _, ten := range e.tenants {
-		for i := range ten.tx {
-			e.txRings = append(e.txRings, txRing{ten, i})
+		if len(ten.tx) > 0 {
+			e.txTens = append(e.txTens, ten)
 		}
 	}
-	if e.txNext >= len(e.txRings) {
+	if e.txNext >= len(e.txTens) {
 		e.txNext = 0
 	}
 }
 
 // TxStep drains the tenants' TX rings once and returns how many descriptors
-// it took. It visits the rings round-robin, starting one ring further on
-// each call, and gathers up to txBatch descriptors per ring and txBatchMax
-// in all into one batch, which it hands to Config.Tx with one Send (one
-// kick of the wire), or counts as tx_dropped when there is no Tx. Then it
-// returns the buffers on the rings' completion rings. Run calls it between
-// receive batches.
+// it took. The wire is shared per tenant, not per ring: tenants take turns,
+// round-robin, and a turn takes at most txQuantum (32) descriptors from the
+// tenant's rings together, visiting them round-robin from where its last
+// turn stopped, up to txBatch from one ring. A tenant with 64 queues thus
+// gets the same share of the wire as one with a single queue, and a tenant
+// with frames waits behind at most one turn of every other tenant. The
+// pass gathers turns until it holds txBatchMax (64) descriptors or no
+// tenant has more (each tenant's rings are visited at most once per pass,
+// so a tenant alone still fills a pass); a turn the full batch cut short
+// goes on first in the next pass with what is left of its quantum (deficit
+// round-robin: a tenant that runs out of frames loses the rest of its
+// turn). The pass's batch goes to Config.Tx with one Send (one kick of the
+// wire), or is counted as tx_dropped when there is no Tx; then its buffers
+// go back on the rings' completion rings. Run calls it between receive
+// batches.
 //
 // Each descriptor is copied out of the tenant's ring once, and only the
 // copy is checked and used: a tenant that rewrites a descriptor after the
 // engine read it (between the check and the completion) changes nothing.
 func (e *Engine) TxStep() int {
-	nr := len(e.txRings)
-	if nr == 0 {
+	nt := len(e.txTens)
+	if nt == 0 {
 		return 0
 	}
-	start := e.txNext
-	if e.txNext++; e.txNext >= nr {
-		e.txNext = 0
-	}
-	descs, frames, segs, from := e.txDesc[:0], e.txFrames[:0], e.txSegs[:0], e.txFrom[:0]
-	for k := 0; k < nr && len(descs) < txBatchMax; k++ {
-		r := e.txRings[(start+k)%nr]
-		ten := r.ten
-		if ten.faulty != nil {
-			continue
+	e.txPass++
+	i, idle := e.txNext, 0
+	for turns := 0; turns < 2*nt && idle < nt && len(e.txDesc) < txBatchMax; turns++ {
+		ten := e.txTens[i]
+		if ten.txCredit == 0 {
+			ten.txCredit = txQuantum
 		}
-		tx, comp := ten.tx[r.i], ten.comp[r.i]
-		n, err := tx.Peek(min(txBatch, txBatchMax-len(descs)))
-		if err != nil {
-			e.fault(ten, err)
-			continue
-		}
-		if n == 0 {
-			continue
-		}
-		// Never take more descriptors than completions can be posted for.
-		room, err := comp.Reserve(n)
-		if err != nil {
-			e.fault(ten, err)
-			continue
-		}
-		n = min(n, room)
-		if n == 0 {
-			continue
-		}
-		s := txSeg{tx: tx, comp: comp, ten: ten, q: min(r.i, ten.queues-1), lo: len(descs), n: n, flo: len(frames)}
-		for j := 0; j < n; j++ {
-			descs = append(descs, *tx.Slot(j)) // the one read of the descriptor
-		}
-		for _, d := range descs[s.lo:] {
-			buf, ok := ten.Region.Buffer(d.Buf)
-			if !ok || d.Len == 0 || d.Len > uint32(len(buf)) {
-				continue // counted when released below
+		took := e.txTurn(ten, min(ten.txCredit, txBatchMax-len(e.txDesc)))
+		if took == 0 {
+			idle++
+			ten.txCredit = 0
+		} else {
+			idle = 0
+			if ten.txCredit -= took; ten.txCredit > 0 && len(e.txDesc) == txBatchMax {
+				break // the batch is full: this turn goes on in the next pass
 			}
-			frames = append(frames, buf[:d.Len])
-			if e.fromSink != nil {
-				from = append(from, ten)
-			}
+			ten.txCredit = 0
 		}
-		s.fhi = len(frames)
-		segs = append(segs, s)
+		if i++; i == nt {
+			i = 0
+		}
 	}
+	e.txNext = i
+	descs, frames, segs, from := e.txDesc, e.txFrames, e.txSegs, e.txFrom
 	if len(segs) == 0 {
 		return 0
 	}
@@ -160,6 +143,60 @@ func (e *Engine) TxStep() int {
 	clear(from) // no tenant kept alive by the scratch list
 	e.txDesc, e.txFrames, e.txSegs, e.txFrom = descs[:0], frames[:0], segs[:0], from[:0]
 	return total
+}
+
+// txTurn is one turn of tenant ten in the current pass: it gathers up to
+// budget descriptors from the rings of ten not yet visited in this pass,
+// from its ring cursor on, into the pass's batch, and returns how many it
+// took.
+func (e *Engine) txTurn(ten *Tenant, budget int) int {
+	if ten.txPass != e.txPass {
+		ten.txPass, ten.txSeen = e.txPass, 0
+	}
+	took := 0
+	for took < budget && ten.txSeen < len(ten.tx) && ten.faulty == nil {
+		r := ten.txRing
+		if ten.txRing++; ten.txRing == len(ten.tx) {
+			ten.txRing = 0
+		}
+		ten.txSeen++
+		tx, comp := ten.tx[r], ten.comp[r]
+		n, err := tx.Peek(min(txBatch, budget-took))
+		if err != nil {
+			e.fault(ten, err)
+			break
+		}
+		if n == 0 {
+			continue
+		}
+		// Never take more descriptors than completions can be posted for.
+		room, err := comp.Reserve(n)
+		if err != nil {
+			e.fault(ten, err)
+			break
+		}
+		if n = min(n, room); n == 0 {
+			continue
+		}
+		s := txSeg{tx: tx, comp: comp, ten: ten, q: min(r, ten.queues-1), lo: len(e.txDesc), n: n, flo: len(e.txFrames)}
+		for j := 0; j < n; j++ {
+			e.txDesc = append(e.txDesc, *tx.Slot(j)) // the one read of the descriptor
+		}
+		for _, d := range e.txDesc[s.lo:] {
+			buf, ok := ten.Region.Buffer(d.Buf)
+			if !ok || d.Len == 0 || d.Len > uint32(len(buf)) {
+				continue // counted when released below
+			}
+			e.txFrames = append(e.txFrames, buf[:d.Len])
+			if e.fromSink != nil {
+				e.txFrom = append(e.txFrom, ten)
+			}
+		}
+		s.fhi = len(e.txFrames)
+		e.txSegs = append(e.txSegs, s)
+		took += n
+	}
+	return took
 }
 
 // txRelease completes the descriptors of one segment up to the batch's

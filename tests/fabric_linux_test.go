@@ -77,10 +77,17 @@ func fabricRun(t *testing.T, seed string, extra ...string) uint64 {
 	ra, rb := receive(a, check(a)), receive(b, check(b))
 	defer ra.close() // before the tenant is closed: a Queue must be idle then
 	defer rb.close() // before the tenant is closed: a Queue must be idle then
+	// Each host sends from its own MAC, the one vnicd derives from its
+	// address (02:00 and the address's four bytes).
+	mac := func(a netip.Addr) [6]byte {
+		b := a.As4()
+		return [6]byte{2, 0, b[0], b[1], b[2], b[3]}
+	}
 	build := func(src, dst string, n int) [][]byte {
+		s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
 		var out [][]byte
 		for i := range n {
-			out = append(out, rss.BuildUDP4(nil, [6]byte{2}, [6]byte{2, 1}, netip.MustParseAddr(src), netip.MustParseAddr(dst), uint16(1000+i), 9000, 18))
+			out = append(out, rss.BuildUDP4(nil, mac(s), mac(d), s, d, uint16(1000+i), 9000, 18))
 		}
 		return out
 	}

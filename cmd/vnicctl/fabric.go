@@ -18,6 +18,7 @@ var fabricColumns = []struct{ key, text, wide string }{
 	{"sent", "SENT", "SENT"},
 	{"delivered", "DELIV", "DELIVERED"},
 	{"received", "", "RECEIVED"},
+	{"spoofed", "SPOOF", "SPOOFED"},
 	{"no_host", "NOHOST", "NO_HOST"},
 	{"flow_limit", "FLOW", "FLOW_LIMIT"},
 	{"dpu_limit", "DPU", "DPU_LIMIT"},
@@ -32,9 +33,10 @@ func fabricCommand() *cli.Command {
 		Name:  "fabric",
 		Usage: "the emulated network's ledger per host (vnicd run --source fabric): frames sent, delivered, and dropped by reason",
 		UsageText: "vnicctl fabric\nvnicctl fabric --all -o wide\n\n" +
-			"Columns (text): SENT, DELIV(ered to the destination's receive path), then the drops: NOHOST (no host claims\n" +
-			"the destination), FLOW (per-flow limit), DPU (DPU packet rate), NIC (sender's NIC cap), LOSS (random loss),\n" +
-			"FULL (delay line full). SENT = DELIV + drops + frames still in the delay line. -o wide adds RECEIVED and bytes.",
+			"Columns (text): SENT, DELIV(ered to the destination's receive path), then the drops: SPOOF (not from the\n" +
+			"sending host's own MAC and address), NOHOST (no host claims the destination, or it left while the frame was\n" +
+			"delayed), FLOW (per-flow limit), DPU (DPU packet rate), NIC (sender's NIC cap), LOSS (random loss), FULL (delay\n" +
+			"line full). SENT = DELIV + drops + frames still in the delay line. -o wide adds RECEIVED and bytes.",
 		Flags: []cli.Flag{
 			socketFlag(),
 			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list detached hosts (vnicd keeps the last ones)"},

@@ -30,7 +30,7 @@ func TestFabricTable(t *testing.T) {
 			t.Errorf("line %d is %d columns wide:\n%s", i+1, n, l)
 		}
 	}
-	for _, want := range []string{"NOHOST", "FLOW", "DPU", "NIC", "LOSS", "FULL", "123G", "198.18.255.255", "198.19.0.2*", "delay line: 7"} {
+	for _, want := range []string{"SPOOF", "NOHOST", "FLOW", "DPU", "NIC", "LOSS", "FULL", "123G", "198.18.255.255", "198.19.0.2*", "delay line: 7"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text output lacks %q:\n%s", want, text)
 		}
@@ -39,7 +39,7 @@ func TestFabricTable(t *testing.T) {
 	if err := writeFabric(&out, model, nil, hosts, true); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"RECEIVED", "DELAY_FULL", "SENT_BYTES", "123456789012", "123456789021"} {
+	for _, want := range []string{"RECEIVED", "SPOOFED", "DELAY_FULL", "SENT_BYTES", "123456789012", "123456789022"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("wide output lacks %q:\n%s", want, out.String())
 		}

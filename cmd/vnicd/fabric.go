@@ -23,6 +23,7 @@ func fabricFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "fabric-loss", Usage: "with --source fabric, probability that a frame is lost, in [0, 1)"},
 		&cli.Uint64Flag{Name: "fabric-seed", Value: 1, Usage: "with --fabric-loss, the loss generator's seed (the same seed and traffic drop the same frames)"},
 		&cli.DurationFlag{Name: "fabric-burst", Value: fabric.DefaultBurst, Usage: "with --source fabric, each rate limit's bucket depth, in time at its rate"},
+		&cli.BoolFlag{Name: "fabric-no-source-check", Usage: "with --source fabric, let hosts send from any MAC and IPv4 address (experiments only; by default a frame not from its host's own MAC and address is dropped as spoofed)"},
 		&cli.StringFlag{Name: "fabric-profile", Usage: "with --source fabric, a cloud network's limits scaled to what one engine core carries: " + profileHelp() + " (explicit --fabric-* flags win)"},
 	}
 }
@@ -62,6 +63,7 @@ func fabricConfig(c *cli.Context, source string) (fabric.Config, string, error) 
 	fc.DelaySlots = c.Int("fabric-delay-slots")
 	fc.Seed = c.Uint64("fabric-seed")
 	fc.Burst = c.Duration("fabric-burst")
+	fc.NoSourceCheck = c.Bool("fabric-no-source-check")
 	fc.SlotSize = c.Int("buf-size")
 	if err := fc.Validate(); err != nil {
 		return fc, "", fmt.Errorf("--fabric-*: %w", err)

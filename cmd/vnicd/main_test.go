@@ -56,6 +56,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"run", "--dst-ports", "9000-1"}, "--dst-ports \"9000-1\": the range is empty"},
 		{[]string{"run", "--dst-ports", "http"}, "--dst-ports \"http\": give a port (9000) or a range"},
 		{[]string{"run", "--fabric-loss", "0.1"}, "--fabric-loss works with --source fabric only"},
+		{[]string{"run", "--fabric-no-source-check"}, "--fabric-no-source-check works with --source fabric only"},
 		{[]string{"run", "--source", "fabric", "--fabric-loss", "1.5"}, "give a probability in [0, 1)"},
 		{[]string{"run", "--source", "fabric", "--fabric-dpus", "4"}, "needs both a DPU count and a per-DPU packet rate"},
 		{[]string{"run", "--source", "fabric", "--fabric-profile", "gcp"}, `unknown profile "gcp"; use aws-c7gn`},

@@ -95,10 +95,14 @@ type Daemon struct {
 	// memory budget), under mu.
 	shmem    int64
 	histSeq  uint64
-	histSeqs []uint64  // sequence of each hist entry
-	dumps    dumpState // vnicctl dump sessions (dump.go)
-	logLim   *logLimiter
-	holes    holeState // tenants that punch holes (faults_linux.go)
+	histSeqs []uint64 // sequence of each hist entry
+	// histLedgers holds each hist entry's ledger function (nil: none):
+	// a detached host's ledger may still change (frames it sent wait in
+	// the fabric's delay line), so it is read again for each report.
+	histLedgers []func() map[string]uint64
+	dumps       dumpState // vnicctl dump sessions (dump.go)
+	logLim      *logLimiter
+	holes       holeState // tenants that punch holes (faults_linux.go)
 	// noPeerGroups: the kernel lacks SO_PEERGROUPS (warned about once).
 	noPeerGroups sync.Once
 }
@@ -669,38 +673,40 @@ func parseMatch(m proto.Match) (nic.Match, error) {
 }
 
 // hostMatch checks a tenant's host identity and narrows its match rule to
-// the host's address; it normalises h (the MAC, derived from the address
-// when not given) and returns the host's own RSS key (nil: vnicd's).
-func hostMatch(h *proto.Host, m *nic.Match) (rss.Key, error) {
+// the host's address; it normalises h (the MAC, 02:00 and the address's
+// four bytes when not given) and returns the host's own RSS key (nil:
+// vnicd's) and its MAC.
+func hostMatch(h *proto.Host, m *nic.Match) (key rss.Key, mac [6]byte, err error) {
 	a, err := netip.ParseAddr(h.Addr)
 	if err != nil || !a.Is4() {
-		return nil, fmt.Errorf("host address %q is not an IPv4 address; give one, e.g. 198.18.0.1", h.Addr)
+		return nil, mac, fmt.Errorf("host address %q is not an IPv4 address; give one, e.g. 198.18.0.1", h.Addr)
 	}
 	p := netip.PrefixFrom(a, 32)
 	if m.Dst.IsValid() && m.Dst != p {
-		return nil, fmt.Errorf("match destination %s differs from the host's address %s; leave the match's destination empty (a host claims its address)", m.Dst, a)
+		return nil, mac, fmt.Errorf("match destination %s differs from the host's address %s; leave the match's destination empty (a host claims its address)", m.Dst, a)
 	}
 	m.Dst = p
 	m.Default = false // a host claims its own address, nothing more
 	if h.MAC == "" {
 		b := a.As4()
-		h.MAC = fmt.Sprintf("02:00:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3])
+		mac = [6]byte{0x02, 0x00, b[0], b[1], b[2], b[3]}
 	} else if hw, err := net.ParseMAC(h.MAC); err != nil || len(hw) != 6 {
-		return nil, fmt.Errorf("host MAC %q is not an Ethernet address; give six hex bytes, e.g. 02:00:c6:12:00:01, or leave it empty", h.MAC)
+		return nil, mac, fmt.Errorf("host MAC %q is not an Ethernet address; give six hex bytes, e.g. 02:00:c6:12:00:01, or leave it empty", h.MAC)
 	} else {
-		h.MAC = hw.String()
+		mac = [6]byte(hw)
 	}
+	h.MAC = net.HardwareAddr(mac[:]).String()
 	if h.Key == "" {
-		return nil, nil
+		return nil, mac, nil
 	}
 	k, err := hex.DecodeString(h.Key)
 	if err == nil {
 		err = rss.Key(k).Validate()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("host RSS key: %v; give %d to %d bytes in hex, or leave it empty for vnicd's key", err, rss.KeyLen, rss.MaxKeyLen)
+		return nil, mac, fmt.Errorf("host RSS key: %v; give %d to %d bytes in hex, or leave it empty for vnicd's key", err, rss.KeyLen, rss.MaxKeyLen)
 	}
-	return rss.Key(k), nil
+	return rss.Key(k), mac, nil
 }
 
 // maxRingEntries and maxCount bound the sizes an attach may ask for before
@@ -726,8 +732,9 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 		return nil, err
 	}
 	var hostKey rss.Key
+	var hostMAC [6]byte
 	if req.Host != nil {
-		if hostKey, err = hostMatch(req.Host, &match); err != nil {
+		if hostKey, hostMAC, err = hostMatch(req.Host, &match); err != nil {
 			d.ctl.refusedClaim.Add(1)
 			return nil, err
 		}
@@ -860,7 +867,7 @@ func (d *Daemon) attach(conn *proto.Conn, req proto.Attach, pid int32, uid uint3
 	}
 	defer closeFDs(theirs) // sent to the tenant (or not): vnicd keeps only its copies
 	nt, err := d.eng.AddTenant(nic.TenantConfig{ID: id, Name: req.Name, Match: match, RETASize: d.cfg.RETASize,
-		Wake: wake, Key: hostKey}, region)
+		Wake: wake, Key: hostKey, MAC: hostMAC}, region)
 	if err == nil && d.cfg.Hooks != nil {
 		if err = d.cfg.Hooks.Attach(d.eng, nt); err != nil {
 			d.eng.RemoveTenant(nt)
@@ -972,9 +979,11 @@ func (d *Daemon) detachID(id int, why string) {
 	d.histSeq++
 	d.hist = append(d.hist, st)
 	d.histSeqs = append(d.histSeqs, d.histSeq)
+	d.histLedgers = append(d.histLedgers, t.ledger)
 	if n := len(d.hist) - d.cfg.HistorySize; n > 0 {
 		d.hist = append(d.hist[:0:0], d.hist[n:]...)
 		d.histSeqs = append(d.histSeqs[:0:0], d.histSeqs[n:]...)
+		d.histLedgers = append(d.histLedgers[:0:0], d.histLedgers[n:]...)
 	}
 	d.mu.Unlock()
 	if why != "connection closed" && why != "detach requested" {
@@ -1013,8 +1022,19 @@ func (d *Daemon) Stats() proto.Stats {
 	for _, t := range d.sorted() {
 		s.Tenants = append(s.Tenants, tenantStats(t))
 	}
-	s.History = append(s.History, d.hist...)
+	for i := range d.hist {
+		s.History = append(s.History, d.histStats(i))
+	}
 	return s
+}
+
+// histStats is history entry i, its ledger read now. Under mu.
+func (d *Daemon) histStats(i int) proto.TenantStats {
+	st := d.hist[i]
+	if l := d.histLedgers[i]; l != nil {
+		st.Fabric = l()
+	}
+	return st
 }
 
 // liveIDs returns the ids in live, ascending (placeholders of attaches in
@@ -1100,7 +1120,7 @@ func (d *Daemon) statsPage(pg proto.Page) statsWire {
 	defer d.mu.Unlock()
 	s.Tenants, s.History, s.Next = d.paginate(pg,
 		func(t *tenant) any { return tenantStats(t) },
-		func(i int) any { return d.hist[i] })
+		func(i int) any { return d.histStats(i) })
 	return s
 }
 

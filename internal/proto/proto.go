@@ -142,8 +142,9 @@ type Attach struct {
 }
 
 // Host is a tenant's identity on vnicd's emulated network: its IPv4
-// address, its MAC (informational: the fabric routes by address) and
-// optionally its own RSS key (hex; empty: vnicd's key).
+// address, its MAC (the fabric routes by address, and checks that the
+// host sends from both) and optionally its own RSS key (hex; empty:
+// vnicd's key).
 type Host struct {
 	Addr string `json:"addr"`
 	MAC  string `json:"mac,omitempty"`

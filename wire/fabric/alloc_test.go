@@ -8,8 +8,9 @@ import (
 	"github.com/vnic/vnic/wire/fabric"
 )
 
-// The per-frame path (the engine's TX pass, the model with every limit
-// on, the delay line, the receive path) allocates nothing.
+// The per-frame path (the engine's TX pass, the copy out of the sender's
+// buffer, the source check, the model with every limit on, the delay
+// line, the receive path) allocates nothing.
 func TestPerFrameAllocsNothing(t *testing.T) {
 	for _, cfg := range []fabric.Config{
 		{},
@@ -21,6 +22,7 @@ func TestPerFrameAllocsNothing(t *testing.T) {
 		b := r.addHost("198.18.0.2", 2, 0, nil)
 		frames := hostFrames(32)
 		frames = append(frames, frame("198.18.0.1", "198.18.0.9", 1, 2, 18)) // no host
+		frames = append(frames, frame("198.18.0.2", "198.18.0.1", 1, 2, 18)) // spoofed
 		src := r.fab.Source()
 		buf := make([][]byte, 0, 32)
 		step := func() {

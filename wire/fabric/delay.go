@@ -31,19 +31,26 @@ func newDelayLine(n, size int, delay uint64) *delayLine {
 	return &delayLine{slots: make([]slot, n), data: make([]byte, n*size), size: size, mask: uint64(n - 1), delay: delay}
 }
 
-// push copies frame fr into the line, due delay after now; false when the
-// line is full (or the frame longer than a slot).
-func (l *delayLine) push(fr []byte, now uint64, src, dst *host) bool {
-	if l.tail-l.head == uint64(len(l.slots)) || len(fr) > l.size {
-		return false
+// room returns the next free slot's first n bytes for a frame of n bytes,
+// or nil when the line is full (or the frame longer than a slot). The
+// frame copied there joins the line with commit; until then the slot
+// stays free.
+func (l *delayLine) room(n int) []byte {
+	if l.tail-l.head == uint64(len(l.slots)) || n > l.size {
+		return nil
 	}
-	i := l.tail & l.mask
-	off := int(i) * l.size
-	n := copy(l.data[off:off+l.size], fr)
-	l.slots[i] = slot{due: now + l.delay, n: n, src: src, dst: dst}
+	off := int(l.tail&l.mask) * l.size
+	return l.data[off : off+n : off+n]
+}
+
+// commit adds the frame of n bytes copied into the slot room returned, due
+// delay after now.
+func (l *delayLine) commit(n int, now uint64, src, dst *host) {
+	l.slots[l.tail&l.mask] = slot{due: now + l.delay, n: n, src: src, dst: dst}
+	src.line++
+	dst.line++
 	l.tail++
 	l.count.Add(1)
-	return true
 }
 
 // release frees the slots the last take lent out.
@@ -57,7 +64,9 @@ func (l *delayLine) release() {
 }
 
 // take appends the frames due by now, up to cap(dst), and lends them out
-// until the next take.
+// until the next take. A due frame whose destination host detached while
+// it waited is dropped (no_host) instead: the tenant may be gone from the
+// engine when the frame would reach it.
 func (l *delayLine) take(dst [][]byte, now uint64, f *Fabric) [][]byte {
 	l.release()
 	for p := l.head; p != l.tail && len(dst) < cap(dst); p++ {
@@ -65,10 +74,16 @@ func (l *delayLine) take(dst [][]byte, now uint64, f *Fabric) [][]byte {
 		if s.due > now {
 			break
 		}
-		off := int(p&l.mask) * l.size
-		dst = append(dst, l.data[off:off+s.n:off+s.n])
-		f.charge(s.src, Delivered)
-		f.charge(s.dst, Received)
+		s.src.line--
+		s.dst.line--
+		if s.dst.left.Load() {
+			f.charge(s.src, NoHost)
+		} else {
+			off := int(p&l.mask) * l.size
+			dst = append(dst, l.data[off:off+s.n:off+s.n])
+			f.charge(s.src, Delivered)
+			f.charge(s.dst, Received)
+		}
 		l.lent++
 	}
 	if l.lent > 0 {
@@ -104,8 +119,8 @@ func (d delayed) Recv(dst [][]byte) ([][]byte, error) {
 		now = e.Now()
 	}
 	dst = f.delay.take(dst, now, f)
-	if len(dst) > 0 {
-		f.publish(f.hosts.Load())
+	if tab := f.hosts.Load(); f.delay.lent > 0 || len(tab.left) > 0 {
+		f.publish(tab)
 	}
 	return dst, nil
 }

@@ -8,33 +8,42 @@
 // an IPv4 address, a MAC, optionally its own RSS key). vnicd narrows the
 // tenant's match rule to that address (a /32, with whatever protocol and
 // ports it asked for), so two hosts may claim the same ports on different
-// addresses, and no two hosts share an address. A host has its own queues,
-// RETA and, if it asked, key (the engine hashes its frames with it, after
-// the match; hosts on vnicd's key cost nothing more), and the attach reply
-// reports the key and RETA the engine really uses, so a sender's
-// PortPicker aims at queues as against a real NIC.
+// addresses, and no two hosts share an address or a MAC. An address must
+// be one a host can have: broadcast (255.255.255.255), multicast,
+// loopback, unspecified (0.0.0.0/8), link-local and reserved (240.0.0.0/4)
+// addresses are refused at attach, and so are broadcast and multicast
+// MACs, each with a sentence that says what to give. A host has its own
+// queues, RETA and, if it asked, key (the engine hashes its frames with
+// it, after the match; hosts on vnicd's key cost nothing more), and the
+// attach reply reports the key and RETA the engine really uses, so a
+// sender's PortPicker aims at queues as against a real NIC.
 //
 // # Delivery
 //
 // The engine gathers each pass's TX frames (slices of the senders' buffers)
 // and hands them to the fabric (a nic.TenantTxSink, which also names each
-// frame's sender). The fabric applies the model to each frame in order and
-// hands the survivors to the engine's receive path (nic.Engine.Step: RSS,
-// Ax/Bx, borrowing, counters) before it returns, that is before the engine
-// completes the senders' buffers: the engine's copy into the receiver's
-// buffer is the only copy, and no system call is made per frame. Under
+// frame's sender). Hosts share the engine's TX per host, not per ring: they
+// take turns of at most 32 frames from all their queues together
+// (nic.Engine.TxStep), so a host with 64 queues gets no more of the wire
+// than a host with one. The fabric copies each frame out of the sender's
+// buffer before anything else, the one read of that buffer (the sender may
+// rewrite it at any time): it checks, routes, charges and delivers the
+// copy. It applies the model to each frame in order and hands the
+// survivors to the engine's receive path (nic.Engine.Step: RSS, Ax/Bx,
+// borrowing, counters) before it returns, that is before the engine
+// completes the senders' buffers; no system call is made per frame. Under
 // --policy pause a receiver out of buffers stops the pass: the frames from
 // the first one not delivered stay on their TX rings (back-pressure), and
 // the ledger takes back what it had counted for them (their token-bucket
 // charges are not refunded).
 //
-// With a one-way delay, frames must outlive the TX completion: they are
-// copied into a delay line of fixed slots (one extra copy, only with a
-// delay), and the fabric's Source hands them to the engine when due. The
-// delay is the same for every frame, so the line is in due order. While
-// frames wait the source is polled: Run loops while work flows, and while
-// it sleeps it looks every millisecond, so a frame that falls due while the
-// engine sleeps waits up to that long more (--idle busy avoids it). Without
+// With a one-way delay, frames must outlive the TX completion: the one
+// copy goes into a delay line of fixed slots, and the fabric's Source
+// hands them to the engine when due. The delay is the same for every
+// frame, so the line is in due order. While frames wait the source is
+// polled: Run loops while work flows, and while it sleeps it looks every
+// millisecond, so a frame that falls due while the engine sleeps waits up
+// to that long more (--idle busy avoids it). Without
 // a delay the source has nothing of its own and is nic.Waitable with no
 // descriptor: an idle engine sleeps until a tenant's doorbell.
 //
@@ -43,17 +52,27 @@
 // A frame goes through these stages, in order, and the first that refuses
 // it is its drop reason:
 //
-//  1. no_host: it is not an IPv4 packet, or no host has its destination
-//     address, or that host's rule does not claim its protocol and port;
-//  2. nic_cap: the sending host's NIC rate cap (a token bucket per host);
-//  3. flow_limit: its 5-tuple flow's limit (a token bucket per flow, in
+//  1. spoofed: it is not from the sending host's own MAC and address. As a
+//     cloud network's source check looks at the IP source, an IPv4 packet
+//     must come from the host's address; as its virtual switch refuses
+//     frames from a MAC that is not the instance's, every frame, ARP
+//     included, must come from the host's MAC, and ARP must also name the
+//     host's MAC and address as its sender. Other frames (IPv6, ...) are
+//     checked on their MAC, then dropped as no_host. A tenant that is not
+//     a host sends nothing. --fabric-no-source-check (Config.NoSourceCheck)
+//     turns the check off, for experiments;
+//  2. no_host: it is not an IPv4 packet, or no host has its destination
+//     address, or that host's rule does not claim its protocol and port
+//     (or, delayed, its host detached while it waited: see Ledger);
+//  3. nic_cap: the sending host's NIC rate cap (a token bucket per host);
+//  4. flow_limit: its 5-tuple flow's limit (a token bucket per flow, in
 //     bits or frames per second, or both: a frame pays the larger cost);
-//  4. dpu_limit: the packet rate of the processing unit its 5-tuple hash
+//  5. dpu_limit: the packet rate of the processing unit its 5-tuple hash
 //     picks among the DPUs (the paper's Figure 7: one flow is held to one
 //     DPU's rate whatever the threads, many flows spread);
-//  5. loss: seeded random loss (splitmix64; the same seed and the same
+//  6. loss: seeded random loss (splitmix64; the same seed and the same
 //     frames in the same order give the same drops);
-//  6. delay_full: the delay line is full.
+//  7. delay_full: the delay line is full.
 //
 // A frame that passes a stage is charged there even if a later stage drops
 // it, as a frame that left the sender's NIC counted against its rate. The
@@ -72,13 +91,27 @@
 //
 // # Ledger
 //
-// Every frame is in its sender's ledger: sent = delivered + no_host +
-// flow_limit + dpu_limit + nic_cap + loss + delay_full, plus the frames
-// still in the delay line. delivered counts frames handed to the
-// destination's receive path (its receive counters say what became of
-// them) and the destination's received column counts them too. The engine
-// writes the ledger; readers (vnicctl fabric, /metrics) see it as of the
-// last pass.
+// Every frame is in its sender's ledger: sent = delivered + spoofed +
+// no_host + flow_limit + dpu_limit + nic_cap + loss + delay_full, plus
+// the frames still in the delay line, for every host and for the totals.
+// delivered counts frames handed to the destination's receive path (its
+// receive counters say what became of them) and the destination's
+// received column counts them too. The engine writes the ledger; readers
+// (vnicctl fabric, /metrics) see it as of the last pass.
+//
+// Hosts may detach with frames in the delay line. A frame whose
+// destination detached while it waited is dropped when due and counted as
+// no_host (the tenant may already be gone from the engine). A detached
+// sender's frames are delivered when due and counted in its ledger, which
+// stays readable (Ledger) and in the totals: the fabric folds a detached
+// host's ledger into the totals once no frame to or from it waits. Frames
+// a tenant transmits after its host detached, before the engine lets it
+// go, are charged to the not-a-host row of the totals (and, with the
+// source check, dropped as spoofed: it is no host). One case stays
+// approximate: under --policy pause, delayed frames the engine took for a
+// host and had not delivered when the host was removed (a starved host's
+// paused batch) are counted as delivered, and the engine counts them as
+// drops_no_tenant.
 //
 // # Profiles
 //

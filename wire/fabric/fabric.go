@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,7 +23,8 @@ type Reason int
 const (
 	Sent      Reason = iota // frames the host transmitted
 	Delivered               // handed to the destination host's receive path
-	NoHost                  // no host claims the destination (address, protocol or port)
+	Spoofed                 // not from the sending host's own MAC and IPv4 address
+	NoHost                  // no host claims the destination (address, protocol or port), or it left while the frame was delayed
 	FlowLimit               // over the per-5-tuple flow limit
 	DPULimit                // over the packet rate of the flow's DPU
 	NICCap                  // over the sending host's NIC rate cap
@@ -32,7 +35,7 @@ const (
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"sent", "delivered", "no_host", "flow_limit", "dpu_limit", "nic_cap", "loss", "delay_full", "received", "sent_bytes"}
+var reasonNames = [numReasons]string{"sent", "delivered", "spoofed", "no_host", "flow_limit", "dpu_limit", "nic_cap", "loss", "delay_full", "received", "sent_bytes"}
 
 func (r Reason) String() string {
 	if r < 0 || r >= numReasons {
@@ -80,6 +83,9 @@ type Config struct {
 	// 16384): flows are placed by their 5-tuple hash; two flows active at
 	// once in one slot share its bucket (see Fabric.flow).
 	FlowBuckets int
+	// NoSourceCheck turns the source check off: hosts may then send from
+	// any MAC and address (experiments only; see SendFrom).
+	NoSourceCheck bool
 }
 
 // DefaultDelaySlots and DefaultSlotSize are Config's delay-line defaults.
@@ -133,8 +139,15 @@ type host struct {
 	name string
 	addr netip.Addr
 	a4   uint32
+	mac  [6]byte
 	ten  *nic.Tenant
 	nic  bucket
+	// left is set when the host detaches: frames to it that still wait in
+	// the delay line are then dropped (no_host), not delivered.
+	left atomic.Bool
+	// line counts the frames in the delay line from or to the host: the
+	// ledger entries still to come (engine goroutine).
+	line int
 	// c is the ledger, written by the engine goroutine only; pub is its
 	// copy for readers, stored once per Send for every host it touched.
 	c       [numReasons]uint64
@@ -142,10 +155,37 @@ type host struct {
 	touched bool
 }
 
+// publish stores h's ledger for readers if it changed.
+func (h *host) publish() {
+	if h.touched {
+		h.touched = false
+		for r := range h.c {
+			h.pub[r].Store(h.c[r])
+		}
+	}
+}
+
+// arpOwn reports whether frame c, from h's MAC and not IPv4, is h's own
+// (the source check, SendFrom): ARP for IPv4 over Ethernet must name h's
+// MAC and address as its sender; any other frame is.
+func (h *host) arpOwn(c []byte) bool {
+	if c[12] == 0x08 && c[13] == 0x06 && len(c) >= 42 && binary.BigEndian.Uint64(c[14:22])>>16 == 0x0001_0800_0604 {
+		return [6]byte(c[22:28]) == h.mac && binary.BigEndian.Uint32(c[28:32]) == h.a4
+	}
+	return true
+}
+
 // table is an immutable snapshot of the hosts: replaced whole (under
-// Fabric.mu) when one attaches or detaches, loaded once per Send.
+// Fabric.mu) when one attaches or detaches, or when the engine folds
+// detached hosts' ledgers; loaded once per Send.
 type table struct {
 	hosts []*host
+	// left are detached hosts whose ledgers may still change (frames to or
+	// from them in the delay line, or a pass under way with an older
+	// table); the engine folds each into closed once nothing can charge
+	// it any more. Totals counts both.
+	left   []*host
+	closed [numReasons]uint64
 	// byAddr is open-addressed by the IPv4 address: len a power of two,
 	// at least twice the hosts; nil slots end a probe.
 	byAddr []*host
@@ -154,12 +194,12 @@ type table struct {
 
 func addrSlot(a uint32, mask uint32) uint32 { return (a * 0x9e3779b1) >> 7 & mask }
 
-func newTable(hosts []*host) *table {
+func newTable(hosts, left []*host, closed [numReasons]uint64) *table {
 	n := 4
 	for n < 2*len(hosts) {
 		n *= 2
 	}
-	t := &table{hosts: hosts, byAddr: make([]*host, n), mask: uint32(n - 1)}
+	t := &table{hosts: hosts, left: left, closed: closed, byAddr: make([]*host, n), mask: uint32(n - 1)}
 	for _, h := range hosts {
 		i := addrSlot(h.a4, t.mask)
 		for t.byAddr[i] != nil {
@@ -196,10 +236,9 @@ type Fabric struct {
 	cfg Config
 	eng atomic.Pointer[nic.Engine]
 
-	mu     sync.Mutex // serialises host changes
-	hosts  atomic.Pointer[table]
-	gone   *host // frames of a tenant that is not (or no longer) a host
-	closed [numReasons]atomic.Uint64
+	mu    sync.Mutex // serialises host changes
+	hosts atomic.Pointer[table]
+	gone  *host // frames of a tenant that is not (or no longer) a host
 
 	flowRate, dpuRate, nicRate rate
 	flows                      []flowEntry
@@ -213,15 +252,21 @@ type Fabric struct {
 	delay *delayLine
 
 	// SendFrom's scratch (engine goroutine).
-	tuple   rss.Tuple
-	out     [][]byte
-	outIdx  []int
-	outSrc  []*host
-	outDst  []*host
-	srcs    []*host  // per batch frame: its sender
-	dec     []Reason // per batch frame: its drop, Delivered (to Step) or Sent (delayed)
-	sender  *host
-	senderT *nic.Tenant
+	tuple  rss.Tuple
+	out    [][]byte
+	outIdx []int
+	outSrc []*host
+	outDst []*host
+	srcs   []*host  // per batch frame: its sender
+	dec    []Reason // per batch frame: its drop, Delivered (to Step) or Sent (delayed)
+	// copies holds the batch's frames, copied out of the senders' buffers
+	// one after the other (frames bound for the delay line are copied
+	// into its slots instead).
+	copies []byte
+	// The last sender, valid for the table senderTab.
+	sender    *host
+	senderT   *nic.Tenant
+	senderTab *table
 }
 
 // New builds a fabric with model cfg. Bind it to its engine (built with
@@ -249,6 +294,7 @@ func New(cfg Config) (*Fabric, error) {
 		nicRate:  newRate(cfg.NICBps, 0, depth),
 		out:      make([][]byte, 0, 64), outIdx: make([]int, 0, 64), outSrc: make([]*host, 0, 64), outDst: make([]*host, 0, 64),
 		srcs: make([]*host, 64), dec: make([]Reason, 64),
+		copies: make([]byte, 64*cfg.SlotSize),
 	}
 	if f.flowRate.on {
 		f.flows = make([]flowEntry, cfg.FlowBuckets)
@@ -265,7 +311,7 @@ func New(cfg Config) (*Fabric, error) {
 	if cfg.Delay > 0 {
 		f.delay = newDelayLine(cfg.DelaySlots, cfg.SlotSize, uint64(cfg.Delay))
 	}
-	f.hosts.Store(newTable(nil))
+	f.hosts.Store(newTable(nil, nil, [numReasons]uint64{}))
 	return f, nil
 }
 
@@ -278,26 +324,72 @@ func (f *Fabric) Bind(e *nic.Engine) { f.eng.Store(e) }
 
 // Attach and Detach are the fabric's daemon.Hooks: a tenant attached with a host
 // identity claims its address (its match rule's destination, a /32) and
-// becomes that host.
+// becomes that host, sending from its MAC (nic.TenantConfig.MAC).
 func (f *Fabric) Attach(e *nic.Engine, t *nic.Tenant) error {
 	f.Bind(e)
 	if !t.Match.Dst.IsValid() || t.Match.Dst.Bits() != 32 {
 		return fmt.Errorf("fabric: tenant %q has no host address; attach it with one (client.AttachOptions.Host)", t.Name)
 	}
-	return f.AddHost(t, t.Match.Dst.Addr())
+	if t.MAC == ([6]byte{}) {
+		return fmt.Errorf("fabric: tenant %q has no MAC; attach it with one (nic.TenantConfig.MAC; vnicd gives every host one)", t.Name)
+	}
+	return f.AddHost(t, t.Match.Dst.Addr(), t.MAC)
 }
 
 // Detach takes t off the fabric (RemoveHost).
 func (f *Fabric) Detach(_ *nic.Engine, t *nic.Tenant) { f.RemoveHost(t) }
 
-// AddHost makes tenant t the host at address a (IPv4): frames to a that
-// t's match rule claims are delivered to it. Safe while the engine runs.
-func (f *Fabric) AddHost(t *nic.Tenant, a netip.Addr) error {
+// checkHost refuses what cannot be a host's address or MAC, with a
+// sentence that says what to give instead.
+func checkHost(a netip.Addr, mac [6]byte) error {
+	const use = "give each host a unicast address such as 198.18.0.1"
+	b := a.As4()
+	var what string
+	switch {
+	case a.IsUnspecified():
+		what = "unspecified"
+	case b[0] == 0:
+		what = "in 0.0.0.0/8 (this network), which names no host"
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		what = "broadcast"
+	case a.IsLoopback():
+		what = "loopback (127.0.0.0/8)"
+	case a.IsMulticast():
+		what = "multicast (224.0.0.0/4)"
+	case a.IsLinkLocalUnicast():
+		what = "link-local (169.254.0.0/16, which hosts give themselves)"
+	case b[0] >= 240:
+		what = "reserved (240.0.0.0/4)"
+	}
+	if what != "" {
+		return fmt.Errorf("fabric: host address %v is %s; %s", a, what, use)
+	}
+	const useMAC = "give each host a unicast MAC such as 02:00:c6:12:00:01, or none (vnicd derives one from the address)"
+	hw := net.HardwareAddr(mac[:])
+	switch {
+	case mac == [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}:
+		return fmt.Errorf("fabric: host MAC %v is broadcast; %s", hw, useMAC)
+	case mac[0]&1 != 0:
+		return fmt.Errorf("fabric: host MAC %v is multicast (the first byte is odd); %s", hw, useMAC)
+	}
+	return nil
+}
+
+// AddHost makes tenant t the host at address a (IPv4) with MAC mac: frames
+// to a that t's match rule claims are delivered to it, and (unless
+// Config.NoSourceCheck) it sends only from a and mac. Broadcast,
+// multicast, loopback, unspecified, link-local and reserved addresses and
+// broadcast or multicast MACs are refused, and so are an address or a MAC
+// another host has. Safe while the engine runs.
+func (f *Fabric) AddHost(t *nic.Tenant, a netip.Addr, mac [6]byte) error {
 	if !a.Is4() {
 		return fmt.Errorf("fabric: host address %v: give an IPv4 address, e.g. 198.18.0.1", a)
 	}
+	if err := checkHost(a, mac); err != nil {
+		return err
+	}
 	b := a.As4()
-	h := &host{id: t.ID, name: t.Name, addr: a, a4: uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]), ten: t}
+	h := &host{id: t.ID, name: t.Name, addr: a, a4: binary.BigEndian.Uint32(b[:]), mac: mac, ten: t}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	old := f.hosts.Load()
@@ -305,31 +397,67 @@ func (f *Fabric) AddHost(t *nic.Tenant, a netip.Addr) error {
 		if x.a4 == h.a4 {
 			return fmt.Errorf("fabric: address %v is already host %d %q; give another address", a, x.id, x.name)
 		}
+		if x.mac == mac {
+			return fmt.Errorf("fabric: MAC %v is already host %d %q's; give each host its own MAC", net.HardwareAddr(mac[:]), x.id, x.name)
+		}
 		if x.ten == t {
 			return fmt.Errorf("fabric: tenant %d is already host %v", t.ID, x.addr)
 		}
 	}
-	f.hosts.Store(newTable(append(append([]*host(nil), old.hosts...), h)))
+	f.hosts.Store(newTable(append(append([]*host(nil), old.hosts...), h), old.left, old.closed))
 	return nil
 }
 
-// RemoveHost takes tenant t off the fabric; its ledger is added to the
-// departed hosts' totals (Totals).
+// RemoveHost takes tenant t off the fabric. Frames to it still in the
+// delay line are dropped when due (no_host); frames from it are delivered
+// as usual. Its ledger stays in the totals (Totals), and the frames it
+// transmits until the engine lets it go are charged to the not-a-host
+// row.
 func (f *Fabric) RemoveHost(t *nic.Tenant) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	old := f.hosts.Load()
 	keep := make([]*host, 0, len(old.hosts))
+	left := append([]*host(nil), old.left...)
 	for _, x := range old.hosts {
 		if x.ten != t {
 			keep = append(keep, x)
 			continue
 		}
-		for r := range x.pub {
-			f.closed[r].Add(x.pub[r].Load())
-		}
+		x.left.Store(true)
+		left = append(left, x)
 	}
-	f.hosts.Store(newTable(keep))
+	f.hosts.Store(newTable(keep, left, old.closed))
+}
+
+// fold moves into the closed totals the ledgers of the detached hosts of
+// tab that nothing can charge any more: no frame to or from them waits in
+// the delay line, and tab (what the engine routes with now) no longer
+// lists them as hosts, so no pass routes to them or charges them as
+// senders. Engine goroutine, after publish.
+func (f *Fabric) fold(tab *table) {
+	done := false
+	for _, h := range tab.left {
+		done = done || h.line == 0
+	}
+	if !done {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur := f.hosts.Load()
+	closed := cur.closed
+	left := make([]*host, 0, len(cur.left))
+	for _, h := range cur.left {
+		if h.line == 0 && slices.Contains(tab.left, h) {
+			for r, v := range h.c {
+				closed[r] += v
+			}
+			continue
+		}
+		left = append(left, h)
+	}
+	f.hosts.Store(newTable(cur.hosts, left, closed))
 }
 
 // HostStats is one host's ledger.
@@ -337,6 +465,7 @@ type HostStats struct {
 	Tenant int
 	Name   string
 	Addr   netip.Addr
+	MAC    net.HardwareAddr
 	Count  [numReasons]uint64
 }
 
@@ -349,7 +478,7 @@ func (f *Fabric) Hosts() []HostStats {
 	t := f.hosts.Load()
 	out := make([]HostStats, 0, len(t.hosts)+1)
 	for _, h := range t.hosts {
-		s := HostStats{Tenant: h.id, Name: h.name, Addr: h.addr}
+		s := HostStats{Tenant: h.id, Name: h.name, Addr: h.addr, MAC: net.HardwareAddr(append([]byte(nil), h.mac[:]...))}
 		for r := range h.pub {
 			s.Count[r] = h.pub[r].Load()
 		}
@@ -358,17 +487,17 @@ func (f *Fabric) Hosts() []HostStats {
 	return out
 }
 
-// Totals returns the sum of every host's ledger, departed hosts and
+// Totals returns the sum of every host's ledger, detached hosts and
 // frames of tenants that are not hosts included.
 func (f *Fabric) Totals() [numReasons]uint64 {
-	var tot [numReasons]uint64
-	for _, s := range f.Hosts() {
-		for r, v := range s.Count {
-			tot[r] += v
+	t := f.hosts.Load()
+	tot := t.closed
+	for _, hs := range [][]*host{t.hosts, t.left, {f.gone}} {
+		for _, h := range hs {
+			for r := range tot {
+				tot[r] += h.pub[r].Load()
+			}
 		}
-	}
-	for r := range tot {
-		tot[r] += f.closed[r].Load() + f.gone.pub[r].Load()
 	}
 	return tot
 }
@@ -382,7 +511,7 @@ func (f *Fabric) Delayed() int {
 }
 
 // Send is SendFrom without senders: every frame is charged to the
-// not-a-host row.
+// not-a-host row (and, with the source check, dropped as spoofed).
 func (f *Fabric) Send(frames [][]byte) (int, error) { return f.SendFrom(frames, nil) }
 
 func (f *Fabric) charge(h *host, r Reason) {
@@ -397,15 +526,35 @@ func (f *Fabric) drop(i int, h *host, r Reason) {
 	f.dec[i] = r
 }
 
+// grow makes room in the copies for a batch larger than 64 slots of
+// Config.SlotSize (once: batches are bounded); the copies made so far
+// stay where they are.
+func (f *Fabric) grow(n int) { f.copies = make([]byte, 2*n) }
+
 // SendFrom applies the model to each frame, in order, and hands the
 // survivors to the engine's receive path (nic.Engine.Step) before it
-// returns: the engine's copy into the receiver's buffer is the only copy.
-// A delayed frame is copied into the delay line instead. It returns how
+// returns. Each frame is read from the sender's buffer once: copied out
+// first (into the fabric's scratch, or with a delay into the delay line),
+// then checked, routed, charged and delivered from the copy, so a sender
+// that rewrites its buffers in flight changes nothing. It returns how
 // many frames it took: all of them, unless the engine paused on a starved
-// receiver (Policy Pause), in which case the frames from the first one not
-// delivered on stay on their TX rings and are offered again.
+// receiver (Policy Pause), in which case the frames from the first one
+// not delivered on stay on their TX rings and are offered again.
+//
+// The source check (unless Config.NoSourceCheck) drops as spoofed a frame
+// that is not the sending host's own. As a cloud network's source check
+// looks at the IP source, an IPv4 packet must come from the host's
+// address; as its virtual switch refuses a MAC that is not the
+// instance's, every frame must come from the host's MAC (a frame too short
+// for an Ethernet header has no source), and ARP must name the host's MAC
+// and address as its sender. Other frames that are not IPv4 pass the
+// check on their MAC, and are then dropped as no_host. A tenant that is
+// not a host sends nothing.
 func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 	tab := f.hosts.Load()
+	if tab != f.senderTab {
+		f.sender, f.senderT, f.senderTab = nil, nil, tab
+	}
 	eng := f.eng.Load()
 	if len(frames) > len(f.srcs) {
 		f.srcs, f.dec = make([]*host, len(frames)), make([]Reason, len(frames)) // once: batches are bounded
@@ -416,6 +565,8 @@ func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 	}
 	out, outIdx, outSrc, outDst := f.out[:0], f.outIdx[:0], f.outSrc[:0], f.outDst[:0]
 	t := &f.tuple
+	check := !f.cfg.NoSourceCheck
+	used := 0
 	var lastDst *host // frames of a batch mostly go to few hosts
 	for i, fr := range frames {
 		src := f.gone
@@ -430,12 +581,35 @@ func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 		src.c[SentBytes] += uint64(len(fr))
 		src.touched = true
 		f.srcs[i], f.dec[i] = src, Delivered
-		if !rss.ParseCommon(fr, t) && (rss.Parse(fr, t) != nil || t.IPv6) {
+		// The one read of the frame: copy it out of the sender's buffer,
+		// into the delay line's next slot when there is a delay and the
+		// slot takes it (inLine), else after the batch's other copies.
+		var c []byte
+		inLine := false
+		if f.delay != nil {
+			c = f.delay.room(len(fr))
+			inLine = c != nil
+		}
+		if !inLine {
+			if used+len(fr) > len(f.copies) {
+				f.grow(used + len(fr))
+				used = 0
+			}
+			c = f.copies[used : used+len(fr) : used+len(fr)]
+			used += len(fr)
+		}
+		copy(c, fr)
+		ip4 := rss.ParseCommon(c, t) || rss.Parse(c, t) == nil && !t.IPv6
+		if check && (src == f.gone || len(c) < 14 || [6]byte(c[6:12]) != src.mac ||
+			(ip4 && binary.BigEndian.Uint32(t.Src[:4]) != src.a4) || (!ip4 && !src.arpOwn(c))) {
+			f.drop(i, src, Spoofed)
+			continue
+		}
+		if !ip4 {
 			f.drop(i, src, NoHost)
 			continue
 		}
-		d := &t.Dst
-		a4 := uint32(d[0])<<24 | uint32(d[1])<<16 | uint32(d[2])<<8 | uint32(d[3])
+		a4 := binary.BigEndian.Uint32(t.Dst[:4])
 		dst := lastDst
 		if dst == nil || dst.a4 != a4 {
 			dst = tab.lookup(a4)
@@ -445,13 +619,13 @@ func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 			f.drop(i, src, NoHost)
 			continue
 		}
-		if f.nicRate.on && !src.nic.take(now, f.nicRate.cost(len(fr)), f.nicRate.tau) {
+		if f.nicRate.on && !src.nic.take(now, f.nicRate.cost(len(c)), f.nicRate.tau) {
 			f.drop(i, src, NICCap)
 			continue
 		}
 		if f.flows != nil || f.dpus != nil {
 			k := flowHash(t)
-			if f.flows != nil && !f.flow(k, now).take(now, f.flowRate.cost(len(fr)), f.flowRate.tau) {
+			if f.flows != nil && !f.flow(k, now).take(now, f.flowRate.cost(len(c)), f.flowRate.tau) {
 				f.drop(i, src, FlowLimit)
 				continue
 			}
@@ -465,14 +639,15 @@ func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 			continue
 		}
 		if f.delay != nil {
-			if !f.delay.push(fr, now, src, dst) {
+			if !inLine {
 				f.drop(i, src, DelayFull)
 			} else {
+				f.delay.commit(len(c), now, src, dst)
 				f.dec[i] = Sent // in the delay line: counted when released
 			}
 			continue
 		}
-		out = append(out, fr)
+		out = append(out, c)
 		outIdx = append(outIdx, i)
 		outSrc = append(outSrc, src)
 		outDst = append(outDst, dst)
@@ -518,21 +693,18 @@ func (f *Fabric) uncount(frames [][]byte, took int) {
 	}
 }
 
-// publish stores the touched hosts' ledgers for readers.
+// publish stores the touched hosts' ledgers for readers, then folds the
+// detached hosts it can.
 func (f *Fabric) publish(tab *table) {
 	for _, h := range tab.hosts {
-		if h.touched {
-			h.touched = false
-			for r := range h.c {
-				h.pub[r].Store(h.c[r])
-			}
-		}
+		h.publish()
 	}
-	if g := f.gone; g.touched {
-		g.touched = false
-		for r := range g.c {
-			g.pub[r].Store(g.c[r])
-		}
+	for _, h := range tab.left {
+		h.publish()
+	}
+	f.gone.publish()
+	if len(tab.left) > 0 {
+		f.fold(tab)
 	}
 }
 
@@ -586,5 +758,5 @@ func dpuOf(k uint64, n int) uint64 {
 
 // DropReasons lists the drop columns.
 func DropReasons() []Reason {
-	return []Reason{NoHost, FlowLimit, DPULimit, NICCap, Loss, DelayFull}
+	return []Reason{Spoofed, NoHost, FlowLimit, DPULimit, NICCap, Loss, DelayFull}
 }

@@ -62,10 +62,14 @@ func LookupProfile(name string) (Profile, error) {
 
 // Describe states the model in one line.
 func (f *Fabric) Describe() string {
+	d := "fabric between the hosts, no limits"
 	if l := f.cfg.Limits(); l != "" {
-		return "fabric between the hosts: " + l
+		d = "fabric between the hosts: " + l
 	}
-	return "fabric between the hosts, no limits"
+	if f.cfg.NoSourceCheck {
+		d += "; no source check"
+	}
+	return d
 }
 
 // Limits lists the limits that are on, e.g. "flow 8 Gbit/s, 16 DPUs at

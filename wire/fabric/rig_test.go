@@ -26,9 +26,10 @@ type rig struct {
 }
 
 type rhost struct {
-	addr netip.Addr
-	ten  *nic.Tenant
-	cl   *client.Tenant
+	addr   netip.Addr
+	ten    *nic.Tenant
+	cl     *client.Tenant
+	region *shm.Region
 }
 
 func newRig(t testing.TB, cfg fabric.Config, policy nic.Policy) *rig {
@@ -49,12 +50,17 @@ func newRig(t testing.TB, cfg fabric.Config, policy nic.Policy) *rig {
 	return r
 }
 
-// addHost attaches a tenant with q queues as host addr, claiming UDP (or
-// only port, if not 0) there.
+// addHost attaches a tenant with q queues as host addr (MAC macOf(addr)),
+// claiming UDP (or only port, if not 0) there.
 func (r *rig) addHost(addr string, queues int, port uint16, key rss.Key) *rhost {
 	r.t.Helper()
+	return r.addHostGeo(addr, shm.Queues(queues, 256, 1024, 256, shm.DefaultBufSize, queues*(256+256)+2*1024), port, key)
+}
+
+// addHostGeo is addHost with the region's geometry g.
+func (r *rig) addHostGeo(addr string, g shm.Geometry, port uint16, key rss.Key) *rhost {
+	r.t.Helper()
 	a := netip.MustParseAddr(addr)
-	g := shm.Queues(queues, 256, 1024, 256, shm.DefaultBufSize, queues*(256+256)+2*1024)
 	g.Model = uint32(nic.RxBisect)
 	region, err := shm.Create(g, shm.Options{NoHuge: true})
 	if err != nil {
@@ -62,7 +68,7 @@ func (r *rig) addHost(addr string, queues int, port uint16, key rss.Key) *rhost 
 	}
 	r.t.Cleanup(func() { region.Close() })
 	m := nic.Match{Proto: rss.ProtoUDP, Dst: netip.PrefixFrom(a, 32), DstPortLo: port, DstPortHi: port}
-	ten, err := r.eng.AddTenant(nic.TenantConfig{ID: len(r.hosts) + 1, Name: addr, Match: m, Key: key}, region)
+	ten, err := r.eng.AddTenant(nic.TenantConfig{ID: len(r.hosts) + 1, Name: addr, Match: m, Key: key, MAC: macOf(a)}, region)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -73,14 +79,21 @@ func (r *rig) addHost(addr string, queues int, port uint16, key rss.Key) *rhost 
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	h := &rhost{addr: a, ten: ten, cl: cl}
+	h := &rhost{addr: a, ten: ten, cl: cl, region: region}
 	r.hosts = append(r.hosts, h)
 	return h
 }
 
-// frame is a UDP frame from host src to dst.
+// macOf is the rig's MAC of the host at a: 02:00 and a's four bytes.
+func macOf(a netip.Addr) [6]byte {
+	b := a.As4()
+	return [6]byte{2, 0, b[0], b[1], b[2], b[3]}
+}
+
+// frame is a UDP frame from host src to dst, between their MACs.
 func frame(src, dst string, sport, dport uint16, payload int) []byte {
-	return rss.BuildUDP4(nil, [6]byte{2}, [6]byte{2, 1}, netip.MustParseAddr(src), netip.MustParseAddr(dst), sport, dport, payload)
+	s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
+	return rss.BuildUDP4(nil, macOf(s), macOf(d), s, d, sport, dport, payload)
 }
 
 // send puts frames on h's TX ring 0 and lets the engine take them (one

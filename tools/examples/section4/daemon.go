@@ -104,7 +104,7 @@ type ledger struct {
 }
 
 // fabricDrops are the fabric's drop columns.
-var fabricDrops = []string{"no_host", "flow_limit", "dpu_limit", "nic_cap", "loss", "delay_full"}
+var fabricDrops = []string{"spoofed", "no_host", "flow_limit", "dpu_limit", "nic_cap", "loss", "delay_full"}
 
 func (d *daemon) ledger() (ledger, error) {
 	c, err := proto.Dial(d.socket)
