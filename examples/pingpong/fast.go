@@ -22,14 +22,25 @@ import (
 // affected).
 const firstVNICPort = 47100
 
+// fastFabric is -fast fabric: the vnic fast path with each node a host of
+// vnicd's emulated network (vnicd run --source fabric).
+const fastFabric = "fabric"
+
+// firstFabricHost is node 0's address on the fabric when -ip is not
+// given; node i is the i-th address after it. 198.18.0.0/15 is for
+// benchmarks (RFC 2544) and unicast, as the fabric requires.
+var firstFabricHost = netip.AddrFrom4([4]byte{198, 18, 0, 1})
+
 // fastPlan is the fast path one node asks bichannel for, and the line
 // that says why.
 type fastPlan struct {
 	mode     bichannel.FastMode
-	udpPort  uint16 // UDPConfig.BasePort (0: the kernel's choice)
-	vnicPort uint16 // VNICConfig.BasePort
-	why      string // logged at info before the node is built
-	err      error  // the reason vnicd is not used, logged with why
+	ip       netip.Addr // this node's fast-path address
+	fabric   bool       // attach as a host of vnicd's fabric
+	udpPort  uint16     // UDPConfig.BasePort (0: the kernel's choice)
+	vnicPort uint16     // VNICConfig.BasePort
+	why      string     // logged at info before the node is built
+	err      error      // the reason vnicd is not used, logged with why
 }
 
 func (p fastPlan) log(lg *zerolog.Logger) {
@@ -48,16 +59,21 @@ func (p fastPlan) log(lg *zerolog.Logger) {
 // auto it asks vnicd which ports its tenants claim, since claims may not
 // overlap.
 func planFast(o options, node int) (fastPlan, error) {
-	mode, err := bichannel.ParseFastMode(o.fast)
+	fab := o.fast == fastFabric
+	name := o.fast
+	if fab {
+		name = "vnic"
+	}
+	mode, err := bichannel.ParseFastMode(name)
+	if err != nil {
+		return fastPlan{}, fmt.Errorf("%w (or fabric)", err)
+	}
+	ip, err := nodeIP(o, node)
 	if err != nil {
 		return fastPlan{}, err
 	}
-	ip, err := netip.ParseAddr(o.ip)
-	if err != nil {
-		return fastPlan{}, fmt.Errorf("-ip %q: %w", o.ip, err)
-	}
 	local := o.peer == ""
-	p := fastPlan{mode: mode}
+	p := fastPlan{mode: mode, ip: ip, fabric: fab}
 	if o.port != 0 {
 		base := int(o.port) + node*o.workers
 		if base+o.workers-1 > 0xffff {
@@ -82,6 +98,17 @@ func planFast(o options, node int) (fastPlan, error) {
 		p.err = err
 		return p, nil
 	}
+	if fab && st.Source != fastFabric {
+		return p, fmt.Errorf("-fast fabric: vnicd at %s runs --source %s, not the emulated network: start it with vnicd run --source fabric", o.socket, st.Source)
+	}
+	if !fab && st.Source == fastFabric {
+		if mode == bichannel.FastVNIC {
+			return p, fmt.Errorf("-fast vnic: vnicd at %s runs --source fabric, whose tenants attach as hosts: use -fast fabric", o.socket)
+		}
+		p.mode = bichannel.FastUDP
+		p.why = fmt.Sprintf("vnicd at %s runs --source fabric, whose tenants attach as hosts, so both nodes use the kernel UDP fast path: use -fast fabric to go through it", o.socket)
+		return p, nil
+	}
 	if local && mode == bichannel.FastAuto && st.Source != "xsk:lo" {
 		p.mode = bichannel.FastUDP
 		p.why = fmt.Sprintf("vnicd at %s serves %s, whose frames never reach the other node in this process, so both nodes use the kernel UDP fast path: run one node per host with -peer to go through vnicd", o.socket, st.Source)
@@ -100,7 +127,47 @@ func planFast(o options, node int) (fastPlan, error) {
 		p.vnicPort = base
 	}
 	p.why = fmt.Sprintf("vnicd at %s serves %s: this node claims UDP ports %d-%d", o.socket, st.Source, p.vnicPort, int(p.vnicPort)+o.workers-1)
+	if fab {
+		p.why = fmt.Sprintf("vnicd at %s serves the fabric: this node is host %v and claims UDP ports %d-%d", o.socket, ip, p.vnicPort, int(p.vnicPort)+o.workers-1)
+	}
 	return p, nil
+}
+
+// nodeIP is node's fast-path address: -ip, else 127.0.0.1. With -fast
+// fabric each node is a host of its own: -ip, else firstFabricHost, is
+// node 0's (with -peer, node -id's) and each next node takes the next
+// address.
+func nodeIP(o options, node int) (netip.Addr, error) {
+	if o.fast != fastFabric {
+		if o.ip == "" {
+			return netip.AddrFrom4([4]byte{127, 0, 0, 1}), nil
+		}
+		ip, err := netip.ParseAddr(o.ip)
+		if err != nil {
+			return ip, fmt.Errorf("-ip %q: %w", o.ip, err)
+		}
+		return ip, nil
+	}
+	ip := firstFabricHost
+	if o.ip != "" {
+		var err error
+		if ip, err = netip.ParseAddr(o.ip); err != nil {
+			return ip, fmt.Errorf("-ip %q: %w", o.ip, err)
+		}
+		if o.peer != "" {
+			return ip, nil
+		}
+	}
+	if o.peer != "" {
+		node = o.id
+	}
+	for range node {
+		ip = ip.Next()
+	}
+	if !ip.Is4() {
+		return ip, fmt.Errorf("-ip %q: a fabric host needs an IPv4 address", o.ip)
+	}
+	return ip, nil
 }
 
 // sameAs makes node 1's automatic choice node 0's result.
@@ -187,9 +254,13 @@ func matchString(m proto.Match) string {
 }
 
 // fastName names a fast path for people: the transport, not a Go type.
-func fastName(fp transport.Path) string {
+// fabric says the vnicd path is vnicd's emulated network.
+func fastName(fp transport.Path, fabric bool) string {
 	switch fp.(type) {
 	case *transport.VNIC:
+		if fabric {
+			return "vnicd's fabric (emulated network)"
+		}
 		return "vnicd (AF_XDP)"
 	case *transport.UDP:
 		return "kernel UDP"

@@ -12,6 +12,24 @@
 //
 // It prints the message rate and the round-trip time distribution (min,
 // p50, p95, p99, p99.9, max) from a log-linear histogram.
+//
+// With -fast fabric the fast path goes through vnicd's emulated network
+// (vnicd run --source fabric), no interface and no root needed:
+//
+//	go run ./cmd/vnicd run --source fabric --socket /tmp/vnicd.sock   # one terminal
+//	go run ./examples/pingpong -fast fabric -socket /tmp/vnicd.sock   # another
+//
+// Each node attaches as a host of the fabric (transport.VNICConfig.FabricHost):
+// in one process node 0 is 198.18.0.1 and node 1 198.18.0.2 (with -ip A,
+// node 0 is A and node 1 the address after it); with -peer the node is
+// 198.18.0.<id+1> unless -ip says otherwise. The MAC is derived from the
+// address (02:00 and its four bytes), or with -peer given by -mac. The control
+// path stays on kernel TCP (-listen). After the round trips it prints
+// the fabric's ledger of this process's hosts (frames sent, delivered,
+// received, and dropped by reason), read from vnicd's control socket as
+// vnicctl fabric does; vnicctl fabric shows every host.
+//
+// -socket defaults to $VNIC_SOCKET, else /run/vnic/vnicd.sock.
 package main
 
 import (
@@ -21,7 +39,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -64,11 +81,11 @@ func main() {
 	flag.IntVar(&o.id, "id", 0, "this node's id when running one node (-peer); node 0 pings, node 1 echoes")
 	flag.StringVar(&o.listen, "listen", "127.0.0.1:0", "control (TCP) listen address")
 	flag.StringVar(&o.peer, "peer", "", "run one node and reach the other at ID=HOST:PORT (its -listen), e.g. 1=127.0.0.1:7101")
-	flag.StringVar(&o.fast, "fast", "udp", "fast path: udp (kernel sockets), vnic (vnicd) or auto (vnicd, else udp)")
-	flag.StringVar(&o.ip, "ip", "127.0.0.1", "fast-path address of this node")
+	flag.StringVar(&o.fast, "fast", "udp", "fast path: udp (kernel sockets), vnic (vnicd), auto (vnicd, else udp) or fabric (vnicd run --source fabric, each node a host)")
+	flag.StringVar(&o.ip, "ip", "", "fast-path address of this node (default 127.0.0.1; with -fast fabric 198.18.0.1 for node 0 and 198.18.0.2 for node 1)")
 	flag.UintVar(&o.port, "port", 0, "UDP port of worker 0 (worker w uses port+w; in one process node 1 uses port+workers+w); 0: the kernel's choice (udp), or the first ports from 47100 up that no vnicd tenant claims (vnic, auto)")
-	flag.StringVar(&o.socket, "socket", transport.DefaultVNICSocket, "vnicd's control socket (-fast vnic or auto)")
-	flag.StringVar(&o.mac, "mac", "", "this node's MAC on the vNIC's wire (-fast vnic), e.g. 02:00:00:00:00:01")
+	flag.StringVar(&o.socket, "socket", defaultSocket(), "vnicd's control socket (-fast vnic, auto or fabric; default $VNIC_SOCKET, else "+transport.DefaultVNICSocket+")")
+	flag.StringVar(&o.mac, "mac", "", "this node's MAC on the vNIC's wire (-fast vnic, or fabric with -peer), e.g. 02:00:00:00:00:01")
 	flag.IntVar(&o.workers, "workers", 1, "workers per node (one goroutine each)")
 	flag.IntVar(&o.n, "n", 100000, "round trips per worker")
 	flag.IntVar(&o.size, "size", 64, "message size in bytes (at least 16)")
@@ -85,11 +102,17 @@ func main() {
 	}
 }
 
-func config(o options, id int, listen string, fp fastPlan) (bichannel.Config, error) {
-	ip, err := netip.ParseAddr(o.ip)
-	if err != nil {
-		return bichannel.Config{}, fmt.Errorf("-ip %q: %w", o.ip, err)
+// defaultSocket is $VNIC_SOCKET, as vnicctl reads it, else vnicd's
+// default socket.
+func defaultSocket() string {
+	if s := os.Getenv("VNIC_SOCKET"); s != "" {
+		return s
 	}
+	return transport.DefaultVNICSocket
+}
+
+func config(o options, id int, listen string, fp fastPlan) (bichannel.Config, error) {
+	ip := fp.ip
 	if o.port > 0xffff {
 		return bichannel.Config{}, fmt.Errorf("-port %d: give a UDP port", o.port)
 	}
@@ -98,10 +121,7 @@ func config(o options, id int, listen string, fp fastPlan) (bichannel.Config, er
 		NodeID: id, Workers: o.workers, Listen: listen, Fast: fp.mode, Flows: o.flows, Logger: &lg,
 		UDP: transport.UDPConfig{IP: ip, BasePort: fp.udpPort},
 		VNIC: transport.VNICConfig{Socket: o.socket, IP: ip, BasePort: fp.vnicPort, AttachTimeout: o.attachTimeout,
-			// vnicd's tenant names are unique: two pingpongs (or a
-			// pingpong beside another bichannel application) on one
-			// vnicd must not both be "bichannel-<id>".
-			Name: fmt.Sprintf("pingpong-%d-%d", os.Getpid(), id)},
+			FabricHost: fp.fabric, Name: tenantName(id)},
 	}
 	if o.keyFile != "" {
 		key, err := os.ReadFile(o.keyFile)
@@ -111,6 +131,9 @@ func config(o options, id int, listen string, fp fastPlan) (bichannel.Config, er
 		c.ClusterKey = key
 	}
 	if o.mac != "" {
+		if fp.fabric && o.peer == "" {
+			return c, errors.New("-mac: with -fast fabric in one process each node's MAC derives from its address; give -mac with -peer")
+		}
 		var m [6]byte
 		if _, err := fmt.Sscanf(o.mac, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]); err != nil {
 			return c, fmt.Errorf("-mac %q: give six hex bytes like 02:00:00:00:00:01", o.mac)
@@ -118,6 +141,13 @@ func config(o options, id int, listen string, fp fastPlan) (bichannel.Config, er
 		c.VNIC.MAC = m
 	}
 	return c, nil
+}
+
+// tenantName is node id's tenant name on vnicd. vnicd's tenant names are
+// unique: two pingpongs (or a pingpong beside another bichannel
+// application) on one vnicd must not both be "bichannel-<id>".
+func tenantName(id int) string {
+	return fmt.Sprintf("pingpong-%d-%d", os.Getpid(), id)
 }
 
 func run(o options) error {
@@ -151,15 +181,19 @@ func run(o options) error {
 		return err
 	}
 	defer e.Close()
-	fmt.Fprintf(o.out, "node %d: control on %s, fast path %s on %v ports %v\n", o.id, e.ControlAddr(), fastName(e.FastPath()), e.Info().Addr, e.Info().Ports)
+	fmt.Fprintf(o.out, "node %d: control on %s, fast path %s on %v ports %v\n", o.id, e.ControlAddr(), fastName(e.FastPath(), fp.fabric), e.Info().Addr, e.Info().Ports)
 	if err := e.Connect(ctx, []bichannel.Peer{{ID: o.id, Addr: o.listen}, {ID: peerID, Addr: addr}}); err != nil {
 		return err
 	}
 	if o.id < peerID {
-		return ping(ctx, o, e, peerID)
+		err = ping(ctx, o, e, peerID)
+	} else {
+		err = pong(ctx, o, e, peerID)
+		fmt.Fprintf(o.out, "node %d echoed: %s\n", o.id, statsLine(e.Stats()))
 	}
-	err = pong(ctx, o, e, peerID)
-	fmt.Fprintf(o.out, "node %d echoed: %s\n", o.id, statsLine(e.Stats()))
+	if fp.fabric {
+		printLedger(o, o.id)
+	}
 	return err
 }
 
@@ -196,7 +230,11 @@ func runLocal(ctx context.Context, o options) error {
 	if err := <-errc; err != nil {
 		return err
 	}
-	fmt.Fprintf(o.out, "two nodes on %v, fast path %s\n", eps[0].Info().Addr, fastName(eps[0].FastPath()))
+	if a0, a1 := eps[0].Info().Addr, eps[1].Info().Addr; a0 != a1 {
+		fmt.Fprintf(o.out, "two nodes on %v and %v, fast path %s\n", a0, a1, fastName(eps[0].FastPath(), o.fast == fastFabric))
+	} else {
+		fmt.Fprintf(o.out, "two nodes on %v, fast path %s\n", a0, fastName(eps[0].FastPath(), o.fast == fastFabric))
+	}
 	pctx, pcancel := context.WithCancel(ctx)
 	defer pcancel()
 	done := make(chan struct{})
@@ -208,6 +246,9 @@ func runLocal(ctx context.Context, o options) error {
 	pcancel()
 	<-done
 	fmt.Fprintf(o.out, "node 1 echoed: %s\n", statsLine(eps[1].Stats()))
+	if _, ok := eps[0].FastPath().(*transport.VNIC); ok && o.fast == fastFabric {
+		printLedger(o, 0, 1) // before the deferred Closes detach the hosts
+	}
 	return err
 }
 

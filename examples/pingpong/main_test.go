@@ -110,3 +110,30 @@ func TestFreePorts(t *testing.T) {
 		t.Errorf("claimedBy(%d) = %d, %v; want tenant 9", firstVNICPort+3, tn.ID, ok)
 	}
 }
+
+// Each node's fast-path address: 127.0.0.1 by default, and on the fabric
+// a host of its own, node 1 after node 0 in one process, -id with -peer.
+func TestNodeIP(t *testing.T) {
+	for _, tc := range []struct {
+		fast, ip, peer string
+		id, node       int
+		want           string
+	}{
+		{"udp", "", "", 0, 1, "127.0.0.1"},
+		{"vnic", "10.0.0.7", "", 0, 1, "10.0.0.7"},
+		{"fabric", "", "", 0, 0, "198.18.0.1"},
+		{"fabric", "", "", 0, 1, "198.18.0.2"},
+		{"fabric", "10.1.0.9", "", 0, 1, "10.1.0.10"},
+		{"fabric", "", "0=127.0.0.1:7100", 1, 0, "198.18.0.2"},
+		{"fabric", "10.1.0.9", "0=127.0.0.1:7100", 1, 0, "10.1.0.9"},
+	} {
+		o := options{fast: tc.fast, ip: tc.ip, peer: tc.peer, id: tc.id}
+		ip, err := nodeIP(o, tc.node)
+		if err != nil || ip.String() != tc.want {
+			t.Errorf("%+v: node %d is %v, %v; want %s", o, tc.node, ip, err, tc.want)
+		}
+	}
+	if _, err := nodeIP(options{fast: "fabric", ip: "fd00::1"}, 0); err == nil {
+		t.Error("a fabric host on an IPv6 address: no error")
+	}
+}
