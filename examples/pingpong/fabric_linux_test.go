@@ -12,20 +12,6 @@ import (
 	"github.com/vnic/vnic/wire/fabric"
 )
 
-// startFabricDaemon runs an in-process vnicd whose source and TX sink are
-// an emulated network (vnicd run --source fabric) and returns its socket.
-func startFabricDaemon(t *testing.T) (string, *fabric.Fabric) {
-	t.Helper()
-	fab, err := fabric.New(fabric.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := testutil.DaemonConfig(t, fab.Source())
-	cfg.SourceName, cfg.Engine.Tx, cfg.TxSize, cfg.RequireHost, cfg.Hooks = "fabric", fab, 256, true, fab
-	cfg.HostLedger = fab.Ledger // each host's ledger in TStats, as vnicd run --source fabric reports it
-	return testutil.StartDaemon(t, cfg).Socket, fab
-}
-
 // -fast fabric runs both nodes in this process as hosts 198.18.0.1 and
 // 198.18.0.2 of a fabric vnicd: the round trips happen, the output has
 // their count and p50/p99, and the fabric's ledger of both hosts, whose
@@ -33,7 +19,8 @@ func startFabricDaemon(t *testing.T) (string, *fabric.Fabric) {
 // line consistent (sent = delivered + drops) and pointing at vnicctl
 // fabric for the rest.
 func TestFabricMode(t *testing.T) {
-	sock, fab := startFabricDaemon(t)
+	d, fab := testutil.StartFabricDaemon(t, fabric.Config{})
+	sock := d.Socket
 	var out, logOut syncBuffer
 	o := testOptions(&out, &logOut)
 	o.fast, o.ip, o.socket, o.attachTimeout = "fabric", "", sock, o.duration
@@ -92,7 +79,8 @@ func TestFabricMode(t *testing.T) {
 // -fast vnic against a fabric vnicd says to use -fast fabric instead of
 // the attach's refusal.
 func TestVNICOnFabricSaysFabric(t *testing.T) {
-	sock, _ := startFabricDaemon(t)
+	d, _ := testutil.StartFabricDaemon(t, fabric.Config{})
+	sock := d.Socket
 	var out, logOut syncBuffer
 	o := testOptions(&out, &logOut)
 	o.fast, o.socket = "vnic", sock
