@@ -189,6 +189,70 @@ func TestREADMESynthQuickstart(t *testing.T) {
 	stopQuickstart(qs, qout)
 }
 
+// TestREADMEFabricPingpong runs the README's two fabric lines as written,
+// with a socket of the test's own (and no metrics port, so it cannot
+// collide with a vnicd already running here): vnicd on its emulated
+// network, then the ping-pong on it, 2000 round trips instead of the
+// default 100000. The ping-pong exits 0 after all of them and prints
+// their latency and the fabric's ledger of its two hosts.
+func TestREADMEFabricPingpong(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "vnicd.sock")
+	line := readmeLine(t, "go run ./cmd/vnicd run --source fabric")
+	args := strings.Fields(strings.TrimPrefix(line, "go run ./cmd/vnicd "))
+	replaced := false
+	for i := range args {
+		if args[i] == "--socket" && i+1 < len(args) {
+			args[i+1], replaced = sock, true
+		}
+	}
+	if !replaced {
+		t.Fatalf("the README's fabric vnicd line %q gives no --socket (a user without root cannot create vnicd's default one)", line)
+	}
+	args = append(args, "--metrics-addr", "", "--emulator-cpu", "-1", "--no-huge-pages", "--log-format", "json")
+	vnicd, err := testutil.StartVnicd(testutil.VnicdOptions{Bin: vnicdBin, Args: args, Log: filepath.Join(dir, "vnicd.log"), Socket: sock, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("vnicd %q: %v", args, err)
+	}
+	defer func() {
+		vnicd.Stop()
+		if t.Failed() {
+			t.Logf("vnicd %q:\n%s", args, vnicd.Log())
+		}
+	}()
+
+	line = readmeLine(t, "go run ./examples/pingpong -fast fabric")
+	ppArgs := strings.Fields(strings.TrimPrefix(line, "go run ./examples/pingpong "))
+	for i := range ppArgs {
+		if ppArgs[i] == "-socket" && i+1 < len(ppArgs) {
+			ppArgs[i+1] = sock
+		}
+	}
+	ppArgs = append(ppArgs, "-n", "2000")
+	pp := exec.Command(testutil.MustBuild(t, "github.com/vnic/vnic/examples/pingpong"), ppArgs...)
+	var stdout, stderr bytes.Buffer
+	pp.Stdout, pp.Stderr = &stdout, &stderr
+	if err := pp.Run(); err != nil {
+		t.Fatalf("pingpong %q: %v\n%s\n%s", ppArgs, err, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	t.Logf("pingpong %q:\n%s", ppArgs, out)
+	for _, want := range []string{"fast path vnicd's fabric", "2000 round trips", "p50=", "p99=", "fabric ledger of vnicd at " + sock} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the ping-pong's output has no %q", want)
+		}
+	}
+	for _, host := range []string{"198.18.0.1", "198.18.0.2"} {
+		m := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(host) + ` \(node \d\): sent \d+, delivered (\d+), received (\d+)`).FindStringSubmatch(out)
+		if m == nil || m[1] == "0" || m[2] == "0" {
+			t.Errorf("no ledger line of host %s with frames delivered and received", host)
+		}
+	}
+}
+
 // TestIntegrationREADMETestbed runs the README's testbed line as written
 // (as root, without sudo), then testbed list and testbed down with its
 // prefix, and requires the start hint it prints to name a socket of its
