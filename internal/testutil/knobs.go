@@ -101,6 +101,8 @@ var ChildEnv = []struct{ Name, Doc string }{
 	{"VNIC_BENCH_EMULATOR_CPU", "internal/daemon's cross-process bench consumer: the engine's CPU, which it refuses to share"},
 	{"VNIC_BENCH_WINDOW", "internal/daemon's cross-process bench consumer: how long it receives"},
 	{"VNIC_DAEMON_TEST_CLIENT", "internal/daemon's killed-client test child: the socket"},
+	{"VNIC_DAEMON_TEST_CHILD", "internal/daemon's reserved-connection test children: their role (vnicd, flood or client)"},
+	{"VNIC_DAEMON_TEST_PARAMS", "internal/daemon's reserved-connection test children: their parameters (JSON)"},
 	{"VNIC_HOSTILE_CHILD", "tests/hostile's attacker child: its kind"},
 	{"VNIC_HOSTILE_SOCKET", "tests/hostile's attacker child: the socket"},
 	{"VNIC_HOSTILE_PARAMS", "tests/hostile's attacker child: its parameters (JSON)"},
