@@ -49,6 +49,9 @@ const (
 
 	// Written by the engine under policy pause (NIC blocks).
 	DropPauseTimeout // frames dropped because the tenant stayed starved past the pause bound (Config.PauseMax)
+
+	// Written by the engine (global block).
+	DropNoTenantBeforeAttach // of DropNoTenant: frames that arrived before any tenant was ever attached
 	NumIDs
 )
 
@@ -89,6 +92,8 @@ var names = [NumIDs]string{
 	DynShared:         "dyn_shared",
 	DynSwitches:       "dyn_switches",
 	DropPauseTimeout:  "drops_pause_timeout",
+
+	DropNoTenantBeforeAttach: "drops_no_tenant_before_attach",
 }
 
 var helps = [NumIDs]string{
@@ -123,6 +128,8 @@ var helps = [NumIDs]string{
 	DynShared:         "1 while the queue's dynshring group shares its Ax rings, 0 while each queue uses its own.",
 	DynSwitches:       "Mode changes (shared to private or back) of the queue's dynshring group, counted on the group's first queue.",
 	DropPauseTimeout:  "Frames dropped under policy pause because the tenant had no free buffer for longer than the pause bound (--pause-max), so that it does not stall the other tenants.",
+
+	DropNoTenantBeforeAttach: "Of drops_no_tenant, the frames that arrived before any tenant had attached (a source started ahead of its applications).",
 }
 
 // Name returns the stable snake_case name of id.

@@ -46,6 +46,9 @@ type Engine struct {
 	// signals sleeping cores once, when the burst ends, not once per
 	// batch (Tenant.kickDue).
 	holdKicks bool
+	// attachedOnce: a tenant was attached at some time; until then an
+	// unclaimed frame also counts as drops_no_tenant_before_attach.
+	attachedOnce bool
 
 	// TX (tx.go): the tenants with TX rings in round-robin order, the
 	// one whose turn comes next, the pass count, and one pass's batch.
@@ -164,6 +167,7 @@ func (e *Engine) AddTenant(cfg TenantConfig, r *shm.Region) (*Tenant, error) {
 			return
 		}
 		e.tenants = append(e.tenants, t)
+		e.attachedOnce = true
 		if cfg.Match.Default {
 			e.deflt = t
 		}
@@ -389,6 +393,9 @@ func (e *Engine) unclaimed(err error) {
 		e.gdelta[counters.DropMalformed]++
 	} else {
 		e.gdelta[counters.DropNoTenant]++
+		if !e.attachedOnce {
+			e.gdelta[counters.DropNoTenantBeforeAttach]++
+		}
 	}
 }
 

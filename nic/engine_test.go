@@ -329,3 +329,37 @@ func TestStepZeroAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestNoTenantBeforeAttach: frames that find no tenant before any tenant
+// ever attached count in drops_no_tenant and in
+// drops_no_tenant_before_attach; once a tenant attached (even after it
+// detached again) only in drops_no_tenant.
+func TestNoTenantBeforeAttach(t *testing.T) {
+	eng, _ := nic.New(nic.Config{EmulatorCPU: -1})
+	load := func() (all, before uint64) {
+		return eng.Global().Load(counters.DropNoTenant), eng.Global().Load(counters.DropNoTenantBeforeAttach)
+	}
+	eng.Step([][]byte{udpFrame(t, 53), udpFrame(t, 80), udpFrame(t, 9000)})
+	if all, before := load(); all != 3 || before != 3 {
+		t.Fatalf("before any attach: drops_no_tenant %d, before_attach %d; want 3 and 3", all, before)
+	}
+	g := shm.Queues(1, 16, 64, 64, 2048, 64)
+	reg, _ := shm.Format(alignedBytes(int(g.Layout().Total)), g, 0)
+	ten, err := eng.AddTenant(nic.TenantConfig{Name: "t", Match: nic.Match{DstPortLo: 53, DstPortHi: 53}}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Local(reg, client.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	eng.Step([][]byte{udpFrame(t, 53), udpFrame(t, 80), udpFrame(t, 9000)})
+	if all, before := load(); all != 5 || before != 3 || reg.Counters(shm.NICBlock, 0).Load(counters.Packets) != 1 {
+		t.Fatalf("with a tenant: drops_no_tenant %d, before_attach %d, delivered %d; want 5, 3, 1",
+			all, before, reg.Counters(shm.NICBlock, 0).Load(counters.Packets))
+	}
+	eng.RemoveTenant(ten)
+	eng.Step([][]byte{udpFrame(t, 53)})
+	if all, before := load(); all != 6 || before != 3 {
+		t.Fatalf("after the tenant detached: drops_no_tenant %d, before_attach %d; want 6 and 3", all, before)
+	}
+}

@@ -120,13 +120,15 @@ func writeCounters(w io.Writer, st proto.Stats, nonzero bool) error {
 		}
 	}
 	for _, t := range st.Tenants {
-		fmt.Fprintf(w, "\ntenant %d %q (attached %s, pid %d, %s)\n", t.ID, t.Name, t.Attached, t.PID, plural(t.Queues, "queue"))
+		fmt.Fprintln(w)
+		writeWrapped(w, fmt.Sprintf("tenant %d %q (attached %s, pid %d, %s)", t.ID, t.Name, t.Attached, t.PID, plural(t.Queues, "queue")), false)
 		if err := tenantCounters(w, t, nonzero); err != nil {
 			return err
 		}
 	}
 	for _, t := range st.History {
-		fmt.Fprintf(w, "\ntenant %d %q (detached %s, counters as they were then)\n", t.ID, t.Name, t.Detached)
+		fmt.Fprintln(w)
+		writeWrapped(w, fmt.Sprintf("tenant %d %q (detached %s, counters as they were then)", t.ID, t.Name, t.Detached), false)
 		if t.Faulty != "" {
 			fmt.Fprintf(w, "  faulty: %s\n", t.Faulty)
 		}

@@ -221,7 +221,7 @@ func request(c *cli.Context, t proto.Type, out any) error {
 }
 
 // Output formats, the same on every command: text (tables that fit in
-// 100 columns), wide (every column) and json (for scripts).
+// 80 columns), wide (every column) and json (for scripts).
 const (
 	outText = "text"
 	outWide = "wide"
@@ -231,7 +231,7 @@ const (
 // outputFlag is -o/--output: text, wide or json.
 func outputFlag() cli.Flag {
 	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: outText,
-		Usage: "output format: text (fits in 100 columns), wide (every column) or json"}
+		Usage: "output format: text (fits in 80 columns), wide (every column) or json"}
 }
 
 // outputFormat checks -o; "table", the old name of text, is still read.

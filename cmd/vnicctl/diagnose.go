@@ -168,18 +168,36 @@ func workingSet(t proto.TenantStats) (total, maxRing uint64) {
 	return total, maxRing
 }
 
-func writeWorkingSet(w io.Writer, t proto.TenantStats, llc cacheInfo) {
+// writeWorkingSet says how large a tenant's I/O working set is against the
+// last-level cache, after prefix; unless wide the sentence is wrapped at
+// termWidth, its continuation lines indented.
+func writeWorkingSet(w io.Writer, prefix string, t proto.TenantStats, llc cacheInfo, wide bool) {
 	total, maxRing := workingSet(t)
-	fmt.Fprintf(w, "I/O working set: %s over %d rings (largest ring %s)", bytesHuman(total), len(t.Rings), bytesHuman(maxRing))
+	s := fmt.Sprintf("%sI/O working set: %s over %d rings (largest ring %s)", prefix, bytesHuman(total), len(t.Rings), bytesHuman(maxRing))
 	if llc.size > 0 {
-		fmt.Fprintf(w, "; last-level cache %s (%s): %.0f%% of it", bytesHuman(uint64(llc.size)), llc.source, 100*float64(total)/float64(llc.size))
+		s += fmt.Sprintf("; last-level cache %s (%s): %.0f%% of it", bytesHuman(uint64(llc.size)), llc.source, 100*float64(total)/float64(llc.size))
 		if total > uint64(llc.size) {
-			fmt.Fprint(w, " — larger than the cache: DMA writes evict packets not yet processed; smaller Ax rings (rxbisect) shrink it")
+			s += " — larger than the cache: DMA writes evict packets not yet processed; smaller Ax rings (rxbisect) shrink it"
 		}
 	} else {
-		fmt.Fprint(w, "; last-level cache unknown (pass --llc)")
+		s += "; last-level cache unknown (pass --llc)"
 	}
-	fmt.Fprintln(w)
+	writeWrapped(w, s, wide)
+}
+
+// writeWrapped writes s as one line with wide, else wrapped at termWidth
+// with its continuation lines indented by two spaces.
+func writeWrapped(w io.Writer, s string, wide bool) {
+	if wide {
+		fmt.Fprintln(w, s)
+		return
+	}
+	for i, l := range wrapText(s, termWidth-2) {
+		if i > 0 {
+			l = "  " + l
+		}
+		fmt.Fprintln(w, l)
+	}
 }
 
 func writeDiagnosis(w io.Writer, vs []diagnose.Verdict, ts []proto.TenantStats, llc cacheInfo) error {
@@ -192,7 +210,7 @@ func writeDiagnosis(w io.Writer, vs []diagnose.Verdict, ts []proto.TenantStats, 
 		}
 		for _, t := range ts {
 			if n := t.Name; n == vs[i].Tenant || fmt.Sprint(t.ID) == vs[i].Tenant {
-				writeWorkingSet(w, t, llc)
+				writeWorkingSet(w, "", t, llc, false)
 				break
 			}
 		}

@@ -40,7 +40,7 @@ func TestDiagnoseOutput(t *testing.T) {
 	if err := writeDiagnosis(&b, vs, after.Tenants, cacheInfo{size: 32 << 20, source: "sysfs L3"}); err != nil {
 		t.Fatal(err)
 	}
-	out := b.String()
+	out := strings.Join(strings.Fields(b.String()), " ")
 	for _, want := range []string{"verdict: numa association", "remote_spare_buffers", "compute saturation: 40 frames lost",
 		"core busy: 250 of 256", "action:", "I/O working set: 1.2 MiB over 2 rings (largest ring 692.0 KiB); last-level cache 32.0 MiB (sysfs L3): 4% of it"} {
 		if !strings.Contains(out, want) {
@@ -57,7 +57,7 @@ func TestDiagnoseOutput(t *testing.T) {
 		t.Fatalf("json %s: %v", b.String(), err)
 	}
 	b.Reset()
-	writeWorkingSet(&b, after.Tenants[0], cacheInfo{size: 1 << 20, source: "--llc"})
+	writeWorkingSet(&b, "", after.Tenants[0], cacheInfo{size: 1 << 20, source: "--llc"}, false)
 	if !strings.Contains(b.String(), "larger than the cache") {
 		t.Errorf("a working set above the LLC is not flagged: %s", b.String())
 	}

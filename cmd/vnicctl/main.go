@@ -16,7 +16,8 @@
 // it, and exit with status 3. Exit statuses (also in vnicctl --help): 0 ok,
 // 1 other failure, 2 usage, 3 vnicd not running, 4 permission denied,
 // 5 not found (no such tenant). Every command takes -o text|wide|json:
-// text tables fit in 100 columns, wide shows every column.
+// every line of text output (help included) fits 80 columns, wide shows
+// every column and may be wider.
 //
 // Subcommands are listed in commands; each lives in its own file.
 package main

@@ -59,9 +59,8 @@ func ringsCommand() *cli.Command {
 			} else if err := writeRings(c.App.Writer, ts, format == outWide); err != nil {
 				return err
 			}
-			if g := snapshot(st.Global); sel == "" && (g[counters.DropNoTenant] != 0 || g[counters.DropMalformed] != 0) {
-				fmt.Fprintf(c.App.Writer, "\nengine: %d frames matched no tenant (drops_no_tenant), %d malformed frames dropped\n",
-					g[counters.DropNoTenant], g[counters.DropMalformed])
+			if sel == "" {
+				writeEngineDrops(c.App.Writer, snapshot(st.Global), format == outWide)
 			}
 			if len(ts) > 0 {
 				llc := cacheInfo{}
@@ -70,8 +69,7 @@ func ringsCommand() *cli.Command {
 				}
 				fmt.Fprintln(c.App.Writer)
 				for _, t := range ts {
-					fmt.Fprintf(c.App.Writer, "%s: ", tenantLabel(t.TenantInfo, nameCounts(ts)))
-					writeWorkingSet(c.App.Writer, t, llc)
+					writeWorkingSet(c.App.Writer, tenantLabel(t.TenantInfo, nameCounts(ts))+": ", t, llc, format == outWide)
 				}
 			}
 			if c.Bool("legend") {
@@ -79,6 +77,23 @@ func ringsCommand() *cli.Command {
 			}
 			return nil
 		},
+	}
+}
+
+// writeEngineDrops says how many frames the engine dropped before any
+// tenant's rings: those that found no tenant after the first tenant
+// attached, those before it (a source started ahead of its applications,
+// not a loss), and the malformed ones. It writes nothing when all are 0.
+func writeEngineDrops(w io.Writer, g counters.Snapshot, wide bool) {
+	before := min(g[counters.DropNoTenantBeforeAttach], g[counters.DropNoTenant])
+	after := g[counters.DropNoTenant] - before
+	if after == 0 && before == 0 && g[counters.DropMalformed] == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	writeWrapped(w, fmt.Sprintf("engine: %d frames matched no tenant, %d malformed frames dropped", after, g[counters.DropMalformed]), wide)
+	if before > 0 {
+		writeWrapped(w, fmt.Sprintf("before the first tenant attached: %d frames found no tenant (apart from the above)", before), wide)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -65,28 +67,96 @@ func writeTenants(w io.Writer, ts proto.Tenants, all, wide bool) error {
 }
 
 func tenantTable(w io.Writer, ts []proto.TenantInfo, detached, wide bool) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	heads := []string{"ID", "NAME", "PID", "UID", "QUEUES", "MATCH", "ATTACHED"}
 	if detached {
 		heads = append(heads, "DETACHED")
 	}
 	heads = append(heads, "FAULTY")
-	fmt.Fprintln(tw, strings.Join(heads, "\t"))
+	rows := [][]string{heads}
+	faulty := false
 	for _, t := range ts {
-		faulty := "no"
+		f := "no"
 		if t.Faulty != "" {
-			faulty = t.Faulty
+			f, faulty = t.Faulty, true
 			if !wide {
-				faulty = "yes (-o wide)"
+				f = "yes"
 			}
 		}
 		cells := []string{fmt.Sprint(t.ID), dash(displayName(t.Name)), fmt.Sprint(t.PID), fmt.Sprint(t.UID), fmt.Sprint(t.Queues),
-			matchString(t.Match), dash(t.Attached)}
+			matchString(t.Match), shortTime(dash(t.Attached), wide)}
 		if detached {
-			cells = append(cells, dash(t.Detached))
+			cells = append(cells, shortTime(dash(t.Detached), wide))
 		}
-		cells = append(cells, faulty)
-		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		rows = append(rows, append(cells, f))
 	}
-	return tw.Flush()
+	cut := false
+	if !wide {
+		cut = fitColumns(rows, []int{1, 5}, termWidth, 2)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if cut {
+		fmt.Fprintln(w, "(names and match rules ending in ~ are cut to fit: -o wide shows them whole)")
+	}
+	if faulty && !wide {
+		fmt.Fprintln(w, "(FAULTY yes: vnicd found the tenant breaking the ring protocol; -o wide says how)")
+	}
+	return nil
+}
+
+// shortTime shows an RFC 3339 time as month-day hour:minute in the
+// default table, whole with -o wide.
+func shortTime(s string, wide bool) string {
+	t, err := time.Parse(time.RFC3339, s)
+	if wide || err != nil {
+		return s
+	}
+	return t.UTC().Format("01-02 15:04")
+}
+
+// fitColumns cuts the cells of columns cut (in order, each to no fewer
+// than 8 runes, marked with "~") until every row of the table, its
+// columns separated by gap spaces, fits width. It reports whether a
+// cell was cut.
+func fitColumns(rows [][]string, cut []int, width, gap int) bool {
+	widths := func() []int {
+		var ws []int
+		for _, r := range rows {
+			for i, c := range r {
+				if i >= len(ws) {
+					ws = append(ws, 0)
+				}
+				ws[i] = max(ws[i], utf8.RuneCountInString(c))
+			}
+		}
+		return ws
+	}
+	total := func(ws []int) int {
+		n := 0
+		for _, w := range ws {
+			n += w + gap
+		}
+		return n - gap
+	}
+	did := false
+	for _, col := range cut {
+		ws := widths()
+		over := total(ws) - width
+		if over <= 0 {
+			break
+		}
+		limit := max(ws[col]-over, 8)
+		for _, r := range rows[1:] {
+			if col < len(r) && utf8.RuneCountInString(r[col]) > limit {
+				r[col] = strings.TrimRight(string([]rune(r[col])[:limit-1]), " ") + "~"
+				did = true
+			}
+		}
+	}
+	return did
 }

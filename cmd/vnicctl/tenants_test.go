@@ -39,8 +39,8 @@ func TestTenants(t *testing.T) {
 	}
 	f := strings.Fields(lines[1])
 	want := []string{"1", "app", fmt.Sprint(os.Getpid()), fmt.Sprint(os.Getuid()), "2", "udp", "dport", "7000-7001"}
-	if len(f) != len(want)+2 || strings.Join(f[:len(want)], " ") != strings.Join(want, " ") || f[len(f)-1] != "no" {
-		t.Errorf("tenant row %q, want it to start with %q and end with a time and 'no'", lines[1], want)
+	if len(f) != len(want)+3 || strings.Join(f[:len(want)], " ") != strings.Join(want, " ") || f[len(f)-1] != "no" {
+		t.Errorf("tenant row %q, want it to start with %q and end with a date, a time and 'no'", lines[1], want)
 	}
 
 	out = mustRun(t, "tenants", "--socket", r.socket, "--all")
@@ -49,11 +49,18 @@ func TestTenants(t *testing.T) {
 	if !ok {
 		t.Fatalf("no history section:\n%s", out)
 	}
+	// The default table cuts gone's match rule to fit 80 columns and
+	// says so; -o wide shows it whole, and why bad is faulty.
 	rows := strings.Split(strings.TrimSpace(hist), "\n")
-	if len(rows) != 3 || !strings.Contains(rows[0], "DETACHED") ||
-		!strings.HasPrefix(rows[1], "2   gone") || !strings.Contains(rows[1], "dst 198.20.0.0/16") || !strings.HasSuffix(rows[1], "  no") ||
-		!strings.HasPrefix(rows[2], "3   bad") || strings.HasSuffix(rows[2], "  no") {
+	if len(rows) != 5 || !strings.Contains(rows[0], "DETACHED") ||
+		!strings.HasPrefix(rows[1], "2   gone") || !strings.Contains(rows[1], "tcp dport 9999~") || !strings.HasSuffix(rows[1], "  no") ||
+		!strings.HasPrefix(rows[2], "3   bad") || !strings.HasSuffix(rows[2], "  yes") ||
+		!strings.Contains(rows[3], "-o wide shows them whole") || !strings.Contains(rows[4], "-o wide says how") {
 		t.Errorf("history rows:\n%s", hist)
+	}
+	out = mustRun(t, "tenants", "--socket", r.socket, "--all", "-o", "wide")
+	if !strings.Contains(out, "tcp dport 9999 dst 198.20.0.0/16") || !strings.Contains(out, "corrupt") || strings.Contains(out, "~") {
+		t.Errorf("vnicctl tenants --all -o wide:\n%s", out)
 	}
 
 	var ts proto.Tenants

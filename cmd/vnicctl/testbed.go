@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"sort"
@@ -52,16 +53,7 @@ func testbedCommand() *cli.Command {
 						}
 						return err
 					}
-					w := c.App.Writer
-					if len(tb.Hosts) > 0 {
-						printHosts(c, tb)
-						return nil
-					}
-					fmt.Fprintf(w, "device under test: netns %s\n", tb.DUT)
-					for _, l := range tb.Links {
-						fmt.Fprintf(w, "  %s %s (%s) <-> netns %s %s %s (%s), %d queues\n", l.DUTIf, l.DUTIP, l.DUTMAC, l.PeerNS, l.PeerIf, l.PeerIP, l.PeerMAC, l.Queues)
-					}
-					fmt.Fprint(w, dutHint(tb.DUT, tb.Links[0].DUTIf))
+					printTestbed(c.App.Writer, tb)
 					return nil
 				},
 			},
@@ -160,26 +152,40 @@ func listTestbeds(names []string, only string) []testbedInfo {
 	return out
 }
 
-// printHosts describes a multi-host testbed and how to run vnicd on each
-// host.
 // dutHint says how to start vnicd in the device-under-test namespace: with
 // a socket of its own and no metrics port, so that it does not collide with
 // a vnicd already running on the host (the socket's directory is shared by
-// every namespace).
+// every namespace). The command is continued over lines to fit 80 columns.
 func dutHint(ns, iface string) string {
 	sock := "/run/vnic/" + ns + ".sock"
-	return fmt.Sprintf("start vnicd there with: ip netns exec %s vnicd run --source xsk --iface %s --socket %s --metrics-addr '' &\nlook at it with: vnicctl --socket %s status\n", ns, iface, sock, sock)
+	return fmt.Sprintf("start vnicd there (it runs until Ctrl-C; & puts it in the background) with:\n"+
+		"  ip netns exec %s vnicd run --source xsk --iface %s \\\n    --socket %s --metrics-addr '' &\n"+
+		"look at it with:\n  vnicctl --socket %s status\n", ns, iface, sock, sock)
 }
 
-func printHosts(c *cli.Context, tb *testbed.Testbed) {
-	w := c.App.Writer
+// printTestbed describes a built testbed and how to run vnicd in it.
+func printTestbed(w io.Writer, tb *testbed.Testbed) {
+	if len(tb.Hosts) > 0 {
+		printHosts(w, tb)
+		return
+	}
+	fmt.Fprintf(w, "device under test: netns %s\n", tb.DUT)
+	for _, l := range tb.Links {
+		fmt.Fprintf(w, "  %s %s (%s), %d queues\n    <-> netns %s: %s %s (%s)\n", l.DUTIf, l.DUTIP, l.DUTMAC, l.Queues, l.PeerNS, l.PeerIf, l.PeerIP, l.PeerMAC)
+	}
+	fmt.Fprint(w, dutHint(tb.DUT, tb.Links[0].DUTIf))
+}
+
+// printHosts describes a multi-host testbed and how to run vnicd on each
+// host.
+func printHosts(w io.Writer, tb *testbed.Testbed) {
 	fmt.Fprintf(w, "%d hosts on bridge %sbr (netns %s):\n", len(tb.Hosts), tb.Prefix, tb.BridgeNS)
 	for _, h := range tb.Hosts {
 		fmt.Fprintf(w, "  netns %s: %s %s/24 (%s), %d queues\n", h.NS, h.If, h.IP, h.MAC, h.Queues)
 	}
-	fmt.Fprintln(w, "start vnicd on each host with:")
+	fmt.Fprintln(w, "start vnicd on each host (each runs until Ctrl-C; & puts it in the background):")
 	for _, h := range tb.Hosts {
-		fmt.Fprintf(w, "  ip netns exec %s vnicd run --source xsk --iface %s --socket /run/vnic/%s.sock --metrics-addr '' &\n", h.NS, h.If, h.NS)
+		fmt.Fprintf(w, "  ip netns exec %s vnicd run --source xsk --iface %s \\\n    --socket /run/vnic/%s.sock --metrics-addr '' &\n", h.NS, h.If, h.NS)
 	}
-	fmt.Fprintf(w, "run a program on host i with: ip netns exec %s-h<i> <program>; remove it all with: vnicctl testbed down --prefix %s\n", tb.Prefix, tb.Prefix)
+	fmt.Fprintf(w, "run a program on host i with:\n  ip netns exec %s-h<i> <program>\nremove it all with:\n  vnicctl testbed down --prefix %s\n", tb.Prefix, tb.Prefix)
 }

@@ -22,7 +22,7 @@ func TestTestbedDownUnknownPrefix(t *testing.T) {
 // gives vnicd a socket of its own and no metrics port, so it does not
 // collide with a vnicd already running on the host.
 func TestDUTHint(t *testing.T) {
-	h := dutHint("demo1-dut", "demo1d0")
+	h := strings.Join(strings.Fields(strings.ReplaceAll(dutHint("demo1-dut", "demo1d0"), "\\\n", "")), " ")
 	for _, want := range []string{"ip netns exec demo1-dut vnicd run --source xsk --iface demo1d0 --socket /run/vnic/demo1-dut.sock --metrics-addr ''", "vnicctl --socket /run/vnic/demo1-dut.sock status"} {
 		if !strings.Contains(h, want) {
 			t.Errorf("hint %q lacks %q", h, want)

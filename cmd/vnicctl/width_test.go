@@ -3,13 +3,21 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"github.com/urfave/cli/v2"
+
+	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/counters"
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testbed"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 // bigStats is a busy vnicd: two tenants of 16 queues, one with a long
@@ -115,5 +123,120 @@ func TestTablesFit80Columns(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "key-value-store-~/15") || !strings.Contains(out.String(), "kv/all") {
 		t.Errorf("narrow labels:\n%s", out.String())
+	}
+}
+
+// TestEveryCommandFits80Columns runs every vnicctl command against an
+// in-process daemon with long tenant names and match rules, and every
+// command's --help, and requires each line of their text output to fit
+// 80 columns (-o wide may be wider). Frames that arrived before the first
+// tenant attached are reported apart.
+func TestEveryCommandFits80Columns(t *testing.T) {
+	r := startRig(t, testutil.NewPaced(4000, 100*time.Microsecond, 7000, 7001, 7002))
+	// Frames before any tenant attached find no tenant.
+	r.src.Open()
+	testutil.WaitFor(t, 10*time.Second, "frames before the first attach", func() bool {
+		return r.d.Stats().Global["drops_no_tenant_before_attach"] >= 100
+	})
+	r.src.Shut()
+	r.attach(client.AttachOptions{Name: "key-value-store-frontend-eu-west-1", Queues: 2,
+		Match: client.Match{Proto: "udp", DstPortLo: 7000, DstPortHi: 7001, Dst: "198.18.0.0/15"}}, true)
+	lazy := r.attach(client.AttachOptions{Name: "gone-away-tenant-with-a-long-name", Match: client.Match{Proto: "tcp", DstPortLo: 9000, DstPortHi: 9099, Dst: "198.19.255.255"}}, false)
+	lazy.Close()
+	r.src.Open()
+	var st proto.Stats
+	testutil.WaitFor(t, 15*time.Second, "every frame to be accounted for", func() bool {
+		st = r.d.Stats()
+		p, d := tenantTotals(st, "key-value-store-frontend-eu-west-1")
+		return r.src.Sent() == r.src.Total() && int64(p+d+st.Global["drops_no_tenant"]) == r.src.Total()
+	})
+	if g := st.Global; g["drops_no_tenant_before_attach"] == 0 || g["drops_no_tenant"] <= g["drops_no_tenant_before_attach"] {
+		t.Fatalf("no tenant before %d, in all %d: want some before the first attach and some after (port 7002)",
+			g["drops_no_tenant_before_attach"], g["drops_no_tenant"])
+	}
+
+	fits := func(args []string, out string) {
+		t.Helper()
+		for i, l := range strings.Split(out, "\n") {
+			if n := utf8.RuneCountInString(l); n > termWidth {
+				t.Errorf("vnicctl %s: line %d is %d columns wide:\n%s", strings.Join(args, " "), i+1, n, l)
+			}
+		}
+	}
+	sock := []string{"--socket", r.socket}
+	rssArgs := []string{"rss", "hash", "--src", "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", "--dst", "2001:db8::1",
+		"--sport", "65535", "--dport", "65535", "--queues", "64"}
+	runs := [][]string{
+		{"status"}, {"tenants"}, {"tenants", "--all"}, {"rings"}, {"rings", "--all", "--legend"},
+		{"rings", "--tenant", "key-value-store-frontend-eu-west-1"},
+		{"diagnose", "--interval", "50ms"}, {"diagnose", "--interval", "50ms", "--llc", "1K"},
+		{"counters"}, {"counters", "--nonzero"}, {"watch", "--count", "1", "--interval", "50ms"},
+	}
+	for _, a := range runs {
+		args := append(append([]string{}, a...), sock...)
+		out := mustRun(t, args...)
+		fits(args, out)
+		if _, _, err := run(t, append(args, "-o", "wide")...); err != nil {
+			t.Errorf("vnicctl %s -o wide: %v", strings.Join(args, " "), err)
+		}
+	}
+	rawRings := mustRun(t, append([]string{"rings"}, sock...)...)
+	t.Logf("vnicctl rings:\n%s", rawRings)
+	rings := strings.Join(strings.Fields(rawRings), " ")
+	before := st.Global["drops_no_tenant_before_attach"]
+	for _, want := range []string{
+		fmt.Sprintf("engine: %d frames matched no tenant,", st.Global["drops_no_tenant"]-before),
+		fmt.Sprintf("before the first tenant attached: %d frames found no tenant", before),
+		"key-value-store-frontend-eu-west-1: I/O working set:",
+	} {
+		if !strings.Contains(rings, want) {
+			t.Errorf("vnicctl rings lacks %q:\n%s", want, rings)
+		}
+	}
+	fits(rssArgs, mustRun(t, rssArgs...))
+	// fabric on a daemon without the fabric source, and testbed list,
+	// answer with a sentence (or an error, not checked: one sentence).
+	for _, a := range [][]string{append([]string{"fabric"}, sock...), {"testbed", "list", "--prefix", "no-such-testbed-prefix"}} {
+		out, errOut, _ := run(t, a...)
+		fits(a, out+errOut)
+	}
+
+	// Every command's and subcommand's help.
+	var helps func(prefix []string, cmds []*cli.Command)
+	helps = func(prefix []string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			args := append(append([]string{}, prefix...), c.Name, "--help")
+			fits(args, mustRun(t, args...))
+			helps(args[:len(args)-1], c.Subcommands)
+		}
+	}
+	fits([]string{"--help"}, mustRun(t, "--help"))
+	helps(nil, newApp(io.Discard, io.Discard).Commands)
+}
+
+// TestTestbedTextFits80Columns: what testbed up prints (the links, and how
+// to start vnicd in the namespaces) fits 80 columns.
+func TestTestbedTextFits80Columns(t *testing.T) {
+	mac := net.HardwareAddr{0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff}
+	dut := &testbed.Testbed{Prefix: "vnic", DUT: "vnic-dut", Links: []testbed.Link{{PeerNS: "vnic-p0", DUTIf: "vnicd0", PeerIf: "vnicp0",
+		DUTIP: netip.MustParseAddr("198.18.255.253"), PeerIP: netip.MustParseAddr("198.18.255.254"), DUTMAC: mac, PeerMAC: mac, Queues: 16}}}
+	hosts := &testbed.Testbed{Prefix: "vnic", BridgeNS: "vnic-br"}
+	for i := 0; i < 3; i++ {
+		hosts.Hosts = append(hosts.Hosts, testbed.Host{NS: fmt.Sprintf("vnic-h%d", i), If: fmt.Sprintf("vnich%d", i), IP: testbed.HostIP(i), MAC: mac, Queues: 16})
+	}
+	for _, tb := range []*testbed.Testbed{dut, hosts} {
+		var b bytes.Buffer
+		printTestbed(&b, tb)
+		for i, l := range strings.Split(b.String(), "\n") {
+			if n := utf8.RuneCountInString(l); n > termWidth {
+				t.Errorf("line %d is %d columns wide:\n%s", i+1, n, l)
+			}
+		}
+		flat := strings.Join(strings.Fields(strings.ReplaceAll(b.String(), "\\\n", "")), " ")
+		for _, want := range []string{"vnicd run --source xsk --iface vnic", "--metrics-addr '' &", "Ctrl-C"} {
+			if !strings.Contains(flat, want) {
+				t.Errorf("testbed text lacks %q:\n%s", want, b.String())
+			}
+		}
 	}
 }

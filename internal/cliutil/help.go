@@ -31,8 +31,9 @@ func wrapHelp() {
 var wrapped bool
 
 // WrapHelp wraps every line of help text longer than width at spaces. A
-// flag's line ("   --name value   usage") continues under its usage, any
-// other line under its own first character.
+// flag's or a command's line ("   --name value   usage", "   name, n
+// usage": an indented name, two or more spaces, its usage) continues under
+// its usage, any other line under its own first character.
 func WrapHelp(text string, width int) string {
 	var out strings.Builder
 	for _, line := range strings.SplitAfter(text, "\n") {
@@ -43,8 +44,9 @@ func WrapHelp(text string, width int) string {
 		}
 		lead := len(body) - len(strings.TrimLeft(body, " "))
 		head, pad := body[:lead], lead
-		if strings.HasPrefix(body[lead:], "-") {
-			// A flag: its usage starts after the first run of two spaces.
+		if lead > 0 {
+			// A flag or a command: its usage starts after the first run
+			// of two spaces.
 			if i := strings.Index(body[lead:], "  "); i > 0 {
 				j := lead + i
 				for j < len(body) && body[j] == ' ' {

@@ -119,9 +119,21 @@ func buildSynth(cfg Config) (*Assembly, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Assembly{Source: nic.SourceFunc(func(dst [][]byte) ([][]byte, error) { return gen.Next(dst), nil }),
-		Name: "synth", BufSize: cfg.BufSize,
-		Mode: fmt.Sprintf("synthetic %d-byte UDP to ports %d-%d, %d flows, %s; TX frames are counted and dropped", sc.FrameSize, sc.DstPortLo, sc.DstPortHi, sc.Flows, sc.Dist)}, nil
+	src := &countingSynth{gen: gen}
+	a := &Assembly{Source: src, Name: "synth", BufSize: cfg.BufSize,
+		Mode: fmt.Sprintf("synthetic %d-byte UDP to ports %d-%d, %d flows, %s; TX frames are counted and dropped", sc.FrameSize, sc.DstPortLo, sc.DstPortHi, sc.Flows, sc.Dist)}
+	if sc.Rate > 0 {
+		// Say so when the engine does not take frames as fast as --rate
+		// asks.
+		stop, done := make(chan struct{}), make(chan struct{})
+		log := cfg.Log
+		go func() {
+			defer close(done)
+			watchSynthRate(src, sc.Rate, func(msg string) { log.Warn().Msg(msg) }, stop)
+		}()
+		a.close = func() { close(stop); <-done }
+	}
+	return a, nil
 }
 
 // tenantHooks is a source's own attach work (the hand-off's sockets).
