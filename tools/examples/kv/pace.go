@@ -30,24 +30,47 @@ const (
 // wait returns at or after target (since start), as close to it as it can,
 // and returns the time it returned at (since start).
 func (p *pacer) wait(target time.Duration) time.Duration {
-	now := time.Since(p.start)
-	if p.sleepOnly {
+	return waitUntil(target, p.sleepOnly, waitClock{
+		now:   func() time.Duration { return time.Since(p.start) },
+		sleep: time.Sleep,
+		nap:   nap,
+		yield: runtime.Gosched,
+	})
+}
+
+// waitClock is what waitUntil reads the time with and waits with: for a
+// pacer, time.Since its start, time.Sleep, nap and runtime.Gosched.
+type waitClock struct {
+	now   func() time.Duration
+	sleep func(time.Duration)
+	nap   func(time.Duration)
+	yield func()
+}
+
+// waitUntil is a pacer's wait on clock c: it returns the first reading of
+// c.now at or after target. Only the sleep-only pacer sleeps up to target
+// itself; the pacer sleeps to coarseSlack before it, naps to fineSlack
+// before it, and spins the rest, so a sleep or nap that wakes up to that
+// slack late still returns at target.
+func waitUntil(target time.Duration, sleepOnly bool, c waitClock) time.Duration {
+	now := c.now()
+	if sleepOnly {
 		if d := target - now; d > 0 {
-			time.Sleep(d)
+			c.sleep(d)
 		}
-		return time.Since(p.start)
+		return c.now()
 	}
 	if d := target - now; d > 2*time.Millisecond {
-		time.Sleep(d - coarseSlack)
-		now = time.Since(p.start)
+		c.sleep(d - coarseSlack)
+		now = c.now()
 	}
 	if d := target - now; d > fineSlack+10*time.Microsecond {
-		nap(d - fineSlack)
-		now = time.Since(p.start)
+		c.nap(d - fineSlack)
+		now = c.now()
 	}
 	for now < target {
-		runtime.Gosched()
-		now = time.Since(p.start)
+		c.yield()
+		now = c.now()
 	}
 	return now
 }

@@ -32,6 +32,13 @@ type result struct {
 	LedgerPps   float64       // frames per second the fabric delivered, same window
 	PerQueuePps []float64
 	Ledger      ledger // whole point
+	// Span is the whole point's wall time, from before its first ledger
+	// reading to after its receivers stopped: every frame of the point
+	// passed the fabric's buckets, and every receiver's budget ran, in
+	// it. PerQueue is the frames each receiver queue processed over the
+	// whole point. The tests bound both by the model (not in the CSV).
+	Span     time.Duration
+	PerQueue []uint64
 }
 
 // measure runs one point (measureOnce), up to three times while the
@@ -100,6 +107,7 @@ func measureOnce(s *session, l load, warm, dur time.Duration) (result, error) {
 		warm += 700 * time.Millisecond
 	}
 	var r result
+	begin := time.Now()
 	l0, err := d.ledger()
 	if err != nil {
 		return r, err
@@ -170,7 +178,11 @@ func measureOnce(s *session, l load, warm, dur time.Duration) (result, error) {
 	for i := range q1 {
 		r.PerQueuePps = append(r.PerQueuePps, float64(q2[i]-q1[i])/el)
 	}
+	for i := range rx {
+		r.PerQueue = append(r.PerQueue, rx[i].pkts.Load())
+	}
 	l1, err := d.ledger()
+	r.Span = time.Since(begin)
 	if err != nil {
 		return r, err
 	}
