@@ -92,6 +92,9 @@ type harness struct {
 	// rssSlack is how far above its baseline vnicd's RSS may stay after an
 	// attack: the Go heap returns freed pages to the kernel lazily.
 	rssSlack int64
+	// minShare is the least share of its baseline rate the good tenant
+	// must keep over an attack (0.95 unless a test says otherwise).
+	minShare float64
 
 	baseRate float64
 	baseFDs  int
@@ -110,11 +113,18 @@ func start(t *testing.T, prefix []string, extra ...string) *harness {
 	h := &harness{t: t, dir: dir, socket: filepath.Join(dir, "vnicd.sock"), logPath: filepath.Join(dir, "vnicd.log")}
 	h.strict.Store(true)
 	h.rssSlack = 24 << 20
+	h.minShare = 0.95
 	args := append([]string{"run", "--source", "synth", "--rate", strconv.Itoa(rate), "--socket", h.socket,
 		"--socket-group", "nogroup", "--metrics-addr", "", "--dst-ports", "64512-65535", // the puncher claims the top ports
 		"--emulator-cpu", "-1", "--log-format", "json", "--no-huge-pages", "--rate-bucket", strconv.Itoa(catchUpSeconds * rate)}, extra...)
 	t.Cleanup(h.close)
-	v, err := testutil.StartVnicd(testutil.VnicdOptions{Bin: vnicdBin, Args: args, Wrap: prefix, Log: h.logPath,
+	// vnicd runs at nice -10, as an operator runs a NIC emulator on a shared
+	// machine (the unit grants CAP_SYS_NICE for it): the attacks are judged
+	// by what they take from vnicd, not by what other processes on the
+	// machine take from every process (make test-busy runs this beside
+	// stress-ng).
+	wrap := append([]string{"nice", "-n", "-10"}, prefix...)
+	v, err := testutil.StartVnicd(testutil.VnicdOptions{Bin: vnicdBin, Args: args, Wrap: wrap, Log: h.logPath,
 		Ready:   func() bool { _, err := h.status(); return err == nil },
 		Timeout: 20 * time.Second, StopSignal: syscall.SIGTERM, StopTimeout: 10 * time.Second})
 	if err != nil {
@@ -345,8 +355,8 @@ func (h *harness) check(name string, during float64) {
 	if st, err := h.status(); err != nil || st.PID != h.pid {
 		t.Fatalf("%s: status after the attack: %+v, %v (vnicd pid %d)", name, st, err, h.pid)
 	}
-	if during < 0.95*h.baseRate {
-		t.Errorf("%s: good tenant got %.0f pkt/s during the attack, %.1f%% of its %.0f before (want >= 95%%)", name, during, 100*during/h.baseRate, h.baseRate)
+	if during < h.minShare*h.baseRate {
+		t.Errorf("%s: good tenant got %.0f pkt/s during the attack, %.1f%% of its %.0f before (want >= %.0f%%)", name, during, 100*during/h.baseRate, h.baseRate, 100*h.minShare)
 	}
 	var fds int
 	var rss int64

@@ -183,7 +183,7 @@ func TestIntegrationHostileMaxima(t *testing.T) {
 	last := fmt.Sprintf("%s%d", name, n-1)
 	check := func() {
 		t.Helper()
-		for _, args := range [][]string{{"tenants"}, {"rings"}, {"counters"}, {"counters", "-o", "json"}, {"watch", "-o", "wide", "--interval", "200ms", "--count", "1"}} {
+		for _, args := range [][]string{{"tenants", "-o", "wide"}, {"rings"}, {"counters"}, {"counters", "-o", "json"}, {"watch", "-o", "wide", "--interval", "200ms", "--count", "1"}} {
 			if out := ctl(args...); !strings.Contains(out, last) {
 				t.Errorf("vnicctl %v does not show %s:\n%s", args, last, testutil.Tail(out, 5))
 			}
