@@ -92,6 +92,36 @@ func TestDemoBuildsVersionedBinaries(t *testing.T) {
 	}
 }
 
+// TestMakeDemoBuildsOnlyWhatItRuns: make demo does not build the tools
+// module (plots, Kubernetes checks, the image builder) nor every package;
+// it runs scripts/demo.sh, which builds vnicd, vnicctl and rxcount only.
+func TestMakeDemoBuildsOnlyWhatItRuns(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make here")
+	}
+	out, err := exec.Command("make", "-C", repoRoot(t), "--no-print-directory", "-n", "demo").CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n demo: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 1 || !strings.HasSuffix(lines[0], "scripts/demo.sh") {
+		t.Errorf("make demo runs more than scripts/demo.sh:\n%s", out)
+	}
+	script, err := os.ReadFile(filepath.Join(repoRoot(t), "scripts/demo.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var builds []string
+	for _, l := range strings.Split(string(script), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "go ") {
+			builds = append(builds, l)
+		}
+	}
+	if len(builds) != 1 || !strings.HasSuffix(builds[0], " -o bin/ ./cmd/vnicd ./cmd/vnicctl ./examples/rxcount") {
+		t.Errorf("scripts/demo.sh should build vnicd, vnicctl and rxcount only, in one go build; it runs:\n%s", strings.Join(builds, "\n"))
+	}
+}
+
 // TestREADMEInstallFromCheckout runs the README's go install line, as
 // written, from the top of the checkout, into a GOBIN of its own.
 func TestREADMEInstallFromCheckout(t *testing.T) {
