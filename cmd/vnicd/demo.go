@@ -31,9 +31,9 @@ func demoCommand() *cli.Command {
 		Name:   "demo",
 		Usage:  "run the emulated NIC with one in-process tenant on synthetic traffic (no control socket)",
 		Flags:  withConfig(flags),
-		Before: loadConfig,
+		Before: func(c *cli.Context) error { return cliutil.Usage(loadConfig(c)) },
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return fmt.Errorf("%w; run vnicd demo --help for the flags", cliutil.FlagError(c, err))
+			return cliutil.Usage(fmt.Errorf("%w; run vnicd demo --help for the flags", cliutil.FlagError(c, err)))
 		},
 		Action: demo,
 	}
