@@ -3,6 +3,8 @@ package cliutil
 import (
 	"errors"
 	"fmt"
+	"os"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 )
@@ -36,6 +38,30 @@ func Usage(err error) error {
 // UnknownCommand is the error for a command app does not have.
 func UnknownCommand(app, name string) error {
 	return Usage(fmt.Errorf("unknown command %q; run %s --help for the commands", name, app))
+}
+
+// Interrupted is how a command that was stopped by a signal ends: Msg
+// says what it left behind, and ExitCode is 128 plus the signal's number
+// (130 for SIGINT), as a shell reports it.
+type Interrupted struct {
+	Signal os.Signal
+	Msg    string
+}
+
+func (e *Interrupted) Error() string {
+	name := "SIGINT"
+	if e.Signal == syscall.SIGTERM {
+		name = "SIGTERM"
+	}
+	return fmt.Sprintf("interrupted (%s): %s", name, e.Msg)
+}
+
+// ExitCode is 128 plus the signal's number.
+func (e *Interrupted) ExitCode() int {
+	if s, ok := e.Signal.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return 130
 }
 
 // ExitCode is the status a program exits with after err: the error's own
