@@ -103,10 +103,10 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	conn, err := proto.Dial(socketPath)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ECONNREFUSED) {
-			return nil, fmt.Errorf("client: vnicd is not running at %s (no socket, or nothing listens on it); start vnicd with its control socket at that path, or pass Attach the path it uses: %w", socketPath, err)
+			return nil, fmt.Errorf("client: vnicd is not running at %s (no socket, or nothing listens on it); start vnicd with its control socket at that path, or pass Attach the path it uses (for the examples, such as the quickstart, set VNIC_SOCKET to it): %w", socketPath, err)
 		}
 		if errors.Is(err, os.ErrPermission) {
-			return nil, fmt.Errorf("client: no permission to connect to %s; join the socket's group (it is mode 0660): %w", socketPath, err)
+			return nil, permissionError(socketPath, err)
 		}
 		return nil, fmt.Errorf("client: connect to vnicd: %w", err)
 	}
@@ -509,4 +509,14 @@ func (q *Queue) interrupt() {
 		q.kick()
 		q.g.leave()
 	}
+}
+
+// permissionError says which group to join to connect to the socket at
+// path (mode 0660), and how.
+func permissionError(path string, err error) error {
+	g := socketGroup(path)
+	if g == "" {
+		return fmt.Errorf("client: no permission to connect to %s; join the socket's group (sudo usermod -aG GROUP $USER, then log in again) or run as root: %w", path, err)
+	}
+	return fmt.Errorf("client: no permission to connect to %s; join its group %s (sudo usermod -aG %s $USER, then log in again) or run as root: %w", path, g, g, err)
 }

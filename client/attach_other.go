@@ -13,3 +13,6 @@ var errNeedsLinux = fmt.Errorf("vnic's client needs Linux: vnicd's regions are s
 
 // platformSupported returns errNeedsLinux: Attach cannot work here.
 func platformSupported() error { return errNeedsLinux }
+
+// socketGroup is unknown off Linux (Attach refuses before it is needed).
+func socketGroup(string) string { return "" }

@@ -15,7 +15,8 @@ import (
 )
 
 // Attach to a path where no vnicd listens says so and names the path, and
-// no flag of vnicd's: the library knows only its own arguments.
+// no flag of vnicd's: the library knows only its own arguments (and reads
+// no environment), but the examples read VNIC_SOCKET, which it mentions.
 func TestAttachNotRunning(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "vnicd.sock")
 	_, err := client.Attach(context.Background(), sock, client.AttachOptions{Name: "t"})
@@ -27,6 +28,9 @@ func TestAttachNotRunning(t *testing.T) {
 	}
 	if msg := err.Error(); !strings.Contains(msg, "client: vnicd is not running at "+sock) || strings.Contains(msg, "--") {
 		t.Fatalf("message %q: want the path and no flag", msg)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "set VNIC_SOCKET") {
+		t.Errorf("message %q: want it to say the examples read VNIC_SOCKET", msg)
 	}
 }
 

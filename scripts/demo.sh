@@ -6,7 +6,9 @@
 # attach a receiving application (examples/rxcount), send ~10 s of real UDP
 # traffic with trafgen from the peer namespace, show `vnicctl watch`, the
 # per-ring table and every counter, and tear everything down.
-# Anywhere else: run vnicd's synthetic-traffic mode and say so.
+# Anywhere else (or with SYNTH=1): run vnicd's synthetic-traffic mode and
+# say so. Ctrl-C (or SIGTERM) stops the demo, removes everything it created
+# and exits with 130 (143).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
@@ -19,27 +21,66 @@ if [ "${1:-}" = "--build-only" ]; then # build what the demo runs, and stop
 	exit 0
 fi
 
+# Everything the demo creates: the processes below, the temporary directory
+# (control socket, trafgen's configuration, rxcount's output) and, as root,
+# the testbed. cleanup removes all of it, on every exit.
+dir=$(mktemp -d)
+vpid= rpid= tpid= P=
+cleanup() {
+	for p in $cpid $tpid $rpid $vpid; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	if [ -n "$P" ]; then bin/vnicctl testbed down --prefix "$P" >/dev/null 2>&1 || true; fi
+	rm -rf "$dir"
+}
+# interrupted: clean up, say so in one line and stop with the signal's
+# status (no report follows: the counters would only show the teardown).
+interrupted() {
+	trap - EXIT INT TERM
+	cleanup
+	echo "== demo interrupted: everything it created (vnicd, its tenant${P:+, the testbed $P}, temporary files) is removed" >&2
+	exit "$1"
+}
+trap cleanup EXIT
+trap 'interrupted 130' INT
+trap 'interrupted 143' TERM
+# step runs a command the demo waits for in the background and waits for
+# it: bash skips the INT trap when a foreground command catches SIGINT
+# and exits normally (vnicctl watch does), but wait returns at once.
+cpid=
+step() {
+	"$@" &
+	cpid=$!
+	local rc=0
+	wait "$cpid" || rc=$?
+	cpid=
+	return "$rc"
+}
+
 synthetic() {
 	echo "== synthetic-traffic mode ($1): vnicd generates frames itself; the tenant attaches over the control socket"
-	sock=$(mktemp -d)/vnicd.sock
+	sock=$dir/synth.sock
 	bin/vnicd run --source synth --rate 2000000 --socket "$sock" --metrics-addr '' --log-format console --emulator-cpu "$ecpu" &
 	vpid=$!
-	trap 'kill $vpid 2>/dev/null || true' EXIT
 	for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
 	bin/rxcount --socket "$sock" --queues 2 --duration 8s &
 	rpid=$!
-	sleep 1
-	bin/vnicctl --socket "$sock" watch --count 2 --interval 2s || true
+	step sleep 1
+	step bin/vnicctl --socket "$sock" watch --count 2 --interval 2s || true
 	echo "== where frames were lost over 2 s, and why"
-	bin/vnicctl --socket "$sock" diagnose --interval 2s || true
+	step bin/vnicctl --socket "$sock" diagnose --interval 2s || true
 	wait $rpid || true
-	bin/vnicctl --socket "$sock" rings --all
+	rpid=
+	step bin/vnicctl --socket "$sock" rings --all
 	kill $vpid; wait $vpid 2>/dev/null || true
-	trap - EXIT
+	vpid=
 }
 
 ecpu=${EMULATOR_CPU:-0}
 [ "$(nproc)" -lt 2 ] && ecpu=-1
+if [ -n "${SYNTH:-}" ]; then
+	synthetic "SYNTH is set"
+	exit 0
+fi
 if [ "$(uname -s)" != Linux ] || [ "$(id -u)" -ne 0 ]; then
 	synthetic "not root on Linux: no namespaces, XDP or AF_XDP here"
 	exit 0
@@ -51,16 +92,7 @@ if ! command -v trafgen >/dev/null; then
 fi
 
 P=${PREFIX:-vdemo} # PREFIX=name keeps two demos (or a demo and a test) apart
-cleanup() {
-	[ -n "${rpid:-}" ] && kill "$rpid" 2>/dev/null || true
-	[ -n "${vpid:-}" ] && kill "$vpid" 2>/dev/null || true
-	wait 2>/dev/null || true
-	bin/vnicctl testbed down --prefix "$P" >/dev/null 2>&1 || true
-	rm -rf "$dir"
-}
-dir=$(mktemp -d)
 sock=$dir/vnicd.sock
-trap cleanup EXIT
 bin/vnicctl testbed down --prefix "$P" >/dev/null 2>&1 || true
 if ! bin/vnicctl testbed up --prefix "$P" --queues 2; then
 	synthetic "could not build the namespaced testbed"
@@ -88,6 +120,9 @@ vpid=$!
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 if ! [ -S "$sock" ]; then
 	echo "vnicd did not start (above is why); falling back"
+	kill "$vpid" 2>/dev/null || true
+	wait "$vpid" 2>/dev/null || true
+	vpid=
 	synthetic "vnicd could not attach to the testbed"
 	exit 0
 fi
@@ -97,7 +132,7 @@ fi
 # shellcheck disable=SC2086
 bin/rxcount --socket "$sock" --queues 4 --duration 0 --name demo-app --ports 9000-9099 ${RXCOUNT_ARGS:-} >"$dir/rxcount.out" &
 rpid=$!
-sleep 1
+step sleep 1
 cat >"$dir/udp.cfg" <<CFG
 { eth(da=$dmac, sa=$smac), ipv4(saddr=198.18.1.2, daddr=198.18.1.1, ttl=64), udp(sport=dinc(10000, 10063), dport=9000), fill(0x41, 18) }
 CFG
@@ -107,12 +142,13 @@ echo "   tenant at their defaults"
 t0=$(date +%s%N)
 ip netns exec "$peer" trafgen --dev "$pif" --conf "$dir/udp.cfg" -n "$FRAMES" -b "${RATE}pps" --cpus 1 -Q -C >/dev/null 2>&1 &
 tpid=$!
-bin/vnicctl --socket "$sock" watch --count 4 --interval 2s || true
+step bin/vnicctl --socket "$sock" watch --count 4 --interval 2s || true
 echo "== where frames were lost over the last 2 s of traffic, and why"
-bin/vnicctl --socket "$sock" diagnose --interval 2s || true
+step bin/vnicctl --socket "$sock" diagnose --interval 2s || true
 wait $tpid || true
+tpid=
 t1=$(date +%s%N)
-sleep 1 # the last frames reach the tenant
+step sleep 1 # the last frames reach the tenant
 kill -INT "$rpid" 2>/dev/null || true
 wait $rpid || true
 rpid=
@@ -126,7 +162,7 @@ else
 fi
 echo
 echo "== per-ring table after the run (the application has detached; its counters are kept)"
-bin/vnicctl --socket "$sock" rings --all --legend
+step bin/vnicctl --socket "$sock" rings --all --legend
 echo
 echo "== XDP and AF_XDP statistics next to the engine's"
 bin/vnicctl --socket "$sock" counters --nonzero | sed -n '1,40p'

@@ -3,11 +3,14 @@
 package tests
 
 import (
+	"bufio"
+	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -92,6 +95,36 @@ func TestDemoBuildsVersionedBinaries(t *testing.T) {
 	}
 }
 
+// TestMakeDemoBuildsOnlyWhatItRuns: make demo does not build the tools
+// module (plots, Kubernetes checks, the image builder) nor every package;
+// it runs scripts/demo.sh, which builds vnicd, vnicctl and rxcount only.
+func TestMakeDemoBuildsOnlyWhatItRuns(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make here")
+	}
+	out, err := exec.Command("make", "-C", repoRoot(t), "--no-print-directory", "-n", "demo").CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n demo: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 1 || !strings.HasSuffix(lines[0], "scripts/demo.sh") {
+		t.Errorf("make demo runs more than scripts/demo.sh:\n%s", out)
+	}
+	script, err := os.ReadFile(filepath.Join(repoRoot(t), "scripts/demo.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var builds []string
+	for _, l := range strings.Split(string(script), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "go ") {
+			builds = append(builds, l)
+		}
+	}
+	if len(builds) != 1 || !strings.HasSuffix(builds[0], " -o bin/ ./cmd/vnicd ./cmd/vnicctl ./examples/rxcount") {
+		t.Errorf("scripts/demo.sh should build vnicd, vnicctl and rxcount only, in one go build; it runs:\n%s", strings.Join(builds, "\n"))
+	}
+}
+
 // TestREADMEInstallFromCheckout runs the README's go install line, as
 // written, from the top of the checkout, into a GOBIN of its own.
 func TestREADMEInstallFromCheckout(t *testing.T) {
@@ -110,5 +143,71 @@ func TestREADMEInstallFromCheckout(t *testing.T) {
 		if out, err := exec.Command(filepath.Join(gobin, b), "--version").Output(); err != nil || !strings.HasPrefix(string(out), b+" ") {
 			t.Errorf("%s --version after %s: %v %q", b, line, err, out)
 		}
+	}
+}
+
+// TestDemoInterrupted: Ctrl-C during make demo (SIGINT to its process
+// group, as a terminal sends it) stops the demo with status 130 and one
+// line that says so, without the report that follows a finished run, and
+// leaves no process of the demo behind (vnicd and rxcount catch SIGINT
+// too; the script kills them in any case). It runs the synthetic-traffic
+// mode (SYNTH=1), which needs neither root nor a testbed.
+func TestDemoInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the demo")
+	}
+	if out, err := exec.Command(filepath.Join(repoRoot(t), "scripts/demo.sh"), "--build-only").CombinedOutput(); err != nil {
+		t.Fatalf("demo.sh --build-only: %v\n%s", err, out)
+	}
+	cmd := exec.Command("scripts/demo.sh")
+	cmd.Dir = repoRoot(t)
+	cmd.Env = append(os.Environ(), "SYNTH=1", "EMULATOR_CPU=-1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd.Stdout, cmd.Stderr = w, w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	defer syscall.Kill(-pgid, syscall.SIGKILL)
+	// Interrupt while vnicctl watch shows the traffic: it catches SIGINT
+	// and exits normally, after which bash would skip an INT trap.
+	var out strings.Builder
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), "pkts/s") {
+			break
+		}
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Errorf("demo exit: %v, want status 130\n%s", err, out.String())
+	}
+	text := out.String()
+	last := strings.TrimSpace(text[strings.LastIndex(strings.TrimRight(text, "\n"), "\n")+1:])
+	if !strings.Contains(last, "demo interrupted") || !strings.Contains(last, "removed") {
+		t.Errorf("last line %q, want one saying the demo was interrupted and cleaned up\n%s", last, text)
+	}
+	for _, s := range []string{"not running", "not delivered", "done:"} {
+		if strings.Contains(text, s) {
+			t.Errorf("output after the interrupt contains %q:\n%s", s, text)
+		}
+	}
+	if err := syscall.Kill(-pgid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("a process of the demo is still running (kill -0 on its group: %v)", err)
 	}
 }

@@ -70,7 +70,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	// topic" (3, which vnicctl uses for "vnicd is not running").
 	app.Action = func(c *cli.Context) error {
 		if c.NArg() > 0 {
-			return usageError("unknown command %q; vnicctl --help lists the commands", c.Args().First())
+			return usageError("%v", cliutil.UnknownCommand("vnicctl", c.Args().First()))
 		}
 		return cli.ShowAppHelp(c)
 	}
@@ -94,7 +94,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			if cmd.Action == nil && len(cmd.Subcommands) > 0 {
 				cmd.Action = func(c *cli.Context) error {
 					if c.NArg() > 0 {
-						return usageError("unknown command %q; vnicctl %s --help lists its commands", c.Args().First(), name)
+						return usageError("unknown command %q; run vnicctl %s --help for its commands", c.Args().First(), name)
 					}
 					return cli.ShowSubcommandHelp(c)
 				}

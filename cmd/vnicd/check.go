@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -61,6 +62,9 @@ func validate(c *cli.Context, local bool) (*settings, error) {
 	}
 	if source != "synth" && source != "xsk" && source != "fabric" {
 		return nil, fmt.Errorf("--source %q: use synth, xsk or fabric", source)
+	}
+	if r := c.Float64("rate"); !(r >= 0) || math.IsInf(r, 1) {
+		return nil, fmt.Errorf("--rate must be positive (packets per second), got %v; or give 0 for as fast as possible", r)
 	}
 	s.src = vnicd.Config{XDPMode: c.String("xdp-mode"), Handoff: c.Bool("handoff"), XskRingSize: c.Int("xsk-ring-size"),
 		Claims: vnicd.Claims{All: c.Bool("claim-all"), Ports: c.String("claim-ports"), UDPOnly: c.Bool("claim-udp-only"),

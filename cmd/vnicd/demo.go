@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/signal"
 	"slices"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -31,9 +36,9 @@ func demoCommand() *cli.Command {
 		Name:   "demo",
 		Usage:  "run the emulated NIC with one in-process tenant on synthetic traffic (no control socket)",
 		Flags:  withConfig(flags),
-		Before: loadConfig,
+		Before: func(c *cli.Context) error { return cliutil.Usage(loadConfig(c)) },
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return fmt.Errorf("%w; run vnicd demo --help for the flags", cliutil.FlagError(c, err))
+			return cliutil.Usage(fmt.Errorf("%w; run vnicd demo --help for the flags", cliutil.FlagError(c, err)))
 		},
 		Action: demo,
 	}
@@ -47,7 +52,40 @@ func demo(c *cli.Context) error {
 	d := vnicd.Demo{Rings: set.src.Rings, Engine: set.engine, Synth: set.src.Synth, ConsumerCPU: c.Int("consumer-cpu"),
 		Conserve: c.Bool("debug-conservation"), Report: c.Duration("report"), Out: c.App.Writer, Log: log}
 	d.Engine.EmulatorCPU = c.Int("emulator-cpu")
-	ctx, cancel := signalContext(c)
+	ctx, cancel := interruptContext(c)
 	defer cancel()
-	return vnicd.RunDemo(ctx, d)
+	err = vnicd.RunDemo(ctx, d)
+	var in *cliutil.Interrupted
+	if errors.As(context.Cause(ctx), &in) {
+		// RunDemo has stopped the engine and the consumers and removed
+		// the tenant's region; the final counters are not printed.
+		return in
+	}
+	return err
+}
+
+// interruptContext ends after --duration, or at SIGINT or SIGTERM with a
+// *cliutil.Interrupted as its cause.
+func interruptContext(c *cli.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(c.Context)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sig:
+			cancel(&cliutil.Interrupted{Signal: s, Msg: "the demo stopped; its engine, consumers and shared memory are removed"})
+		case <-done:
+		}
+	}()
+	stop := func() {
+		signal.Stop(sig)
+		close(done)
+		cancel(nil)
+	}
+	if dur := c.Duration("duration"); dur > 0 {
+		tctx, tcancel := context.WithTimeout(ctx, dur)
+		return tctx, func() { tcancel(); stop() }
+	}
+	return ctx, stop
 }

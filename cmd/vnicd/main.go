@@ -19,7 +19,7 @@ import (
 func main() {
 	if err := newApp(os.Stdout, os.Stderr).Run(os.Args); err != nil {
 		fmt.Fprintf(os.Stderr, "vnicd: %v\n", err)
-		os.Exit(1)
+		os.Exit(cliutil.ExitCode(err))
 	}
 }
 
@@ -33,10 +33,18 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		HideVersion:    true,
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return fmt.Errorf("%w; run vnicd --help for the flags", cliutil.FlagError(c, err))
+			return cliutil.Usage(fmt.Errorf("%w; run vnicd --help for the flags", cliutil.FlagError(c, err)))
 		},
 	}
 	cliutil.Setup(app)
+	// An unknown command is a usage error (exit status 2), not urfave's
+	// "No help topic".
+	app.Action = func(c *cli.Context) error {
+		if c.NArg() > 0 {
+			return cliutil.UnknownCommand("vnicd", c.Args().First())
+		}
+		return cli.ShowAppHelp(c)
+	}
 	return app
 }
 

@@ -48,6 +48,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"demo", "--emulator-priority", "realtime"}, "--emulator-priority \"realtime\""},
 		{[]string{"run", "--handoff", "--source", "xsk", "--iface", "lo", "--buf-size", "2112", "--metrics-addr", ""}, "must be a power of two; use 2048"},
 		{[]string{"demo", "--bx-post-batch", "2000"}, "--bx-post-batch 2000"},
+		{[]string{"run", "--source", "synth", "--rate", "-5"}, "--rate must be positive (packets per second), got -5"},
+		{[]string{"demo", "--rate", "-1"}, "--rate must be positive (packets per second), got -1"},
 		{[]string{"run", "--rate", "fast"}, `--rate "fast" is not a number; --rate takes a number: synthetic packets per second`},
 		{[]string{"run", "--spin-budget", "200"}, `--spin-budget "200" is not a duration; give a number with its unit (ns, us, ms, s, m or h), e.g. 200us`},
 		{[]string{"run", "--queues", "four"}, `--queues "four" is not a whole number`},

@@ -21,9 +21,9 @@ func runCommand() *cli.Command {
 		Name:   "run",
 		Usage:  "run the emulated NIC",
 		Flags:  withConfig(runFlags()),
-		Before: loadConfig,
+		Before: func(c *cli.Context) error { return cliutil.Usage(loadConfig(c)) },
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return fmt.Errorf("%w; run vnicd run --help for the flags", cliutil.FlagError(c, err))
+			return cliutil.Usage(fmt.Errorf("%w; run vnicd run --help for the flags", cliutil.FlagError(c, err)))
 		},
 		Action: run,
 	}
@@ -96,11 +96,11 @@ func run(c *cli.Context) error {
 func setUp(c *cli.Context, local bool) (zerolog.Logger, *settings, error) {
 	log, err := newLogger(c, c.App.ErrWriter)
 	if err != nil {
-		return log, nil, err
+		return log, nil, cliutil.Usage(err)
 	}
 	set, err := validate(c, local)
 	if err != nil {
-		return log, nil, err
+		return log, nil, cliutil.Usage(err)
 	}
 	for _, w := range set.warnings {
 		log.Warn().Msg(w)

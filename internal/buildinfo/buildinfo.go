@@ -10,7 +10,9 @@ import (
 // build information.
 var Override string
 
-// Version returns the version of the running binary.
+// Version returns the version of the running binary: Override, else the
+// module's version (go install module@version), else the VCS revision
+// the toolchain stamped, else "devel".
 func Version() string {
 	if Override != "" {
 		return Override
@@ -52,7 +54,19 @@ func fromBuildInfo(bi *debug.BuildInfo) string {
 	return v
 }
 
-// Long is Version with the Go version and platform, for --version.
+// develNote is what --version adds to "devel": how to get a version.
+const develNote = "devel (built without version information: build with make build, or go build -buildvcs=true in a git checkout)"
+
+// Long is Version with the Go version and platform, for --version. A
+// build with no version at all (go install with -buildvcs=false, outside
+// a module proxy) says how to build one that has it.
 func Long(cmd string) string {
-	return fmt.Sprintf("%s %s (%s, %s/%s)", cmd, Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return long(cmd, Version())
+}
+
+func long(cmd, v string) string {
+	if v == "devel" {
+		v = develNote
+	}
+	return fmt.Sprintf("%s %s (%s, %s/%s)", cmd, v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

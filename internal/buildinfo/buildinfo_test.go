@@ -12,6 +12,11 @@ func TestFromBuildInfo(t *testing.T) {
 		want string
 	}{
 		{debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}}, "v1.2.3"},
+		// go install with -buildvcs=false: the module's version, with or
+		// without VCS settings.
+		{debug.BuildInfo{Main: debug.Module{Version: "v0.4.0-rc.1"}, Settings: []debug.BuildSetting{{Key: "-buildvcs", Value: "false"}}}, "v0.4.0-rc.1"},
+		{debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}}}, "v1.2.3"},
+		{debug.BuildInfo{Main: debug.Module{Version: ""}}, "devel"},
 		{debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "devel"},
 		{debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
 			{Key: "vcs.revision", Value: "049a548d5d3e8f1c0a7b"}, {Key: "vcs.time", Value: "2026-11-30T19:00:00Z"}, {Key: "vcs.modified", Value: "true"}}},
@@ -29,5 +34,18 @@ func TestFromBuildInfo(t *testing.T) {
 	defer func() { Override = "" }()
 	if v := Long("vnicd"); !strings.HasPrefix(v, "vnicd v9 (go") {
 		t.Errorf("Long: %q", v)
+	}
+}
+
+// TestLongDevel: a build with no version says how to get one, in one
+// line; a build with one prints it alone.
+func TestLongDevel(t *testing.T) {
+	v := long("vnicd", "devel")
+	want := "vnicd devel (built without version information: build with make build, or go build -buildvcs=true in a git checkout) (go"
+	if !strings.HasPrefix(v, want) || strings.Contains(v, "\n") {
+		t.Errorf("long(devel): %q, want it to start with %q", v, want)
+	}
+	if v := long("vnicd", "v1.2.3"); !strings.HasPrefix(v, "vnicd v1.2.3 (go") || strings.Contains(v, "built without") {
+		t.Errorf("long(v1.2.3): %q", v)
 	}
 }

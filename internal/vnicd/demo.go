@@ -114,6 +114,10 @@ func RunDemo(ctx context.Context, d Demo) error {
 	stop()
 	wg.Wait()
 	eng.Fold()
+	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// Cancelled (vnicd demo: interrupted): no report, the cause.
+		return context.Cause(ctx)
+	}
 	fmt.Fprintf(d.Out, "\nfinal counters (model %s, %d queues, Ax %d, Bx %d, %d buffers):\n", model, q, axSize, bxSize, bufs)
 	printRings(d.Out, region)
 	if check != nil {

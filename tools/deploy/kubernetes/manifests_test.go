@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -451,6 +453,33 @@ func TestRequestsFitTwoCPUs(t *testing.T) {
 	}
 	if sum > 1500 {
 		t.Errorf("vnicd and the application request %dm CPU, more than a 2-CPU node has beside the kubelet and system pods (1500m)", sum)
+	}
+}
+
+// TestDocsGiveTheCPURequest: every place docs/deploy.md says how many
+// whole CPUs the DaemonSet asks for gives the manifest's request.
+func TestDocsGiveTheCPURequest(t *testing.T) {
+	m := load(t)
+	cpu := container(t, m.ds.Spec.Template.Spec, "vnicd").Resources.Requests[corev1.ResourceCPU]
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	words := map[string]int64{"one": 1, "two": 2, "three": 3, "four": 4}
+	found := 0
+	for _, m := range regexp.MustCompile(`(?:DaemonSet asks for|It requests) (\w+) whole CPUs?`).FindAllStringSubmatch(text, -1) {
+		found++
+		n, ok := words[m[1]]
+		if !ok {
+			n, _ = strconv.ParseInt(m[1], 10, 64)
+		}
+		if n*1000 != cpu.MilliValue() {
+			t.Errorf("docs/deploy.md: %q, but the DaemonSet requests %s CPU", m[0], cpu.String())
+		}
+	}
+	if found < 2 {
+		t.Errorf("docs/deploy.md gives the DaemonSet's CPU request %d times, want 2 (CPU and the manifests)", found)
 	}
 }
 
