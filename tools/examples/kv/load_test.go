@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -129,36 +128,65 @@ func BenchmarkPacingLag(b *testing.B) {
 	b.ReportMetric(0, "ns/op") // an op is two 300 ms loads: its time says nothing
 }
 
-// stallConn is a client connection whose writes block once, for stall,
-// after the first after stallAfter: as a send does when the server stops
-// taking data (a closed window).
+// stallConn is a client connection whose write carrying request id
+// stallAt (the first, a load's writes being whole requests) blocks for
+// stall before it goes on: as a send does when the server stops taking
+// data (a closed window). It records the ids of the requests in that
+// write, first to last.
 type stallConn struct {
 	net.Conn
-	once              sync.Once
-	born              time.Time
-	stallAfter, stall time.Duration
+	stallAt     int
+	stall       time.Duration
+	written     int  // bytes
+	stalled     bool // the write carrying stallAt came
+	first, last int  // the stalled write's request ids
 }
 
 func (c *stallConn) Write(b []byte) (int, error) {
-	if time.Since(c.born) > c.stallAfter {
-		c.once.Do(func() { time.Sleep(c.stall) })
+	if at := c.stallAt * ReqLen; !c.stalled && c.written <= at && at < c.written+len(b) {
+		c.stalled = true
+		c.first, c.last = c.written/ReqLen, (c.written+len(b))/ReqLen-1
+		time.Sleep(c.stall)
 	}
-	return c.Conn.Write(b)
+	n, err := c.Conn.Write(b)
+	c.written += n
+	return n, err
 }
 
 // TestCoordinatedOmissionShown: a server that answers 1 ms after each
-// request and stops taking data for 100 ms once. The updates scheduled
-// during the stall are sent late, after it: their latency from the
-// schedule carries the stall, from the send it does not. So the
-// from-schedule histogram's tail shows the stall, the service histogram's
-// only for the few updates that were in the blocked send, the schedule
-// lag shows it too, and the run is marked.
+// request, and a send (the one carrying update 2000, scheduled at
+// 200 ms) that blocks for 100 ms. It asserts what holds however busy the
+// machine is, on the times the load generator recorded:
+//   - every update was answered, sent at or after its scheduled time and
+//     answered after it was sent; so its latency from the schedule is at
+//     least its latency from the send, and the from-schedule histogram
+//     counts at least as many updates over any threshold as the service
+//     histogram, at every quantile;
+//   - the updates in the blocked send waited the stall after their send:
+//     the service histogram sees them (its max is at least the stall);
+//   - every later update was sent after the stall ended (at least 100 ms
+//     after the blocked send), so the stall is in its latency from the
+//     schedule (the rest of the stall after its scheduled time) and not
+//     in its latency from the send: in particular every update scheduled
+//     in the stall's first half waited half the stall or more from its
+//     schedule, and the from-schedule count of updates that took half the
+//     stall includes all of them.
+//
+// How many of those the send-based count misses depends on how long the
+// server's answers take on this machine (a loaded one delays some past
+// half the stall too): that is logged, not asserted. bin/kv prints both
+// latencies (svc and sched) and the lag at each rate.
 func TestCoordinatedOmissionShown(t *testing.T) {
-	const stall = 100 * time.Millisecond
+	const (
+		stall   = 100 * time.Millisecond
+		stallAt = 2000
+	)
+	var sc *stallConn
 	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
 		client, server := net.Pipe()
 		go serveDelayed(server, time.Millisecond)
-		return &stallConn{Conn: client, born: time.Now(), stallAfter: 200 * time.Millisecond, stall: stall}, nil
+		sc = &stallConn{Conn: client, stallAt: stallAt, stall: stall}
+		return sc, nil
 	}
 	res, err := Load(context.Background(), LoadConfig{Addr: "pipe", Dial: dial, Rate: 10000, Duration: 600 * time.Millisecond, Conns: 1, Keys: 100, Seed: 1, KeepTimes: true})
 	if err != nil {
@@ -168,48 +196,82 @@ func TestCoordinatedOmissionShown(t *testing.T) {
 	t.Logf("from schedule %v", res.FromSchedule)
 	t.Logf("lag %v", res.Lag)
 	if res.Answered != res.Offered || res.Offered != 6000 {
-		t.Fatalf("%d of %d answered", res.Answered, res.Offered)
+		t.Fatalf("%d of %d answered, want 6000", res.Answered, res.Offered)
 	}
-	// Updates that waited half the stall or more: by the schedule, every
-	// one scheduled in the stall's first half (about 500); by the send,
-	// the few in the blocked send (and whatever a loaded machine adds).
-	var bySched, bySend int
-	for _, r := range res.Times[0] {
-		if r.Done-r.Scheduled >= stall/2 {
-			bySched++
-		}
-		if r.Done-r.Sent >= stall/2 {
-			bySend++
+	if !sc.stalled {
+		t.Fatalf("no write carried update %d", stallAt)
+	}
+	ts := res.Times[0]
+	for id, r := range ts {
+		if r.Sent < r.Scheduled || r.Done < r.Sent {
+			t.Fatalf("update %d: scheduled %v, sent %v, done %v", id, r.Scheduled, r.Sent, r.Done)
 		}
 	}
-	t.Logf("%d updates took %v or more from the schedule, %d from the send", bySched, stall/2, bySend)
-	if bySched < 300 || bySched < 3*bySend {
-		t.Errorf("%d updates took %v or more from the schedule, %d from the send: want 300 or more, and three times as many as from the send", bySched, stall/2, bySend)
+
+	// From the schedule never fewer: per update, and so in the histograms.
+	for _, x := range []time.Duration{time.Millisecond, stall / 2, stall} {
+		var bySched, bySend int
+		for _, r := range ts {
+			if r.Done-r.Scheduled >= x {
+				bySched++
+			}
+			if r.Done-r.Sent >= x {
+				bySend++
+			}
+		}
+		t.Logf("%d updates took %v or more from the schedule, %d from the send", bySched, x, bySend)
+		if bySched < bySend {
+			t.Errorf("%d updates took %v or more from the schedule, fewer than the %d from the send", bySched, x, bySend)
+		}
 	}
-	if got := res.FromSchedule.Quantile(0.95); got < stall/2 {
-		t.Errorf("from-schedule p95 %v: the stall delayed a sixth of the updates by up to %v", got, stall)
+	if s, f := res.Service.Count(), res.FromSchedule.Count(); s != res.Answered || f != res.Answered || res.Lag.Count() != res.Offered {
+		t.Errorf("the histograms hold %d (service), %d (from schedule), %d (lag) updates; %d were answered of %d", s, f, res.Lag.Count(), res.Answered, res.Offered)
 	}
-	if got := res.Service.Max(); got < stall*9/10 {
+	for _, q := range []float64{0, 0.5, 0.9, 0.95, 0.99, 0.999, 1} {
+		if s, f := res.Service.Quantile(q), res.FromSchedule.Quantile(q); f < s {
+			t.Errorf("quantile %v: %v from the schedule, under the %v from the send", q, f, s)
+		}
+	}
+
+	// The blocked send: its updates waited the stall after their send.
+	blocked := ts[stallAt].Sent
+	t.Logf("the send at %v of updates %d to %d blocked for %v", blocked, sc.first, sc.last, stall)
+	for id := sc.first; id <= sc.last; id++ {
+		if r := ts[id]; r.Sent != blocked || r.Done-r.Sent < stall {
+			t.Errorf("update %d, in the blocked send at %v: sent %v, answered %v after", id, blocked, r.Sent, r.Done-r.Sent)
+		}
+	}
+	if got := res.Service.Max(); got < stall {
 		t.Errorf("service max %v: the updates in the blocked send waited %v", got, stall)
 	}
-	if got := res.Lag.Quantile(0.99); got < 40*time.Millisecond {
-		t.Errorf("lag p99 %v: the sender was held for %v", got, stall)
-	}
-	if warn, msg := res.LagWarning(); !warn || !strings.Contains(msg, "lag p99") {
-		t.Errorf("lag warning %v %q", warn, msg)
-	}
-	// An update scheduled in the middle of the stall went out after it.
-	late := 0
-	for _, r := range res.Times[0] {
-		if r.Scheduled > 240*time.Millisecond && r.Scheduled < 280*time.Millisecond {
-			if r.Sent-r.Scheduled < 10*time.Millisecond {
-				t.Fatalf("update scheduled at %v was sent at %v, during the stall", r.Scheduled, r.Sent)
-			}
-			late++
+
+	// Every later update went out after the stall: the stall is charged
+	// to it from the schedule, not from the send.
+	var firstHalf, missed int
+	for id := sc.last + 1; id < len(ts); id++ {
+		r := ts[id]
+		if r.Sent < blocked+stall {
+			t.Fatalf("update %d, scheduled at %v, was sent at %v: before the send at %v had blocked for %v", id, r.Scheduled, r.Sent, blocked, stall)
+		}
+		if r.Scheduled > blocked+stall/2 {
+			continue
+		}
+		firstHalf++
+		if r.Done-r.Scheduled < stall/2 {
+			t.Errorf("update %d, scheduled at %v in the stall's first half, took %v from its schedule: under %v", id, r.Scheduled, r.Done-r.Scheduled, stall/2)
+		}
+		if r.Done-r.Sent < stall/2 {
+			missed++
 		}
 	}
-	if late < 300 {
-		t.Errorf("%d updates scheduled during the stall", late)
+	t.Logf("%d updates scheduled in the stall's first half (from %v): from the schedule every one took %v or more, from the send %d did not", firstHalf, blocked, stall/2, missed)
+	// The first update after the blocked send was due within one interval
+	// of it (or before it): there is one.
+	if firstHalf == 0 {
+		t.Errorf("no update after the blocked send (updates %d to %d at %v) was scheduled in the stall's first half", sc.first, sc.last, blocked)
+	}
+	if got := res.Lag.Max(); got < stall/2 {
+		t.Errorf("lag max %v: the update after the blocked send waited at least %v", got, stall/2)
 	}
 }
 

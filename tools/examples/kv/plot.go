@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"image/color"
 
 	"gonum.org/v1/plot"
@@ -40,27 +39,37 @@ func latencyPlot(rows []Row) (*plot.Plot, error) {
 	styles := map[string]color.Color{"hot": color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 255}, "bi": color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, "tcp": color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255},
 		"tcp-both": color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 255}}
 	names := map[string]string{"hot": "bi-channel, hot-path acks", "bi": "bi-channel, TCP acks", "tcp": "kernel TCP", "tcp-both": "kernel TCP on both CPUs"}
+	// The legend names each colour once and each line style once (7
+	// entries, not one per curve), in headroom above the data: the log
+	// axis is raised so that the curves stay in its lower part.
+	quantiles := []struct {
+		name  string
+		get   func(Row) float64
+		width vg.Length
+		dash  []vg.Length
+	}{
+		{"p95", nil, 2, nil},
+		{"p50", nil, 1, []vg.Length{vg.Points(2), vg.Points(2)}},
+		{"p99", nil, 1, []vg.Length{vg.Points(6), vg.Points(2)}},
+	}
 	lat := func(r Row) Lat {
 		if r.Service.Count > 0 {
 			return r.Service
 		}
 		return r.Sched
 	}
+	quantiles[0].get = func(r Row) float64 { return lat(r).P95 }
+	quantiles[1].get = func(r Row) float64 { return lat(r).P50 }
+	quantiles[2].get = func(r Row) float64 { return lat(r).P99 }
+	var ymax float64
 	for _, tr := range []string{"hot", "bi", "tcp", "tcp-both"} {
-		for _, q := range []struct {
-			name  string
-			get   func(Row) float64
-			width vg.Length
-			dash  []vg.Length
-		}{
-			{"p95", func(r Row) float64 { return lat(r).P95 }, 2, nil},
-			{"p50", func(r Row) float64 { return lat(r).P50 }, 1, []vg.Length{vg.Points(2), vg.Points(2)}},
-			{"p99", func(r Row) float64 { return lat(r).P99 }, 1, []vg.Length{vg.Points(6), vg.Points(2)}},
-		} {
+		named := false
+		for _, q := range quantiles {
 			var xys plotter.XYs
 			for _, r := range rows {
 				if r.Transport == tr && !r.Saturated && r.Run == 0 {
 					xys = append(xys, plotter.XY{X: r.Throughput, Y: q.get(r)})
+					ymax = max(ymax, q.get(r))
 				}
 			}
 			if len(xys) == 0 {
@@ -74,8 +83,21 @@ func latencyPlot(rows []Row) (*plot.Plot, error) {
 			pts.Color, pts.Shape = styles[tr], draw.CircleGlyph{}
 			pts.Radius = vg.Points(1.5)
 			p.Add(l, pts)
-			p.Legend.Add(fmt.Sprintf("%s %s", names[tr], q.name), l)
+			if !named {
+				key := plotter.NewFunction(func(float64) float64 { return 0 })
+				key.Color, key.Width = styles[tr], 2
+				p.Legend.Add(names[tr], key)
+				named = true
+			}
 		}
+	}
+	for _, q := range quantiles {
+		key := plotter.NewFunction(func(float64) float64 { return 0 })
+		key.Color, key.Width, key.Dashes = color.Black, q.width, q.dash
+		p.Legend.Add(q.name, key)
+	}
+	if ymax > 0 {
+		p.Y.Max = ymax * 40 // about the upper third of the log axis for the legend
 	}
 	return p, nil
 }

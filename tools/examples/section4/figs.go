@@ -361,6 +361,14 @@ type fig10aRow struct {
 	Sent, Received, Lost uint64
 	Resent               uint64 // the bi-channel's resent messages
 	Ledger               ledger
+	// RecvLead is how long before the samples' time 0 the receiver (and
+	// its pacer) may have started: a sample at T saw what the receiver
+	// took in at most T + RecvLead. MaxAhead, with flow control, is the
+	// most messages the sender had sent beyond those the receiver had
+	// processed (window.maxAhead). Neither is in the CSV; the tests bound
+	// them by the model.
+	RecvLead time.Duration
+	MaxAhead uint64
 }
 
 func (e env) fig10a(c fig10aConfig) ([]fig10aRow, []string, error) {
@@ -432,8 +440,12 @@ func (e env) lossRun(s *session, c fig10aConfig, ax, inFlight int) (fig10aRow, e
 		win = &window{size: uint64(inFlight)}
 	}
 	var received, maxSeq atomic.Uint64 // maxSeq is the highest sequence + 1
+	if win != nil {
+		win.processed = &received
+	}
 	var sent sentCount
 	var fast atomic.Bool // drain at full speed (the sender stopped)
+	begin := time.Now()  // before the receiver's pacer starts
 	recv := newGroup()
 	recv.go_(func() error {
 		q := rcv.Queue(0)
@@ -513,6 +525,7 @@ func (e env) lossRun(s *session, c fig10aConfig, ax, inFlight int) (fig10aRow, e
 		return sendFlows(s.snd.Queue(0), [][]byte{frame}, c.Load*c.RecvPps, true, win, poll, send.stop, &sent)
 	})
 	start := time.Now()
+	row.RecvLead = start.Sub(begin)
 	for t := c.Every; t <= c.Dur; t += c.Every {
 		time.Sleep(time.Until(start.Add(t)))
 		r, m := received.Load(), maxSeq.Load()
@@ -544,6 +557,9 @@ func (e env) lossRun(s *session, c fig10aConfig, ax, inFlight int) (fig10aRow, e
 	row.Ledger = l1.sub(l0)
 	row.Sent, row.Received = sent.n.Load(), received.Load()
 	row.Lost = row.Sent - min(row.Sent, row.Received)
+	if win != nil {
+		row.MaxAhead = win.maxAhead.Load()
+	}
 	if !row.Ledger.balanced() {
 		return row, fmt.Errorf("ledger out of balance: sent %d, delivered %d + drops %d + delayed %d", row.Ledger.Sent, row.Ledger.Delivered, row.Ledger.dropped(), row.Ledger.Delayed)
 	}

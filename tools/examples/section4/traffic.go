@@ -91,6 +91,12 @@ const catchUp = 50 * time.Millisecond
 type window struct {
 	size     uint64
 	credited atomic.Uint64
+	// processed, if not nil, is the receiver's count of the messages it
+	// took (it credits no more than that): after each send the sender
+	// records in maxAhead the most it had sent beyond it, which the
+	// credits keep to size.
+	processed *atomic.Uint64
+	maxAhead  atomic.Uint64
 }
 
 // sendFlows sends frames (round-robin) on q at pps (0: as fast as the TX
@@ -164,6 +170,11 @@ func sendFlows(q *client.Queue, frames [][]byte, pps float64, seq bool, win *win
 			p.used(m)
 		}
 		n += uint64(m)
+		if win != nil && win.processed != nil {
+			if a := n - min(n, win.processed.Load()); a > win.maxAhead.Load() {
+				win.maxAhead.Store(a)
+			}
+		}
 		// Start the next batch at a random flow: when the fabric's NIC cap
 		// admits only the first few frames of each batch vnicd takes, a
 		// fixed pattern would hand them all to one flow.
