@@ -74,7 +74,7 @@ func globalSocketFlag() cli.Flag {
 // socketFlag is the per-command --socket; it has no default so that the
 // global flag (or VNIC_SOCKET) applies when it is not given.
 func socketFlag() cli.Flag {
-	return &cli.StringFlag{Name: "socket", Usage: "vnicd's control socket (default: the global --socket, $VNIC_SOCKET or " + defaultSocket + ")"}
+	return &cli.StringFlag{Name: "socket", Usage: "vnicd's control socket (default: the global --socket)"}
 }
 
 // socketPath resolves --socket: the command's own flag, then the global one.

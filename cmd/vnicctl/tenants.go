@@ -20,7 +20,7 @@ func tenantsCommand() *cli.Command {
 		UsageText: "vnicctl tenants\nvnicctl tenants --all -o json",
 		Flags: []cli.Flag{
 			socketFlag(),
-			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list detached tenants (vnicd keeps the last ones, with their counters)"},
+			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list detached tenants (the last ones, with their counters)"},
 			outputFlag(),
 		},
 		Action: func(c *cli.Context) error {
