@@ -285,7 +285,7 @@ func (d *Daemon) attachReserve(p *attachPlan) (id int, err error) {
 	if p.match.Specific() {
 		if t := d.claimHolder(p.match); t != nil {
 			d.ctl.refusedClaim.Add(1)
-			return 0, fmt.Errorf("match rule %s overlaps the rule %s of tenant %d %q (pid %d); claims may not overlap: pick ports or addresses that tenant does not claim", fmtMatch(req.Match), fmtMatch(t.info.Match), t.info.ID, t.info.Name, t.info.PID)
+			return 0, fmt.Errorf("match rule {%s} overlaps the rule {%s} of tenant %d %q (pid %d); claims may not overlap: pick ports or addresses that tenant does not claim", req.Match, t.info.Match, t.info.ID, t.info.Name, t.info.PID)
 		}
 	}
 	id = d.nextID
@@ -293,30 +293,6 @@ func (d *Daemon) attachReserve(p *attachPlan) (id int, err error) {
 	d.shmem += size // released by detachID, or by attachRelease
 	d.live[id] = &tenant{info: p.info(id), match: p.match, size: size}
 	return id, nil
-}
-
-func fmtMatch(m proto.Match) string {
-	var parts []string
-	if m.Proto != "" {
-		parts = append(parts, m.Proto)
-	}
-	if m.DstPortLo != 0 || m.DstPortHi != 0 {
-		hi := m.DstPortHi
-		if hi == 0 {
-			hi = m.DstPortLo
-		}
-		parts = append(parts, fmt.Sprintf("port %d-%d", m.DstPortLo, hi))
-	}
-	if m.Dst != "" {
-		parts = append(parts, "dst "+m.Dst)
-	}
-	if m.Default {
-		parts = append(parts, "default")
-	}
-	if len(parts) == 0 {
-		return "{any}"
-	}
-	return "{" + strings.Join(parts, " ") + "}"
 }
 
 // attachRelease gives back what attachReserve took for a tenant that was
