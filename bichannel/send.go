@@ -249,6 +249,7 @@ func (e *Endpoint) sendRun(p *peer, ss *sendState, w, f int, msgs [][]byte) int 
 		return 1
 	}
 	limit := HeaderLen + p.maxPayload
+	now := e.now()
 	nd := 0
 	for i := 0; i < k; nd++ {
 		if nd == len(ss.batch) {
@@ -256,11 +257,12 @@ func (e *Endpoint) sendRun(p *peer, ss *sendState, w, f int, msgs [][]byte) int 
 		}
 		dg := ss.batch[nd][:0]
 		for i < k && len(dg)+HeaderLen+len(msgs[i]) <= limit {
-			dg = e.stage(p, ss, w, f, msgs[i], dg)
+			dg = e.stage(p, ss, w, f, msgs[i], dg, now)
 			i++
 		}
 		ss.batch[nd] = dg
 	}
+	e.staged(p, k)
 	dgs := ss.batch[:nd]
 	if fb, ok := e.fp.(transport.Batcher); ok && nd > 1 {
 		if n, err := fb.SendBatch(p.id, w, f, dgs); err != nil {
@@ -308,7 +310,8 @@ func (ss *sendState) pick() int {
 // sendOn sends msg on flow f; the caller holds ss.mu and checked the flow
 // has a credit.
 func (e *Endpoint) sendOn(p *peer, ss *sendState, w, f int, msg []byte) error {
-	dg := e.stage(p, ss, w, f, msg, ss.scratch[:0])
+	dg := e.stage(p, ss, w, f, msg, ss.scratch[:0], e.now())
+	e.staged(p, 1)
 	if err := e.fp.Send(p.id, w, f, dg); err != nil {
 		e.st.sendErrors.Add(1) // the retransmission over TCP recovers it
 	}
@@ -316,10 +319,11 @@ func (e *Endpoint) sendOn(p *peer, ss *sendState, w, f int, msg []byte) error {
 }
 
 // stage does a send's bookkeeping for msg on flow f (sequence number,
-// credit, the copy kept for retransmission, its deadline) and appends its
-// record to the datagram in buf, which must have room for it; it returns
-// the datagram. The caller holds ss.mu and checked the flow has a credit.
-func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg, buf []byte) []byte {
+// credit, the copy kept for retransmission, its deadline from now) and
+// appends its record to the datagram in buf, which must have room for it;
+// it returns the datagram. The caller holds ss.mu, checked the flow has a
+// credit, and calls staged after its run.
+func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg, buf []byte, now int64) []byte {
 	fl := &ss.flows[f]
 	seq := fl.next
 	fl.next++
@@ -333,7 +337,6 @@ func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg, buf []byte) []by
 	} else {
 		idx = ss.grow(p.maxPayload)
 	}
-	now := e.now()
 	pe := &ss.slab[idx]
 	pe.buf = append(pe.buf[:0], msg...)
 	pe.seq, pe.sent, pe.retx, pe.hotAcked = seq, now, false, false
@@ -355,11 +358,16 @@ func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg, buf []byte) []by
 	if p.auth {
 		signDatagram(p.txKey, rec)
 	}
-	e.st.sent.Add(1)
-	if p.unacked.Add(1) == 1 {
+	return dg
+}
+
+// staged counts n messages staged for p: once per run, as the counters
+// are shared with other goroutines.
+func (e *Endpoint) staged(p *peer, n int) {
+	e.st.sent.Add(uint64(n))
+	if p.unacked.Add(int64(n)) == int64(n) {
 		signal(p.retxKick)
 	}
-	return dg
 }
 
 // slabChunk is how many copies for retransmission the slab grows by at
