@@ -38,12 +38,15 @@
 //
 // # Reliability and flow control
 //
-// Every message carries its flow's sequence number. The receiver keeps a
-// sliding bitmap per flow ([Config.Window]) and suppresses duplicates;
-// acknowledgements (cumulative plus selective) go back over TCP in batches:
-// as soon as a quarter of a flow's buffers was received or consumed since
-// the last batch (sent by the goroutine that crossed the threshold), else
-// [Config.AckDelay] after the first news. A message unacknowledged for the
+// Every message carries its flow's sequence number, in a record of its
+// own: a datagram holds one or more records, and [Endpoint.SendBatch]
+// packs a run of small messages of one flow into as few datagrams as they
+// fit. The receiver keeps a sliding bitmap per flow ([Config.Window]) and
+// suppresses duplicates; acknowledgements (cumulative plus selective) go
+// back over TCP in batches: as soon as a flow's buffers' worth of messages
+// (or a quarter window, if less) arrived since the last batch (sent by the
+// goroutine that crossed the threshold), else [Config.AckDelay] after the
+// first news. A message unacknowledged for the
 // retransmission timeout is resent over TCP (never over the fast path: no
 // TCP is reimplemented there), then again after twice as long, and so on;
 // the timeout adapts to the measured acknowledgement delay like TCP's
@@ -53,12 +56,19 @@
 //
 // Each flow starts with as many credits as the receiver has buffers per
 // flow ([Config.BuffersPerFlow]); a message spends one, and the receiver
-// returns it over TCP once the application consumed the message with
-// [Endpoint.Recv]. A sender with no credit on any flow to a buddy waits
-// (counted in [Stats.StallTime]); credits never go negative or above the
-// receiver's buffers, so without loss the receiver never drops a message
-// for lack of buffers. A sender also never runs more than the window ahead
-// of its oldest unacknowledged message.
+// returns it once the application consumed the message with
+// [Endpoint.Recv]: on the fast path, in a credit record, as soon as a
+// quarter of a flow's buffers was consumed, and over TCP with the next
+// acknowledgements. Both carry the cumulative count of credits returned,
+// so a lost or late credit record costs only time. A sender takes the
+// credit records off its own fast-path queue whenever it sends; with no
+// credit on any flow to a buddy it waits, in the fast path's Wait when it
+// has the queue to itself (counted in [Stats.StallTime]). Credits never go
+// negative or above the receiver's buffers, so without loss the receiver
+// never drops a message for lack of buffers. A sender also never has more
+// unacknowledged messages on a flow than the window, or four times the
+// receiver's buffers if less: that bounds the copies it keeps for
+// retransmission.
 //
 // # Hot-path acknowledgements and quorums
 //
