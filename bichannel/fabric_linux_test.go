@@ -24,6 +24,7 @@ func startFabricDaemon(t testing.TB) (string, *fabric.Fabric) {
 	}
 	cfg := testutil.DaemonConfig(t, fab.Source())
 	cfg.SourceName, cfg.Engine.Tx, cfg.TxSize, cfg.RequireHost, cfg.Hooks = "fabric", fab, 256, true, fab
+	cfg.Offloads.TxChecksum = true // as vnicd run --source fabric
 	return testutil.StartDaemon(t, cfg).Socket, fab
 }
 

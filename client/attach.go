@@ -171,6 +171,7 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	key, _ := hex.DecodeString(rep.RSS.Key)
 	t.ID = rep.Tenant
 	t.RSS = RSSInfo{Profile: rep.RSS.Profile, Key: key, RETA: rep.RSS.RETA}
+	t.Offloads = Offloads{TxChecksum: rep.Offloads.TxChecksum}
 	t.conn = conn
 	t.gone = new(atomic.Bool)
 	t.spin = o.Spin

@@ -36,14 +36,26 @@ type Options struct {
 	Checker *conserve.Checker
 }
 
+// Offloads are the work vnicd does for a tenant's frames, as a NIC
+// reports its offloads (ethtool -k).
+type Offloads struct {
+	// TxChecksum: frames the tenant sends need no UDP checksum (vnicd's
+	// emulated network, whose frames reach no wire, checks none). A
+	// UDP/IPv4 frame may carry zero, meaning none (RFC 768).
+	TxChecksum bool
+}
+
 // Tenant is an application's view of its region: its queues and allocator.
 type Tenant struct {
 	Region *shm.Region
 	Alloc  *alloc.Allocator
 	ID     int     // tenant id assigned by vnicd (0 for a local tenant)
 	RSS    RSSInfo // RSS configuration, from vnicd
-	queues []*Queue
-	groups []*ShGroup
+	// Offloads is what vnicd does for this tenant's frames (zero for a
+	// local tenant).
+	Offloads Offloads
+	queues   []*Queue
+	groups   []*ShGroup
 
 	conn      *proto.Conn
 	gone      *atomic.Bool

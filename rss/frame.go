@@ -24,19 +24,27 @@ const (
 // traffic generators and panics if src or dst is not IPv4 or payloadLen is
 // outside [0, MaxUDP4Payload]: those are programming errors.
 func BuildUDP4(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payloadLen int) []byte {
-	return buildUDP4(buf, srcMAC, dstMAC, src, dst, sport, dport, payloadLen, nil)
+	return buildUDP4(buf, srcMAC, dstMAC, src, dst, sport, dport, payloadLen, nil, true)
 }
 
 // BuildUDP4Payload is BuildUDP4 with payload as the frame's payload: it is
 // copied in once, and the UDP checksum covers it (one pass, no zero payload
 // first). It panics as BuildUDP4 does.
 func BuildUDP4Payload(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payload []byte) []byte {
-	return buildUDP4(buf, srcMAC, dstMAC, src, dst, sport, dport, len(payload), payload)
+	return buildUDP4(buf, srcMAC, dstMAC, src, dst, sport, dport, len(payload), payload, true)
+}
+
+// BuildUDP4PayloadNoSum is BuildUDP4Payload with a zero UDP checksum
+// ("none", RFC 768), for a NIC that needs none (tx-checksumming, or an
+// emulated network that checks none). The IPv4 header checksum is still
+// set.
+func BuildUDP4PayloadNoSum(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payload []byte) []byte {
+	return buildUDP4(buf, srcMAC, dstMAC, src, dst, sport, dport, len(payload), payload, false)
 }
 
 // buildUDP4 builds the frame with payload, or payloadLen zero bytes when
 // payload is nil.
-func buildUDP4(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payloadLen int, payload []byte) []byte {
+func buildUDP4(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payloadLen int, payload []byte, withSum bool) []byte {
 	if !src.Is4() || !dst.Is4() {
 		panic(fmt.Sprintf("rss: BuildUDP4: %v and %v must both be IPv4 addresses", src, dst))
 	}
@@ -64,7 +72,7 @@ func buildUDP4(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, d
 
 	// Pseudo-header: addresses, zero, protocol, UDP length.
 	ph := sum(sum(0, s[:]), d[:]) + uint32(ProtoUDP) + uint32(udpLen)
-	return appendUDP(buf, ph, sport, dport, payloadLen, payload)
+	return appendUDP(buf, ph, sport, dport, payloadLen, payload, withSum)
 }
 
 // BuildUDP6 is BuildUDP4 for IPv6: an Ethernet II / IPv6 / UDP frame with
@@ -102,7 +110,7 @@ func buildUDP6(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, d
 
 	// Pseudo-header: addresses, upper-layer length, zeros, next header.
 	ph := sum(sum(0, s[:]), d[:]) + uint32(udpLen) + uint32(ProtoUDP)
-	return appendUDP(buf, ph, sport, dport, payloadLen, payload)
+	return appendUDP(buf, ph, sport, dport, payloadLen, payload, true)
 }
 
 func appendEther(buf []byte, srcMAC, dstMAC [6]byte, etherType uint16) []byte {
@@ -113,7 +121,7 @@ func appendEther(buf []byte, srcMAC, dstMAC [6]byte, etherType uint16) []byte {
 
 // appendUDP appends a UDP header and payload, or payloadLen zero bytes if
 // payload is nil; pseudo is the one's-complement sum of the pseudo-header.
-func appendUDP(buf []byte, pseudo uint32, sport, dport uint16, payloadLen int, payload []byte) []byte {
+func appendUDP(buf []byte, pseudo uint32, sport, dport uint16, payloadLen int, payload []byte, withSum bool) []byte {
 	udpLen := udpHdrLen + payloadLen
 	u := len(buf)
 	buf = binary.BigEndian.AppendUint16(buf, sport)
@@ -128,6 +136,9 @@ func appendUDP(buf []byte, pseudo uint32, sport, dport uint16, payloadLen int, p
 		n := len(buf)
 		buf = slices.Grow(buf, payloadLen)[:n+payloadLen]
 		clear(buf[n:])
+	}
+	if !withSum {
+		return buf // zero: no checksum
 	}
 	c := ^fold(sum(pseudo, buf[u:summed]))
 	if c == 0 {

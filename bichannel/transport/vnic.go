@@ -32,6 +32,7 @@ import (
 type VNIC struct {
 	t      VNICTenant
 	cfg    VNICConfig
+	noSum  bool // vnicd needs no UDP checksum (client.Offloads.TxChecksum)
 	info   Info
 	qs     []*vnicQ
 	ctx    context.Context
@@ -183,6 +184,11 @@ func NewVNICOn(t VNICTenant, workers int, cfg VNICConfig) (*VNIC, error) {
 		return nil, fmt.Errorf("bichannel: vnic: the tenant's RSS configuration: %w", err)
 	}
 	v := &VNIC{t: t, cfg: cfg.withSpin(), qs: make([]*vnicQ, workers)}
+	if o, ok := t.(interface{ Offloads() client.Offloads }); ok {
+		// vnicd needs no UDP checksum: IPv4 frames go without one. (IPv6
+		// requires one, RFC 8200.)
+		v.noSum = o.Offloads().TxChecksum
+	}
 	v.ctx, v.cancel = context.WithCancel(context.Background())
 	m := map[int]*vnicRoute{}
 	v.routes.Store(&m)
@@ -274,9 +280,12 @@ func (v *VNIC) SendBatch(peer, worker, flow int, dgs [][]byte) (int, error) {
 	frames = frames[:len(dgs)]
 	for i, b := range dgs {
 		fr := frames[i][:0]
-		if v.info.Addr.Is4() {
+		switch {
+		case v.noSum && v.info.Addr.Is4():
+			fr = rss.BuildUDP4PayloadNoSum(fr, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, b)
+		case v.info.Addr.Is4():
 			fr = rss.BuildUDP4Payload(fr, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, b)
-		} else {
+		default:
 			fr = rss.BuildUDP6Payload(fr, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, b)
 		}
 		frames[i] = fr

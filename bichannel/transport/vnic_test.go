@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"net/netip"
 	"testing"
 	"time"
@@ -277,5 +278,47 @@ func TestVNICBxSize(t *testing.T) {
 		if bx := vnicBxSize(c.ax); bx != c.bx {
 			t.Errorf("Ax %d: Bx %d; want %d", c.ax, bx, c.bx)
 		}
+	}
+}
+
+// offloadTenant is a stillTenant whose vnicd needs no UDP checksum.
+type offloadTenant struct{ stillTenant }
+
+func (offloadTenant) Offloads() client.Offloads { return client.Offloads{TxChecksum: true} }
+
+// With tx-checksumming (client.Offloads.TxChecksum) IPv4 frames leave
+// without a UDP checksum; without it, with a correct one.
+func TestVNICChecksumOffload(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		q := &stillQueue{}
+		var tn VNICTenant = stillTenant{q}
+		if off {
+			tn = offloadTenant{stillTenant{q}}
+		}
+		v, err := NewVNICOn(tn, 1, vnicConfig(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Connect(1, Info{Addr: vnicConfig(1).IP}, [][]rss.PortPair{{{SrcPort: 10001, DstPort: 7000}}}); err != nil {
+			t.Fatal(err)
+		}
+		payload := []byte("checksummed or not")
+		if err := v.Send(1, 0, 0, payload); err != nil {
+			t.Fatal(err)
+		}
+		fr := q.frames[0]
+		const udpSum = 14 + 20 + 6 // Ethernet, IPv4 without options, UDP's checksum field
+		got := binary.BigEndian.Uint16(fr[udpSum:])
+		want := binary.BigEndian.Uint16(rss.BuildUDP4Payload(nil, vnicConfig(0).MAC, [6]byte{}, vnicConfig(0).IP, vnicConfig(1).IP, 10001, 7000, payload)[udpSum:])
+		if off {
+			want = 0
+		}
+		if got != want {
+			t.Errorf("offload %v: UDP checksum %#04x, want %#04x", off, got, want)
+		}
+		if p, _, ok := udpPayload(fr); !ok || string(p) != string(payload) {
+			t.Errorf("offload %v: payload %q, %v", off, p, ok)
+		}
+		v.Close()
 	}
 }

@@ -28,11 +28,12 @@ type VNICTenant interface {
 // tenantAdapter is a *client.Tenant as a VNICTenant.
 type tenantAdapter struct{ t *client.Tenant }
 
-func (a tenantAdapter) Queues() int             { return a.t.Queues() }
-func (a tenantAdapter) Queue(i int) VNICQueue   { return queueAdapter{a.t.Queue(i)} }
-func (a tenantAdapter) RSSInfo() client.RSSInfo { return a.t.RSS }
-func (a tenantAdapter) Err() error              { return a.t.Err() }
-func (a tenantAdapter) Close() error            { return a.t.Close() }
+func (a tenantAdapter) Queues() int               { return a.t.Queues() }
+func (a tenantAdapter) Queue(i int) VNICQueue     { return queueAdapter{a.t.Queue(i)} }
+func (a tenantAdapter) RSSInfo() client.RSSInfo   { return a.t.RSS }
+func (a tenantAdapter) Err() error                { return a.t.Err() }
+func (a tenantAdapter) Close() error              { return a.t.Close() }
+func (a tenantAdapter) Offloads() client.Offloads { return a.t.Offloads }
 
 // queueAdapter drops the allocator errors of Recv and Release: a free
 // that meets a busy pool lock loses no buffer (the queue keeps it and frees

@@ -395,6 +395,7 @@ func (d *Daemon) attachReply(t *tenant, theirs []int, reply func(proto.Type, any
 	rep := proto.AttachReply{Tenant: t.info.ID, Model: d.eng.Config().Model.String(), FDs: len(fds),
 		Geometry: proto.Geometry{NumQueues: int(g.NumBx), AxSize: int(g.AxSize), BxSize: int(g.BxSize), TxSize: int(g.TxSize), BufSize: int(g.BufSize), Buffers: int(g.BufCount), Model: int(g.Model)},
 		RSS:      proto.RSS{Profile: "toeplitz", Key: hex.EncodeToString(nt.Key()), RETA: reta}}
+	rep.Offloads = d.cfg.Offloads
 	if ec := d.eng.Config(); ec.Idle == nic.IdleAdaptive {
 		rep.RxCoalesceUs = int(ec.RxCoalesce / time.Microsecond)
 	}

@@ -34,6 +34,9 @@ type Config struct {
 	// Hooks, if set, joins the source to the tenants' lifecycle and
 	// reports its counters (see Hooks).
 	Hooks Hooks
+	// Offloads is what the NIC does for tenants' frames, told to each in
+	// its attach reply.
+	Offloads proto.Offloads
 	// RequireHost refuses tenants that do not say which host they are
 	// (proto.Attach.Host): the emulated network (--source fabric) routes
 	// by host address.

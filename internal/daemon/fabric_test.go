@@ -34,6 +34,7 @@ func startFabric(t *testing.T, fc fabric.Config, mutate ...func(*daemon.Config))
 		c.RequireHost = true
 		c.Hooks = fab
 		c.SourceName, c.HostLedger = "fabric", fab.Ledger
+		c.Offloads.TxChecksum = true
 		for _, m := range mutate {
 			m(c)
 		}
@@ -59,6 +60,9 @@ func TestFabricTwoHosts(t *testing.T) {
 		t.Fatalf("a second host claiming the same port on another address: %v", err)
 	}
 	defer b.Close()
+	if !a.Offloads.TxChecksum || !b.Offloads.TxChecksum {
+		t.Fatalf("the attach replies do not carry the NIC's offloads: %+v, %+v", a.Offloads, b.Offloads)
+	}
 	if hex.EncodeToString(b.RSS.Key) != hex.EncodeToString(own) {
 		t.Fatalf("host b's RSS reply reports key %x, it asked for %x", b.RSS.Key, own)
 	}

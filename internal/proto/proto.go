@@ -212,6 +212,18 @@ type AttachReply struct {
 	// signals a sleeping queue once per post, so the client's Wait sleeps
 	// at once instead of spinning (see client.AttachOptions.Spin).
 	RxCoalesceUs int `json:"rx_coalesce_us,omitempty"`
+	// Offloads is what the NIC does for the tenant's frames, as a NIC
+	// reports its offloads (ethtool -k).
+	Offloads Offloads `json:"offloads,omitzero"`
+}
+
+// Offloads are the work a NIC does for its tenants' frames.
+type Offloads struct {
+	// TxChecksum (tx-checksumming): frames the tenant sends need no
+	// UDP checksum. The NIC fills it in, or, as on an emulated network
+	// whose frames never reach a wire, nothing checks it: a UDP/IPv4
+	// frame may carry zero (no checksum, RFC 768).
+	TxChecksum bool `json:"tx_checksum,omitempty"`
 }
 
 // TenantInfo describes an attached (or detached, in history) tenant.

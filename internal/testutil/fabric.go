@@ -18,5 +18,6 @@ func StartFabricDaemon(tb testing.TB, fc fabric.Config) (*Daemon, *fabric.Fabric
 	}
 	cfg := DaemonConfig(tb, fab.Source())
 	cfg.SourceName, cfg.Engine.Tx, cfg.TxSize, cfg.RequireHost, cfg.Hooks, cfg.HostLedger = "fabric", fab, 256, true, fab, fab.Ledger
+	cfg.Offloads.TxChecksum = true // as vnicd run --source fabric
 	return StartDaemon(tb, cfg), fab
 }

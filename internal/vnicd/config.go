@@ -6,6 +6,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vnic/vnic/internal/daemon"
+	"github.com/vnic/vnic/internal/proto"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/wire/fabric"
 	"github.com/vnic/vnic/wire/synth"
@@ -40,6 +41,7 @@ type Assembly struct {
 	BufSize     int          // tenants' default buffer size
 	RequireHost bool         // tenants must name their host (the fabric routes by it)
 	HostLedger  func(t *nic.Tenant) func() map[string]uint64
+	Offloads    proto.Offloads // what the NIC does for tenants' frames
 	close       func()
 }
 
@@ -54,7 +56,7 @@ func (a *Assembly) Close() {
 func (a *Assembly) Configure(c *daemon.Config) {
 	c.Source, c.Engine.Tx, c.Hooks = a.Source, a.Tx, a.Hooks
 	c.SourceName, c.SourceMode, c.BufSize = a.Name, a.Mode, a.BufSize
-	c.RequireHost, c.HostLedger = a.RequireHost, a.HostLedger
+	c.RequireHost, c.HostLedger, c.Offloads = a.RequireHost, a.HostLedger, a.Offloads
 }
 
 // Build makes the source cfg describes. With Source "xsk" it loads and
@@ -105,7 +107,10 @@ func buildFabric(cfg Config) (*Assembly, error) {
 		return nil, err
 	}
 	a := &Assembly{Source: fab.Source(), Tx: fab, Hooks: fab, Name: "fabric", Mode: fab.Describe(),
-		BufSize: cfg.BufSize, RequireHost: true, HostLedger: fab.Ledger}
+		BufSize: cfg.BufSize, RequireHost: true, HostLedger: fab.Ledger,
+		// Its frames never reach a wire, and nothing on it checks UDP
+		// checksums: tenants may leave them out.
+		Offloads: proto.Offloads{TxChecksum: true}}
 	if cfg.FabricNote != "" {
 		a.Mode += "; " + cfg.FabricNote
 	}

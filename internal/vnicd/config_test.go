@@ -34,7 +34,7 @@ func TestBuildSynthAndFabric(t *testing.T) {
 	defer a.Close()
 	var dc daemon.Config
 	a.Configure(&dc)
-	if dc.SourceName != "synth" || dc.BufSize != 2112 || dc.Hooks != nil || dc.Engine.Tx != nil || dc.RequireHost ||
+	if dc.SourceName != "synth" || dc.BufSize != 2112 || dc.Hooks != nil || dc.Engine.Tx != nil || dc.RequireHost || dc.Offloads.TxChecksum ||
 		!strings.Contains(dc.SourceMode, "synthetic 64-byte UDP to ports 9000-9099, 8 flows") {
 		t.Fatalf("synth: %+v", dc)
 	}
@@ -47,7 +47,7 @@ func TestBuildSynthAndFabric(t *testing.T) {
 	}
 	dc = daemon.Config{}
 	a.Configure(&dc)
-	if _, ok := dc.Hooks.(*fabric.Fabric); !ok || dc.Engine.Tx == nil || !dc.RequireHost || dc.HostLedger == nil || !strings.HasSuffix(dc.SourceMode, "; scaled") {
+	if _, ok := dc.Hooks.(*fabric.Fabric); !ok || dc.Engine.Tx == nil || !dc.RequireHost || dc.HostLedger == nil || !dc.Offloads.TxChecksum || !strings.HasSuffix(dc.SourceMode, "; scaled") {
 		t.Fatalf("fabric: %+v", dc)
 	}
 	if _, err := Build(Config{Rings: Rings{Source: "pcap"}}); err == nil || !strings.Contains(err.Error(), "use synth, xsk or fabric") {
