@@ -24,6 +24,9 @@ const synthDstPorts = "9000-9099"
 
 // runDaemon serves tenants over the control socket.
 func runDaemon(c *cli.Context, log zerolog.Logger, set *settings) error {
+	if was := vnicd.EnsureProcs(); was < vnicd.MinProcs && runtime.GOMAXPROCS(0) > was {
+		log.Debug().Int("gomaxprocs", runtime.GOMAXPROCS(0)).Msg("one CPU: the engine's thread shares it with the signalling threads and the control plane")
+	}
 	sgid := -1
 	if g := c.String("socket-group"); g != "" {
 		var err error
