@@ -65,7 +65,9 @@ type biNode struct {
 func newBiNode(ctx context.Context, id int, t trial) (*biNode, error) {
 	cfg := bichannel.Config{
 		NodeID: id, Workers: 1, Listen: "127.0.0.1:0",
-		RecvBatch: maxBatch, MaxPayload: max(t.Size, 64),
+		// MaxPayload stays at its default, one Ethernet frame, as a user
+		// leaves it: small messages then share datagrams.
+		RecvBatch: maxBatch,
 		SendTimeout: 10 * time.Second, HeartbeatTimeout: 10 * time.Second,
 	}
 	switch t.Path {
