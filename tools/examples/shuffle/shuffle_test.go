@@ -37,9 +37,9 @@ func TestShuffleExactlyOnce(t *testing.T) {
 		cfg  ClusterConfig
 		net  *lossytest.Net
 	}{
-		{name: "tcp", cfg: ClusterConfig{Transport: "tcp"}},
-		{name: "bi-lossy", cfg: ClusterConfig{Transport: "bi", Bi: testBi()}},
-		{name: "bi-udp", cfg: ClusterConfig{Transport: "bi", Bi: testBi(), Fast: bichannel.FastUDP}},
+		{name: "tcp", cfg: ClusterConfig{ClusterConfig: casestudy.ClusterConfig{Transport: "tcp"}}},
+		{name: "bi-lossy", cfg: ClusterConfig{ClusterConfig: casestudy.ClusterConfig{Transport: "bi", Bi: testBi()}}},
+		{name: "bi-udp", cfg: ClusterConfig{ClusterConfig: casestudy.ClusterConfig{Transport: "bi", Bi: testBi(), Fast: bichannel.FastUDP}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
