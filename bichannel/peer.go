@@ -182,15 +182,8 @@ func (p *peer) bye() {
 	p.fail(ErrClosed)
 }
 
-// muted, set only by tests, makes an Endpoint for which it returns true
-// send nothing on its control connections: a hung node.
-var muted atomic.Pointer[func(*Endpoint) bool]
-
 // write sends whole frames on the control connection.
 func (p *peer) write(b []byte) error {
-	if m := muted.Load(); m != nil && (*m)(p.e) {
-		return nil
-	}
 	p.wmu.Lock()
 	p.conn.SetWriteDeadline(time.Now().Add(p.e.cfg.HeartbeatTimeout))
 	_, err := p.conn.Write(b)
