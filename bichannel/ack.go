@@ -678,16 +678,16 @@ func (e *Endpoint) onSkip(p *peer, s *skipRecord) {
 	wk.mu.Lock()
 	rf := &p.rx[w][f]
 	win := uint64(e.cfg.Window)
-	switch {
-	case seq < rf.base || (seq-rf.base < win && rf.has(seq, win)):
+	switch rf.admit(seq, win, e.cfg.BuffersPerFlow) {
+	case admitSeen:
 		wk.mu.Unlock()
 		e.st.skipsLate.Add(1) // delivered already: nothing to skip
 		return
-	case seq-rf.base >= win:
+	case admitBeyond:
 		wk.mu.Unlock()
 		e.dropped(dropOutOfWindow, p.ctlAddr)
 		return
-	case rf.buffered >= e.cfg.BuffersPerFlow:
+	case admitNoBuffer:
 		// The skipped message spent a credit, so its event takes a
 		// buffer as the message would have: an honest sender never
 		// finds them full, and a peer sending skips without end cannot

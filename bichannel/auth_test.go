@@ -113,17 +113,16 @@ func TestAuthMismatch(t *testing.T) {
 }
 
 // A dialer whose peer calls Connect late is told to dial again, and
-// connects once it does.
+// connects once it does. A short handshake timeout makes the acceptor's
+// wait for Connect short (Config.preConnectWait: 100ms).
 func TestConnectLate(t *testing.T) {
-	old := preConnectWait
-	preConnectWait = 50 * time.Millisecond
-	defer func() { preConnectWait = old }()
 	for _, mode := range []string{"unauthenticated", "authenticated"} {
 		t.Run(mode, func(t *testing.T) {
 			cfg := testConfig()
 			if mode == "authenticated" {
 				cfg = authConfig()
 			}
+			cfg.HandshakeTimeout = 200 * time.Millisecond
 			ln, _ := lossytest.New(lossytest.Config{})
 			var eps [2]*Endpoint
 			for i := range eps {

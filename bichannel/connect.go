@@ -16,9 +16,16 @@ import (
 // connections, within Config.MaxPending and MaxPendingPerIP, and hands
 // each to the handshake (handshake.go).
 
-// preConnectWait bounds how long an accepted connection waits for this
-// node's Connect before it is told to dial again (a variable for tests).
-var preConnectWait = time.Second
+// maxPreConnectWait bounds how long an accepted connection waits for this
+// node's Connect before it is told to dial again: preConnectWait.
+const maxPreConnectWait = time.Second
+
+// preConnectWait is maxPreConnectWait, or half of the handshake timeout if
+// that is shorter, so that the dialer hears that it should dial again
+// before its own handshake times out.
+func (c *Config) preConnectWait() time.Duration {
+	return min(maxPreConnectWait, c.HandshakeTimeout/2)
+}
 
 // redialDelay is how long a dialer waits before dialing again, after a
 // failed dial or an acceptor not ready yet.

@@ -3,6 +3,8 @@ package bichannel
 import (
 	"context"
 	"errors"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,6 +37,7 @@ func TestDeadPeer(t *testing.T) {
 				cfg.HeartbeatInterval = 20 * time.Millisecond
 				cfg.HeartbeatTimeout = hbTimeout
 				bound = hbTimeout + 3*time.Second
+				muteable(&cfg)
 			}
 			eps, _ := lossyCluster(t, 2, cfg, lossytest.Config{})
 			a, b := eps[0], eps[1]
@@ -99,9 +102,59 @@ func TestDeadPeer(t *testing.T) {
 	}
 }
 
-// mute makes e send nothing on its control connections until the test ends.
+// muteConn is a control connection that mute can silence.
+type muteConn struct {
+	net.Conn
+	muted atomic.Bool
+}
+
+// Write drops b, as if sent, once the connection is muted.
+func (c *muteConn) Write(b []byte) (int, error) {
+	if c.muted.Load() {
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
+}
+
+// muteListener accepts muteConns.
+type muteListener struct{ net.Listener }
+
+func (l muteListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &muteConn{Conn: c}, nil
+}
+
+// muteable makes the control connections of endpoints built from cfg
+// muteConns, for mute.
+func muteable(cfg *Config) {
+	cfg.ListenFunc = func(network, address string) (net.Listener, error) {
+		ln, err := net.Listen(network, address)
+		if err != nil {
+			return nil, err
+		}
+		return muteListener{ln}, nil
+	}
+	cfg.Dialer = func(ctx context.Context, network, address string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		return &muteConn{Conn: c}, nil
+	}
+}
+
+// mute makes e, built from a muteable Config, send nothing more on its
+// control connections: a hung node.
 func mute(t *testing.T, e *Endpoint) {
-	f := func(x *Endpoint) bool { return x == e }
-	muted.Store(&f)
-	t.Cleanup(func() { muted.Store(nil) })
+	for id, p := range e.peers() {
+		c, ok := p.conn.(*muteConn)
+		if !ok {
+			t.Fatalf("the control connection to node %d is a %T: build the endpoint from a muteable Config", id, p.conn)
+		}
+		c.muted.Store(true)
+	}
 }

@@ -337,7 +337,7 @@ func (e *Endpoint) acceptorHello(c *hsConn) (int, *hello, keys, error) {
 	return id, h, ks, nil
 }
 
-// waitConnect waits, up to preConnectWait, for this node's Connect; the
+// waitConnect waits, up to Config.preConnectWait, for this node's Connect; the
 // dialer is told to dial again if it does not come.
 func (e *Endpoint) waitConnect(c *hsConn) error {
 	select {
@@ -345,7 +345,7 @@ func (e *Endpoint) waitConnect(c *hsConn) error {
 		return nil
 	default:
 	}
-	t := time.NewTimer(preConnectWait)
+	t := time.NewTimer(e.cfg.preConnectWait())
 	defer t.Stop()
 	select {
 	case <-e.expectSet:

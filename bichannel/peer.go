@@ -136,6 +136,31 @@ func (r *rflow) has(s, win uint64) bool { i := s % win; return r.bits[i>>6]>>(i&
 func (r *rflow) set(s, win uint64)      { i := s % win; r.bits[i>>6] |= 1 << (i & 63) }
 func (r *rflow) unset(s, win uint64)    { i := s % win; r.bits[i>>6] &^= 1 << (i & 63) }
 
+// admission is the receive window's verdict on a message (rflow.admit).
+type admission uint8
+
+const (
+	admitted      admission = iota
+	admitSeen               // received already: a duplicate
+	admitBeyond             // past the window: the sender broke the window rule
+	admitNoBuffer           // every buffer of the flow is taken
+)
+
+// admit says whether seq may be received, with buffers the flow's
+// buffers (Config.BuffersPerFlow); the caller holds the worker's lock and,
+// if admitted, receives it.
+func (r *rflow) admit(seq, win uint64, buffers int) admission {
+	switch {
+	case seq < r.base || (seq-r.base < win && r.has(seq, win)):
+		return admitSeen
+	case seq-r.base >= win:
+		return admitBeyond
+	case r.buffered >= buffers:
+		return admitNoBuffer
+	}
+	return admitted
+}
+
 // receive marks seq (base <= seq < base+win) received: at the base it moves
 // the base past every received number; above it, it is listed for the next
 // selective acknowledgement. Delivered and skipped messages both count.
@@ -189,15 +214,8 @@ func (p *peer) bye() {
 	p.fail(ErrClosed)
 }
 
-// muted, set only by tests, makes an Endpoint for which it returns true
-// send nothing on its control connections: a hung node.
-var muted atomic.Pointer[func(*Endpoint) bool]
-
 // write sends whole frames on the control connection.
 func (p *peer) write(b []byte) error {
-	if m := muted.Load(); m != nil && (*m)(p.e) {
-		return nil
-	}
 	p.wmu.Lock()
 	p.conn.SetWriteDeadline(time.Now().Add(p.e.cfg.HeartbeatTimeout))
 	_, err := p.conn.Write(b)

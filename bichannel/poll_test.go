@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/bichannel/transport"
+	"github.com/vnic/vnic/bichannel/transport/lossytest"
 )
 
 // pollClusters builds two connected endpoints over each run-to-completion
@@ -22,7 +23,7 @@ func pollClusters(t *testing.T, cfg Config, drop float64) map[string][]*Endpoint
 		if drop == 0 || i != 0 {
 			return fp
 		}
-		d, err := transport.DropOnSend(fp, drop, 7)
+		d, err := lossytest.DropOnSend(fp, drop, 7)
 		if err != nil {
 			t.Fatal(err)
 		}

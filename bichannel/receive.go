@@ -260,8 +260,8 @@ func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, rxw int
 	wk.mu.Lock()
 	rf := &p.rx[w][f]
 	win := uint64(e.cfg.Window)
-	switch {
-	case seq < rf.base || (seq-rf.base < win && rf.has(seq, win)):
+	switch rf.admit(seq, win, e.cfg.BuffersPerFlow) {
+	case admitSeen:
 		base := rf.base
 		wk.mu.Unlock()
 		e.st.duplicates.Add(1)
@@ -269,11 +269,11 @@ func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, rxw int
 			e.hotAck(rxw, p, w, f, seq, base) // its sender missed the first
 		}
 		return
-	case seq-rf.base >= win:
+	case admitBeyond:
 		wk.mu.Unlock()
 		e.dropped(dropOutOfWindow, src) // the sender broke the window rule
 		return
-	case rf.buffered >= e.cfg.BuffersPerFlow:
+	case admitNoBuffer:
 		wk.mu.Unlock()
 		e.st.dropsNoBuffer.Add(1)
 		return

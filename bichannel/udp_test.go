@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vnic/vnic/bichannel/transport"
+	"github.com/vnic/vnic/bichannel/transport/lossytest"
 )
 
 // udpCluster connects n endpoints over kernel UDP on loopback, each
@@ -26,7 +27,7 @@ func udpCluster(t *testing.T, n int, cfg Config, loss float64) ([]*Endpoint, []*
 		if loss == 0 {
 			return u
 		}
-		fp, err := transport.DropOnSend(u, loss, uint64(100+i))
+		fp, err := lossytest.DropOnSend(u, loss, uint64(100+i))
 		if err != nil {
 			t.Fatal(err)
 		}

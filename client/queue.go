@@ -1,10 +1,13 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/vnic/vnic/bx"
 	"github.com/vnic/vnic/counters"
 	"github.com/vnic/vnic/internal/conserve"
+	"github.com/vnic/vnic/internal/futex"
 	"github.com/vnic/vnic/ring"
 	"github.com/vnic/vnic/shm"
 )
@@ -545,4 +549,207 @@ func (q *Queue) TxPending() int {
 	q.endOp(q.reap())
 	q.tx.Reserve(q.tx.Cap()) // reload the consumer cursor
 	return q.tx.Pending()
+}
+
+// ErrStarved reports that a queue has nothing to receive and its Ax ring
+// is empty, and the allocator has no buffer to refill it: every buffer is
+// held by the application (or in flight on TX). No frame may come on this
+// ring, so Wait does not sleep. Release packets you hold, then Wait again.
+var ErrStarved = errors.New("client: queue starved: its Ax ring owes refills and the allocator has no free buffer; Release held packets, then Wait again")
+
+// WaitStats counts how a queue's Wait calls ended, for tests and tuning.
+type WaitStats struct {
+	Spun      uint64 // returned while spinning, without sleeping
+	Sleeps    uint64 // went to sleep on the queue's futex
+	Signalled uint64 // woke on vnicd's signal and found a packet
+	TimedOut  uint64 // found a packet after a sleep that timed out (a lost wake-up; should stay 0)
+	Spurious  uint64 // woke and found nothing (a late signal from an earlier sleep)
+	Doorbells uint64 // TX doorbells Send rang because vnicd slept
+	Naps      uint64 // coalescing naps (AttachOptions.Coalesce) instead of spinning
+	Napped    uint64 // returned after napping, without sleeping on the futex
+	Urgent    uint64 // naps cut short by vnicd because the queue's Ax ring ran low
+}
+
+// WaitStats returns the queue's wait counters. Call it from the queue's
+// goroutine.
+func (q *Queue) WaitStats() WaitStats { return q.wst }
+
+// waitPoll bounds one sleep: a safety net that no correct run needs (the
+// signal, a cancelled context and vnicd going away all wake the sleep). A
+// packet found after such a timeout is counted as TimedOut.
+const waitPoll = time.Second
+
+// rawFD returns f's descriptor without switching it to blocking mode (as
+// os.File.Fd does).
+func rawFD(f *os.File) int {
+	fd := -1
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(v uintptr) { fd = int(v) })
+	}
+	return fd
+}
+
+// service does the queue's housekeeping that can bring packets: it pays
+// owed Ax refills and reaps TX completions (the freed buffers pay refills).
+func (q *Queue) service() {
+	busy := q.reap()
+	if err := q.refill(); err != nil && busy == nil {
+		busy = err
+	}
+	q.flushCounters()
+	q.endOp(busy)
+}
+
+// starved reports that the queue's Ax ring is empty with every refill
+// owed and unpayable (service just tried), and it has nothing to receive:
+// the NIC has no buffer of this queue, so no wake-up may come.
+func (q *Queue) starved() bool {
+	return q.sh == nil && q.debt >= int(q.r.Geo.AxSize) && !q.bx.Ready()
+}
+
+// Wait blocks until the queue has a packet, ctx ends or vnicd goes away.
+// It returns the allocator's error (see Queue.Err) once the tenant's
+// allocator is found corrupt.
+// It polls for the Spin time, then publishes a new sleep generation in the
+// queue's need-wakeup word, looks at the ring once more and sleeps on the
+// queue's signal word (a futex in the region): vnicd, which posts before it
+// reads the need-wakeup word, signals once per sleep, so an idle
+// application uses no CPU and no wake-up is lost. Before it sleeps, and on
+// every turn, it pays owed Ax refills and reaps TX completions; if the
+// refills cannot be paid and the ring is empty it returns ErrStarved
+// instead of sleeping.
+func (q *Queue) Wait(ctx context.Context) error {
+	if !q.enter() {
+		return ErrClosed
+	}
+	defer q.g.leave()
+	if err := q.Err(); errors.Is(err, alloc.ErrCorrupt) {
+		return err // no buffers will come back: Recv would starve silently
+	}
+	if q.coalesce > 0 && q.wake != nil {
+		if ready, err := q.napWait(ctx); ready || err != nil {
+			return err
+		}
+	}
+	deadline := time.Now().Add(q.spin)
+	if q.coalesce > 0 && q.wake != nil {
+		deadline = time.Time{} // napWait took the spin time
+	}
+	for i := 0; ; i++ {
+		if q.bx.Ready() {
+			q.wst.Spun++
+			return nil
+		}
+		if q.gone != nil && q.gone.Load() {
+			return ErrDaemonGone
+		}
+		if i%64 == 0 {
+			if q.closed.Load() {
+				return ErrClosed
+			}
+			q.service()
+			if q.starved() {
+				return ErrStarved
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	if q.wake == nil { // an in-process tenant has no socket: nap and poll
+		for !q.bx.Ready() {
+			if q.closed.Load() {
+				return ErrClosed
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			q.service()
+			time.Sleep(20 * time.Microsecond)
+		}
+		return nil
+	}
+	defer atomic.StoreUint32(q.needWake, 0) // 0 means "polling"
+	q.wst.Sleeps++
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, q.interrupt)
+		defer stop()
+	}
+	timedOut, woke := false, false
+	for {
+		// A new generation for every look: vnicd signals each generation
+		// once, and the signal that woke the last sleep may have been
+		// spent on an entry already received (vnicd loads the word after
+		// it posts, and may load it late, after this Wait published its
+		// generation). Then load the signal word, then look at the ring:
+		// vnicd posts before it loads the need-wakeup word and stores the
+		// signal word after, so either this look finds the entry or the
+		// futex wait finds the word changed (or is woken).
+		atomic.StoreUint32(q.needWake, q.nextGen())
+		seen := atomic.LoadUint32(q.signal)
+		if q.bx.Ready() {
+			switch {
+			case timedOut:
+				q.wst.TimedOut++
+			case woke:
+				q.wst.Signalled++
+			}
+			return nil
+		}
+		if woke {
+			q.wst.Spurious++
+		}
+		q.service()
+		if q.starved() {
+			return ErrStarved
+		}
+		if q.closed.Load() {
+			return ErrClosed // Close stored closed before it kicked the signal word
+		}
+		if q.gone.Load() {
+			return ErrDaemonGone
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		timeout := waitPoll
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = max(min(timeout, time.Until(dl)+time.Millisecond), time.Microsecond)
+		}
+		var err error
+		woke, err = futex.Wait(q.signal, seen, timeout)
+		if err != nil {
+			return fmt.Errorf("client: wait on queue %d: %w", q.id, os.NewSyscallError("futex", err))
+		}
+		// Only the safety net's timeout is a lost wake-up: a sleep cut
+		// short by the context's deadline is not.
+		timedOut = !woke && timeout == waitPoll
+	}
+}
+
+// kick wakes the queue's sleeping Wait from this process (vnicd gone,
+// Close): it changes the signal word, so that a Wait about to sleep finds
+// it changed, and wakes every waiter. vnicd only stores into the word,
+// never reads it: the change costs it nothing, and a store of vnicd's
+// after it still leaves a value the waiter did not see (see Wait). The
+// caller holds a gate of the tenant's, so the region is mapped.
+func (q *Queue) kick() {
+	if q.signal == nil {
+		return
+	}
+	atomic.AddUint32(q.signal, 1<<30)
+	futex.Wake(q.signal, math.MaxInt32)
+}
+
+// interrupt is kick for a cancelled context: it runs on a goroutine of its
+// own, perhaps after Wait returned, so it enters the queue's gate first.
+func (q *Queue) interrupt() {
+	if q.g.enter() {
+		q.kick()
+		q.g.leave()
+	}
 }

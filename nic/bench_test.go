@@ -183,7 +183,7 @@ func BenchmarkEngineSolo(b *testing.B) {
 	for _, m := range []nic.Model{nic.RxBisect, nic.PrivRing, nic.ShRing} {
 		for _, bufSize := range []int{2048, 2112} {
 			b.Run(fmt.Sprintf("%s/64B/buf%d", m, bufSize), func(b *testing.B) {
-				engineSolo(b, m, bufSize, nil)
+				engineSolo(b, m, bufSize, false, nil)
 			})
 		}
 	}
@@ -201,9 +201,7 @@ func BenchmarkEngineSoloFrames(b *testing.B) {
 		conv func([]byte) []byte
 	}{{"ipv4", false, nil}, {"ipv4-deliver", true, nil}, {"vlan", false, vlanTagged}, {"ipv6", false, asIPv6}} {
 		b.Run(k.name, func(b *testing.B) {
-			nic.SetSlowOnly(k.slow)
-			defer nic.SetSlowOnly(false)
-			engineSolo(b, nic.RxBisect, 2048, k.conv)
+			engineSolo(b, nic.RxBisect, 2048, k.slow, k.conv)
 		})
 	}
 }
@@ -234,7 +232,9 @@ func asIPv6(f []byte) []byte {
 	return append(out, l4...)
 }
 
-func engineSolo(b *testing.B, m nic.Model, bufSize int, conv func([]byte) []byte) {
+// engineSolo sends every frame through the general path (nic.StepSlow)
+// if slow.
+func engineSolo(b *testing.B, m nic.Model, bufSize int, slow bool, conv func([]byte) []byte) {
 	{
 		{
 			axSize, bxSize := 256, 1024
@@ -263,7 +263,11 @@ func engineSolo(b *testing.B, m nic.Model, bufSize int, conv func([]byte) []byte
 				t0 := threadCPU()
 				for k := i; k < min(i+soloChunk, b.N); k += 32 {
 					o := k % (len(frames) - 32)
-					r.eng.Step(frames[o : o+min(32, b.N-k)])
+					if slow {
+						nic.StepSlow(r.eng, frames[o:o+min(32, b.N-k)])
+					} else {
+						r.eng.Step(frames[o : o+min(32, b.N-k)])
+					}
 				}
 				d := threadCPU() - t0 - clockCost
 				cpu += d

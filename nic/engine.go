@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -17,10 +16,6 @@ import (
 	"github.com/vnic/vnic/rss"
 	"github.com/vnic/vnic/shm"
 )
-
-// slowOnly, set by tests only, sends every frame of every engine through
-// deliver instead of Step's fast path, so that tests can compare the two.
-var slowOnly atomic.Bool
 
 // Engine is the emulated NIC.
 type Engine struct {
@@ -278,7 +273,11 @@ func (e *Engine) listSpecific() {
 // wire/fabric does: Step and TxStep share no scratch state, and the frames
 // (slices of the sender's buffers) are copied into the receiver's buffers
 // before Send returns and TxStep completes them.
-func (e *Engine) Step(frames [][]byte) int {
+func (e *Engine) Step(frames [][]byte) int { return e.step(frames, true) }
+
+// step is Step; with inline false it sends every frame through deliver
+// instead of the fast path (tests compare the two).
+func (e *Engine) step(frames [][]byte, inline bool) int {
 	if len(frames) == 0 {
 		e.finish(false)
 		// finish folds on its own only every FoldEvery batches or when no
@@ -292,7 +291,6 @@ func (e *Engine) Step(frames [][]byte) int {
 	}
 	now := e.now()
 	t := &e.tuple
-	slow := slowOnly.Load()
 	for i, f := range frames {
 		// 1. Parse. The fast parser takes the common frame (untagged IPv4
 		// UDP or TCP) and hashes it with the engine's key in the same
@@ -360,7 +358,7 @@ func (e *Engine) Step(frames [][]byte) int {
 		// the common frame costs about a tenth more CPU time
 		// (BenchmarkEngineSolo, RxBisect and PrivRing).
 		qs := &ten.qs[q]
-		if ten.inline && err == nil && qs.axUsed && qs.bxUsed && qs.bx.RoomSpare() && !slow {
+		if ten.inline && err == nil && qs.axUsed && qs.bxUsed && qs.bx.RoomSpare() && inline {
 			if buf, idx, ok := qs.ax.TakeKnown(); ok {
 				n := copyFrame(ten.buffer(buf), f) // TakeKnown checked buf < BufCount
 				flags := uint16(0)

@@ -15,7 +15,7 @@ import (
 
 // TestInlinePathAgrees runs the same frames through two engines, one with
 // Step's fast path and one sending every frame through the general path
-// (nic.SetSlowOnly), over every model and both policies, with
+// (nic.StepSlow), over every model and both policies, with
 // consumers that drain in the same random pattern, and checks that the
 // applications receive the same packets (queue, buffer, bytes, flags,
 // hash, stamp), in the same order, and that every counter agrees. The
@@ -42,10 +42,8 @@ func TestInlinePathAgrees(t *testing.T) {
 		t.Run(fmt.Sprintf("case%d/%s/%s/q%d/ax%d/bx%d/bufs%d", c, cfg.model, cfg.policy, cfg.queues, cfg.axSize, cfg.bxSize, cfg.bufs), func(t *testing.T) {
 			fast, slow := newRig(t, cfg), newRig(t, cfg)
 			seed := uint64(c) + 1000
-			gotFast := runFrames(t, fast, frames, seed)
-			nic.SetSlowOnly(true)
-			gotSlow := runFrames(t, slow, frames, seed)
-			nic.SetSlowOnly(false)
+			gotFast := runFrames(t, fast, frames, seed, false)
+			gotSlow := runFrames(t, slow, frames, seed, true)
 			if len(gotFast) != len(gotSlow) {
 				t.Fatalf("inline path delivered %d packets, general path %d", len(gotFast), len(gotSlow))
 			}
@@ -72,8 +70,10 @@ func TestInlinePathAgrees(t *testing.T) {
 
 // runFrames offers frames in random batches (re-offering what a Pause
 // left), drains queues in a random pattern from seed, and returns what the
-// application received, one line per packet.
-func runFrames(t *testing.T, rg *rig, frames [][]byte, seed uint64) []string {
+// application received, one line per packet. With slow, every frame goes
+// through the general path (nic.StepSlow).
+func runFrames(t *testing.T, rg *rig, frames [][]byte, seed uint64, slow bool) []string {
+	step := nic.Stepper(rg.eng, slow)
 	r := rand.New(rand.NewPCG(seed, 5))
 	var got []string
 	drain := func(q int) {
@@ -85,7 +85,7 @@ func runFrames(t *testing.T, rg *rig, frames [][]byte, seed uint64) []string {
 	}
 	for off := 0; off < len(frames); {
 		n := min(len(frames)-off, 1+r.IntN(64))
-		done := rg.eng.Step(frames[off : off+n])
+		done := step(frames[off : off+n])
 		off += done
 		for q := 0; q < rg.cl.Queues(); q++ {
 			if r.IntN(3) > 0 {
@@ -98,7 +98,7 @@ func runFrames(t *testing.T, rg *rig, frames [][]byte, seed uint64) []string {
 			}
 		}
 	}
-	rg.eng.Step(nil)
+	step(nil)
 	for q := 0; q < rg.cl.Queues(); q++ {
 		drain(q)
 		drain(q)

@@ -46,8 +46,7 @@ func TestTenantOwnKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			nic.SetSlowOnly(slow)
-			defer nic.SetSlowOnly(false)
+			step := nic.Stepper(eng, slow)
 			plainT, plain := hostTenant(t, eng, 1, "198.18.0.1", nil)
 			ownT, mine := hostTenant(t, eng, 2, "198.18.0.2", own)
 			if string(plainT.Key()) != string(rss.MicrosoftKey) || string(ownT.Key()) != string(own) {
@@ -68,9 +67,9 @@ func TestTenantOwnKey(t *testing.T) {
 				// tenant was seen since the last fold) unless slow.
 				for range 2 {
 					for i := 0; i < len(frames); i += 32 {
-						eng.Step(frames[i : i+32])
+						step(frames[i : i+32])
 					}
-					eng.Step(nil)
+					step(nil)
 					got := 0
 					pk := make([]client.Packet, 0, 64)
 					for q := 0; q < 4; q++ {

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/vnic/vnic/internal/splitmix"
 )
 
 // DefaultMinPort is the smallest port PortPicker.Pick chooses unless
@@ -111,7 +113,7 @@ func NewPortPicker(cfg Config, src, dst netip.Addr) (*PortPicker, error) {
 	// instead of yielding wrong pairs (which Pick would catch, later).
 	x := uint64(0x243f6a8885a308d3)
 	for range 64 {
-		x = splitmix(x)
+		x = splitmix.Mix(x)
 		in := uint32(x)
 		if got, want := pp.raw(in), pp.affine(in); got != want {
 			return nil, fmt.Errorf("rss: port picker: profile %s is not affine over GF(2) in the port bits (ports %d, %d hash to %#08x, the linear model says %#08x): queue targeting needs a Toeplitz-like hash", p.Name, in>>16, in&0xffff, got, want)
@@ -175,9 +177,9 @@ func (pp *PortPicker) Pick(queue, k int, opts PickOptions) ([]PortPair, error) {
 	}
 	// Visit the entries in a seeded order so different seeds spread
 	// flows over different entries first.
-	s := splitmix(opts.Seed ^ 0x6a09e667f3bcc908)
+	s := splitmix.Mix(opts.Seed ^ 0x6a09e667f3bcc908)
 	for i := len(idx) - 1; i > 0; i-- {
-		s = splitmix(s)
+		s = splitmix.Mix(s)
 		j := int(s % uint64(i+1))
 		idx[i], idx[j] = idx[j], idx[i]
 	}
@@ -209,7 +211,7 @@ func (pp *PortPicker) Pick(queue, k int, opts PickOptions) ([]PortPair, error) {
 				continue
 			}
 			c := cursor{sys: sys, x0: x0, n: uint64(1) << sys.counterBits(),
-				s1: splitmix(opts.Seed ^ uint64(i)<<8 ^ uint64(si)), s2: splitmix(opts.Seed + uint64(i)<<8 + uint64(si))}
+				s1: splitmix.Mix(opts.Seed ^ uint64(i)<<8 ^ uint64(si)), s2: splitmix.Mix(opts.Seed + uint64(i)<<8 + uint64(si))}
 			if err := take(&c); err != nil {
 				return nil, err
 			}
@@ -490,14 +492,6 @@ func permute(t uint64, nbits uint, s1, s2 uint64) uint64 {
 	t = t * 0xbf58476d1ce4e5b9 & mask
 	t ^= t >> (nbits/3 + 1)
 	return (t ^ s2) & mask
-}
-
-// splitmix is the SplitMix64 output function of x + the golden gamma.
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
 }
 
 // queueRanges describes the queues a table uses, e.g. "0..3" or "0..1, 3".

@@ -15,7 +15,7 @@ import (
 	"github.com/vnic/vnic/shm"
 
 	"github.com/vnic/vnic/client"
-	"github.com/vnic/vnic/internal/pcapng"
+	"github.com/vnic/vnic/internal/pcapng/pcapngtest"
 	"github.com/vnic/vnic/internal/proto"
 	"github.com/vnic/vnic/internal/testutil"
 )
@@ -27,9 +27,9 @@ func runCtx(ctx context.Context, args ...string) (stdout, stderr string, err err
 	return out.String(), errw.String(), err
 }
 
-func readPcapng(t *testing.T, b []byte) *pcapng.File {
+func readPcapng(t *testing.T, b []byte) *pcapngtest.File {
 	t.Helper()
-	f, err := pcapng.Read(bytes.NewReader(b))
+	f, err := pcapngtest.Read(bytes.NewReader(b))
 	if err != nil {
 		t.Fatalf("the dump is not a valid pcapng file: %v", err)
 	}
@@ -38,7 +38,7 @@ func readPcapng(t *testing.T, b []byte) *pcapng.File {
 
 // checkUDP checks that every captured frame is a UDP frame to one of
 // ports, from the paced source, on an interface named like its queue.
-func checkUDP(t *testing.T, f *pcapng.File, ports ...uint16) {
+func checkUDP(t *testing.T, f *pcapngtest.File, ports ...uint16) {
 	t.Helper()
 	for i, p := range f.Packets {
 		if len(p.Data) < 42 || p.OrigLen != 60 || p.Data[23] != 17 {

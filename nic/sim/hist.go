@@ -16,6 +16,8 @@ const (
 // Histogram is a log-linear (HDR-style) histogram of uint64 values, here
 // nanoseconds of virtual time. Record allocates nothing; the zero value is
 // empty and ready to use. It is not safe for concurrent use.
+//
+// Kept beside bichannel/hist: on the simulator's per-packet path Record measured 6-7 ns here against hist's 13-16 ns (its float sum), and the reports keep their bucket-top quantiles.
 type Histogram struct {
 	counts   [histBuckets]uint64
 	n        uint64

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vnic/vnic/internal/splitmix"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/rss"
 )
@@ -733,13 +734,7 @@ func (f *Fabric) flow(k, now uint64) *bucket {
 }
 
 // next is splitmix64: the loss model's generator.
-func (f *Fabric) next() uint64 {
-	f.rng += 0x9e3779b97f4a7c15
-	z := f.rng
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
-}
+func (f *Fabric) next() uint64 { return splitmix.Next(&f.rng) }
 
 // flowHash mixes a frame's 5-tuple (IPv4) into 64 bits, never 0: the
 // flow table's index and tag, and the DPU choice.

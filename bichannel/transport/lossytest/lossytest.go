@@ -1,6 +1,7 @@
 // Package lossytest is an in-process network of fast paths for tests and
 // simulations, with seeded loss, reordering and duplication: a fake of the
 // transport package's paths, as wireguard-go's conn/bindtest is of conn.
+// DropOnSend makes a real path lossy instead.
 package lossytest
 
 import (

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/bichannel"
-	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 )
 
@@ -19,16 +18,12 @@ type Place = casestudy.Place
 // ClusterConfig is an in-process KV cluster: node 0 the primary, nodes
 // 1..len(Places)-1 the secondaries.
 type ClusterConfig struct {
-	Places []Place
+	// ClusterConfig is the nodes' places and the replication network;
+	// Transport is "hot" (the bi-channel with hot-path acknowledgements,
+	// the paper's mode), "bi" (the bi-channel with its acknowledgements
+	// in the TCP control path's batches) or "tcp" (kernel TCP).
+	casestudy.ClusterConfig
 	Shards int
-	// Transport is the replication network: "hot" (the bi-channel with
-	// hot-path acknowledgements, the paper's mode), "bi" (the bi-channel
-	// with its acknowledgements in the TCP control path's batches) or
-	// "tcp" (kernel TCP).
-	Transport string
-	Fast      bichannel.FastMode
-	FastPath  func(node int) transport.Path // tests: an in-process network
-	Bi        bichannel.Config              // template
 }
 
 // Cluster is a running KV cluster.

@@ -27,7 +27,7 @@ func TestFabricKVKilledReplica(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	for _, tr := range o.transports {
+	for _, tr := range o.Transports {
 		row, err := step(ctx, o, places, fast, tr, 2000, 0)
 		if err != nil {
 			t.Fatalf("%s: %v", tr, err)

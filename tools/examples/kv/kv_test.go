@@ -27,9 +27,9 @@ import (
 func TestKVQuorumOneReplicaDead(t *testing.T) {
 	for _, tr := range []string{"hot", "bi", "tcp"} {
 		t.Run(tr, func(t *testing.T) {
-			cfg := ClusterConfig{Places: casestudy.Loopback(3), Shards: 2, Transport: tr,
+			cfg := ClusterConfig{Shards: 2, ClusterConfig: casestudy.ClusterConfig{Places: casestudy.Loopback(3), Transport: tr,
 				Bi: bichannel.Config{Flows: 2, BuffersPerFlow: 64, RetransmitTimeout: 10 * time.Millisecond,
-					HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 5 * time.Second}}
+					HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 5 * time.Second}}}
 			if tr != "tcp" {
 				_, cfg.FastPath = casestudytest.LossyNet(t, lossytest.Config{Loss: 0.05, Duplicate: 0.05, Reorder: 0.05, Seed: 11}, cfg.Shards)
 			}

@@ -67,12 +67,11 @@ type options struct {
 	secondaries, shards, conns, runs int
 	keys                             uint64
 	rates                            []float64
-	transports                       []string
 	duration                         time.Duration
-	testbed, fast, csv, plot, plot18 string
+	csv, plot, plot18                string
 	kill, check                      bool
 	fromCSV, cpuprofile              string
-	place                            cpuacct.Placement
+	casestudy.ClusterFlags
 	casestudy.NICFlags
 }
 
@@ -87,11 +86,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.runs, "runs", 1, "runs per rate and transport (interleaved)")
 	fs.Uint64Var(&o.keys, "keys", 100000, "keys, drawn uniformly")
 	rates := fs.String("rates", "2000,5000,10000,20000", "offered update rates per second, comma-separated, increasing")
-	tr := fs.String("transport", "hot,bi,tcp", "replication networks, comma-separated: hot, bi, tcp, tcp-both")
-	place := fs.String("place", "host=1,nic=0", "CPU placement: host=CPUS,nic=CPUS, or none (no pinning)")
 	fs.DurationVar(&o.duration, "duration", 2*time.Second, "offering time per rate")
-	fs.StringVar(&o.testbed, "testbed", "", "run node i in namespace PREFIX-h<i> of vnicctl testbed up")
-	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp, vnic, auto or fabric")
 	fs.StringVar(&o.csv, "csv", "", "write the results to this CSV file")
 	fs.StringVar(&o.plot, "plot", "", "draw latency against rate (Figure 17) into this .png or .svg")
 	fs.StringVar(&o.plot18, "plot18", "", "draw the latency spread (Figure 18) into this .png or .svg")
@@ -99,6 +94,9 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.BoolVar(&o.check, "check", false, "after every step, check every live replica against the log")
 	fs.BoolVar(&o.kill, "kill", false, "kill secondary 2 half-way through each step, then check")
+	o.ClusterFlags.Register(fs, casestudy.ClusterUsage{Cmd: "kv", Member: "node",
+		Transports: "hot,bi,tcp", Allowed: []string{"hot", "bi", "tcp", "tcp-both"},
+		TransportUsage: "replication networks, comma-separated: hot, bi, tcp, tcp-both"})
 	o.NICFlags.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -113,14 +111,8 @@ func parseFlags(args []string) (options, error) {
 	if o.rates, err = casestudy.Floats("rates", *rates); err != nil {
 		return o, fmt.Errorf("kv: %w", err)
 	}
-	if o.transports, err = casestudy.Choices("transport", *tr, "hot", "bi", "tcp", "tcp-both"); err != nil {
+	if err := o.ClusterFlags.Check(); err != nil {
 		return o, fmt.Errorf("kv: %w", err)
-	}
-	if o.place, err = cpuacct.ParsePlacement(*place); err != nil {
-		return o, fmt.Errorf("kv: -place: %w", err)
-	}
-	if o.fast == "fabric" && o.testbed != "" {
-		return o, fmt.Errorf("kv: -fast fabric runs every node on this machine's loopback: drop -testbed")
 	}
 	if err := o.NICFlags.Check(); err != nil {
 		return o, fmt.Errorf("kv: %w", err)
@@ -187,7 +179,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		return plots(o, rows, out)
 	}
-	if err := o.place.Check(); err != nil {
+	if err := o.Place.Check(); err != nil {
 		return fmt.Errorf("kv: -place: %w", err)
 	}
 	fast, places, err := placesFor(o)
@@ -200,12 +192,12 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	defer stopProfile()
 	var rows []Row
-	fmt.Fprintf(out, "placement %s; latency in µs: svc from the actual send, sched from the scheduled time (coordinated omission included); CPU-s per million updates\n", o.place.Name)
+	fmt.Fprintf(out, "placement %s; latency in µs: svc from the actual send, sched from the scheduled time (coordinated omission included); CPU-s per million updates\n", o.Place.Name)
 	fmt.Fprintf(out, "%-8s %3s %4s %9s %10s %8s %8s %8s %8s %7s %7s %7s %7s %6s %6s %s\n", "tr", "run", "cpus", "offered/s", "answered/s",
 		"svc p50", "svc p99", "sch p50", "sch p99", "lag p50", "lag p99", "host/M", "NIC/M", "host%", "NIC%", "notes")
 	for _, rate := range o.rates {
 		for r := range o.runs {
-			for _, t := range o.transports {
+			for _, t := range o.Transports {
 				row, err := step(ctx, o, places, fast, t, rate, r)
 				if err != nil {
 					return fmt.Errorf("%s at %.0f/s: %w", t, rate, err)
@@ -227,7 +219,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			}
 		}
 	}
-	for _, t := range o.transports {
+	for _, t := range o.Transports {
 		best := 0.0
 		for _, r := range rows {
 			if r.Transport == t && r.Throughput > best {
@@ -269,28 +261,15 @@ func plots(o options, rows []Row, out io.Writer) error {
 // bi-channel's fast path there.
 func placesFor(o options) (bichannel.FastMode, []Place, error) {
 	nodes := 1 + o.secondaries
-	var (
-		fast   bichannel.FastMode
-		places []Place
-		err    error
-	)
-	if o.fast == "fabric" {
-		// The socket is set per step (each bi-channel step starts its
-		// own vnicd); the control paths stay on loopback.
-		fast, places = bichannel.FastVNIC, casestudy.FabricPlaces("", nodes, 9400)
-	} else {
-		if fast, err = bichannel.ParseFastMode(o.fast); err != nil {
-			return fast, nil, err
-		}
-		if places, err = casestudy.Places(o.testbed, nodes, fast, 9400); err != nil {
-			return fast, nil, fmt.Errorf("kv: %w", err)
-		}
+	fast, places, err := o.Places(nodes, 9400)
+	if err != nil {
+		return fast, nil, err
 	}
 	client := places[0] // the client: beside the primary...
-	if o.testbed != "" {
+	if o.Testbed != "" {
 		// ...or on a host of its own, whose namespace alone is opened
 		// (Places has opened the nodes').
-		if cp, err := casestudy.TestbedPlace(o.testbed, nodes); err == nil {
+		if cp, err := casestudy.TestbedPlace(o.Testbed, nodes); err == nil {
 			client = cp
 		}
 	}
@@ -302,15 +281,11 @@ func placesFor(o options) (bichannel.FastMode, []Place, error) {
 // carry over).
 func step(ctx context.Context, o options, places []Place, fast bichannel.FastMode, t string, rate float64, run int) (Row, error) {
 	nodes := 1 + o.secondaries
-	var hostCPUs []int
-	if o.place.Name != "none" {
-		hostCPUs = o.place.Host
-		if t == "tcp-both" {
-			hostCPUs = o.place.Both()
-		}
+	hostCPUs := o.HostCPUs(t)
+	if hostCPUs != nil {
 		unpin, err := cpuacct.PinSelf(hostCPUs)
 		if err != nil {
-			return Row{}, fmt.Errorf("kv: -place %s: %w (give -place none to run unpinned)", o.place.Name, err)
+			return Row{}, fmt.Errorf("kv: -place %s: %w (give -place none to run unpinned)", o.Place.Name, err)
 		}
 		defer unpin()
 	}
@@ -319,10 +294,10 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 		repl = "tcp"
 	}
 	nicPids := o.NICPids
-	if o.fast == "fabric" && repl != "tcp" {
+	if o.Fast == "fabric" && repl != "tcp" {
 		// A vnicd of this step's own: kernel TCP steps run without one,
 		// so that the NIC CPUs' idleness shows they got no help.
-		fab, err := casestudy.StartFabric(ctx, casestudy.FabricConfig{Vnicd: o.Vnicd, CPUs: o.place.NIC, Idle: o.FabricIdle, Args: o.FabricArgs})
+		fab, err := casestudy.StartFabric(ctx, casestudy.FabricConfig{Vnicd: o.Vnicd, CPUs: o.Place.NIC, Idle: o.FabricIdle, Args: o.FabricArgs})
 		if err != nil {
 			return Row{}, fmt.Errorf("kv: %w", err)
 		}
@@ -333,8 +308,8 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 		}
 		nicPids = append(slices.Clone(nicPids), fab.Pid)
 	}
-	cl, err := NewCluster(ctx, ClusterConfig{Places: places[:nodes], Shards: o.shards, Transport: repl, Fast: fast,
-		Bi: bichannel.Config{Flows: 2, BuffersPerFlow: 256, RetransmitTimeout: 5 * time.Millisecond, AckDelay: time.Millisecond, HeartbeatTimeout: 10 * time.Second}})
+	cl, err := NewCluster(ctx, ClusterConfig{Shards: o.shards, ClusterConfig: casestudy.ClusterConfig{Places: places[:nodes], Transport: repl, Fast: fast,
+		Bi: bichannel.Config{Flows: 2, BuffersPerFlow: 256, RetransmitTimeout: 5 * time.Millisecond, AckDelay: time.Millisecond, HeartbeatTimeout: 10 * time.Second}}})
 	if err != nil {
 		return Row{}, err
 	}
@@ -362,7 +337,7 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 	row := Row{Transport: t, Run: run, HostCPUs: cpuacct.Format(hostCPUs), Offered: rate, Throughput: res.Throughput(), Answered: res.Answered, Failed: res.Failed,
 		Service: latOf(res.Service), Sched: latOf(res.FromSchedule), LagP50us: us(res.Lag.Quantile(0.5)), LagP99us: us(res.Lag.Quantile(0.99)), LagWarning: lagWarn,
 		CPUs: u.Host.Seconds(), HostPerM: cpuacct.PerMillion(u.Host, res.Answered), NICCPUs: u.NIC.Seconds(), NICPerM: cpuacct.PerMillion(u.NIC, res.Answered),
-		HostBusy: u.MeanBusy(hostCPUs), NICBusy: u.MeanBusy(o.place.NIC),
+		HostBusy: u.MeanBusy(hostCPUs), NICBusy: u.MeanBusy(o.Place.NIC),
 		Saturated: res.Saturated || res.Failed > 0, Killed: o.kill}
 	if lagWarn {
 		row.Notes += "WARNING " + lagMsg + "; "
@@ -370,8 +345,8 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 	// A run whose packets never pass the NIC process (kernel TCP, or the
 	// bi-channel's kernel UDP fast path) on the host CPUs alone should
 	// leave the NIC CPUs idle: the verdict says whether it did.
-	if len(o.place.NIC) > 0 && t != "tcp-both" && (repl == "tcp" || fast == bichannel.FastUDP) {
-		ok, msg := u.Idle(o.place.NIC, nicIdleLimit)
+	if len(o.Place.NIC) > 0 && t != "tcp-both" && (repl == "tcp" || fast == bichannel.FastUDP) {
+		ok, msg := u.Idle(o.Place.NIC, nicIdleLimit)
 		row.NICIdle = map[bool]string{true: "yes", false: "no"}[ok]
 		row.Notes += msg + "; "
 	}

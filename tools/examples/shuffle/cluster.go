@@ -8,8 +8,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vnic/vnic/bichannel"
-	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 )
 
@@ -20,15 +18,11 @@ type Place = casestudy.Place
 // shuffle in this process, each with its own sockets (and namespace, if
 // the Place says so).
 type ClusterConfig struct {
-	Places    []Place
-	Workers   int
-	Transport string // "bi" or "tcp"
-	// Fast is the bi-channel's fast path; FastPath, if set, builds one
-	// per host instead (tests: an in-process lossy network).
-	Fast     bichannel.FastMode
-	FastPath func(host int) transport.Path
-	Bi       bichannel.Config // template: the fields the cluster sets are ignored
-	Seed     uint32
+	// ClusterConfig is the hosts' places and network; Transport is "bi"
+	// or "tcp".
+	casestudy.ClusterConfig
+	Workers int
+	Seed    uint32
 	// MaxMsg is the largest message on either transport (0: 1400 bytes,
 	// one Ethernet MTU); above 1472 the testbed needs a larger MTU.
 	MaxMsg int

@@ -43,14 +43,13 @@ import (
 type options struct {
 	hosts, workers, runs int
 	rows                 []int
-	transports           []string
-	testbed, fast, csv   string
+	csv                  string
 	cpuprofile, plot     string
 	fromCSV              string
 	flows, buffers       int
 	rto                  time.Duration
 	msg                  int
-	place                cpuacct.Placement
+	casestudy.ClusterFlags
 	casestudy.NICFlags
 }
 
@@ -63,10 +62,6 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.workers, "workers", 2, "workers (sender + receiver goroutine pairs) per host")
 	fs.IntVar(&o.runs, "runs", 1, "runs per transport and size (interleaved)")
 	rows := fs.String("rows", "100000", "rows per host, a comma-separated sweep (a row is 128 bytes)")
-	tr := fs.String("transport", "bi,tcp", "transports, comma-separated: bi, tcp, tcp-both")
-	place := fs.String("place", "host=1,nic=0", "CPU placement: host=CPUS,nic=CPUS, or none (no pinning)")
-	fs.StringVar(&o.testbed, "testbed", "", "run host i in namespace PREFIX-h<i> of vnicctl testbed up")
-	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp, vnic, auto or fabric")
 	fs.StringVar(&o.csv, "csv", "", "also write the results to this CSV file")
 	fs.StringVar(&o.plot, "plot", "", "draw GB/s and CPU-s per GB into this .png or .svg")
 	fs.StringVar(&o.fromCSV, "from-csv", "", "run nothing: redraw -plot from this CSV (written by -csv)")
@@ -75,6 +70,9 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.msg, "msg", 1400, "message size in bytes; (msg-2)/128 tuples per message")
 	fs.IntVar(&o.buffers, "buffers", 256, "bi-channel receive buffers per flow (the credits)")
 	fs.DurationVar(&o.rto, "rto", 100*time.Millisecond, "bi-channel least retransmission timeout")
+	o.ClusterFlags.Register(fs, casestudy.ClusterUsage{Cmd: "shuffle", Member: "host",
+		Transports: "bi,tcp", Allowed: []string{"bi", "tcp", "tcp-both"},
+		TransportUsage: "transports, comma-separated: bi, tcp, tcp-both"})
 	o.NICFlags.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -86,30 +84,13 @@ func parseFlags(args []string) (options, error) {
 	if o.rows, err = casestudy.Ints("rows", *rows); err != nil {
 		return o, fmt.Errorf("shuffle: %w", err)
 	}
-	if o.transports, err = casestudy.Choices("transport", *tr, "bi", "tcp", "tcp-both"); err != nil {
+	if err := o.ClusterFlags.Check(); err != nil {
 		return o, fmt.Errorf("shuffle: %w", err)
-	}
-	if o.fast == "fabric" && o.testbed != "" {
-		return o, fmt.Errorf("shuffle: -fast fabric runs every host on this machine's loopback: drop -testbed")
-	}
-	if o.place, err = cpuacct.ParsePlacement(*place); err != nil {
-		return o, fmt.Errorf("shuffle: -place: %w", err)
 	}
 	if err := o.NICFlags.Check(); err != nil {
 		return o, fmt.Errorf("shuffle: %w", err)
 	}
 	return o, nil
-}
-
-// hostCPUs is where transport t runs under placement p (nil: unpinned).
-func hostCPUs(p cpuacct.Placement, t string) []int {
-	if p.Name == "none" {
-		return nil
-	}
-	if t == "tcp-both" {
-		return p.Both()
-	}
-	return p.Host
 }
 
 // Row is one line of the results.
@@ -141,7 +122,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		return plotSweep(rows, o.plot)
 	}
-	if err := o.place.Check(); err != nil {
+	if err := o.Place.Check(); err != nil {
 		return fmt.Errorf("shuffle: -place: %w", err)
 	}
 	fast, places, err := placesFor(o)
@@ -157,7 +138,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	defer stopProfile()
 	var rows []Row
-	fmt.Fprintf(out, "placement %s\n", o.place.Name)
+	fmt.Fprintf(out, "placement %s\n", o.Place.Name)
 	fmt.Fprintf(out, "%-8s %5s %7s %10s %3s %9s %8s %8s %8s %9s %9s %6s %6s\n", "tr", "hosts", "workers", "rows/host", "run", "net MB", "s", "GB/s", "CPU-s", "CPU-s/GB", "NIC-s/GB", "host%", "NIC%")
 	var biStats bichannel.Stats
 	for _, n := range o.rows {
@@ -166,7 +147,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			tables[i] = GenTable(i, n, 1)
 		}
 		for r := range o.runs {
-			for _, t := range o.transports {
+			for _, t := range o.Transports {
 				row, st, err := measure(ctx, o, places, fast, t, tables, r)
 				if err != nil {
 					return fmt.Errorf("%s, %d rows per host: %w", t, n, err)
@@ -178,7 +159,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 	}
 	fmt.Fprintln(out, "exactly-once: every run, every host gathered exactly the rows the tables hold for it (counts and checksums)")
-	if slices.Contains(o.transports, "bi") {
+	if slices.Contains(o.Transports, "bi") {
 		st := biStats
 		fmt.Fprintf(out, "bi-channel, all hosts and runs: sent %d, delivered fast %d, over TCP %d, retransmitted %d, duplicates %d, stalls %d (%v waiting for credits), socket-buffer drops %d, no-buffer drops %d, malformed %d\n",
 			st.Sent, st.DeliveredFast, st.DeliveredTCP, st.Retransmitted, st.Duplicates, st.Stalls, st.StallTime.Round(time.Millisecond), st.FastDrops, st.DropsNoBuffer, st.Malformed)
@@ -196,24 +177,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 
 // placesFor is where the hosts run, and the bi-channel's fast path there.
 func placesFor(o options) (bichannel.FastMode, []Place, error) {
-	var (
-		fast   bichannel.FastMode
-		places []Place
-		err    error
-	)
-	if o.fast == "fabric" {
-		// The socket is set per run (each bi-channel run starts its own
-		// vnicd); the control paths stay on loopback.
-		fast, places = bichannel.FastVNIC, casestudy.FabricPlaces("", o.hosts, 9300)
-	} else {
-		if fast, err = bichannel.ParseFastMode(o.fast); err != nil {
-			return fast, nil, err
-		}
-		if places, err = casestudy.Places(o.testbed, o.hosts, fast, 9300); err != nil {
-			return fast, nil, fmt.Errorf("shuffle: %w", err)
-		}
-	}
-	return fast, places, nil
+	return o.Places(o.hosts, 9300)
 }
 
 func addStats(sum *bichannel.Stats, s bichannel.Stats) {
@@ -239,11 +203,11 @@ const nicIdleLimit = 0.05
 // It returns the row and, for the bi-channel, every host's counters.
 func measure(ctx context.Context, o options, places []Place, fast bichannel.FastMode, t string, tables []*Table, run int) (Row, bichannel.Stats, error) {
 	var st bichannel.Stats
-	hostCPUs := hostCPUs(o.place, t)
+	hostCPUs := o.HostCPUs(t)
 	if hostCPUs != nil {
 		unpin, err := cpuacct.PinSelf(hostCPUs)
 		if err != nil {
-			return Row{}, st, fmt.Errorf("shuffle: -place %s: %w (give -place none to run unpinned)", o.place.Name, err)
+			return Row{}, st, fmt.Errorf("shuffle: -place %s: %w (give -place none to run unpinned)", o.Place.Name, err)
 		}
 		defer unpin()
 	}
@@ -252,13 +216,13 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 		tr = "tcp"
 	}
 	nicPids := o.NICPids
-	if o.fast == "fabric" && tr == "bi" {
+	if o.Fast == "fabric" && tr == "bi" {
 		args := o.FabricArgs
 		if o.msg+HeaderOverhead > shm.DefaultBufSize {
 			// A message and its headers in one packet buffer.
 			args = append([]string{"--buf-size", strconv.Itoa((o.msg + HeaderOverhead + 63) &^ 63)}, args...)
 		}
-		fab, err := casestudy.StartFabric(ctx, casestudy.FabricConfig{Vnicd: o.Vnicd, CPUs: o.place.NIC, Idle: o.FabricIdle, Args: args})
+		fab, err := casestudy.StartFabric(ctx, casestudy.FabricConfig{Vnicd: o.Vnicd, CPUs: o.Place.NIC, Idle: o.FabricIdle, Args: args})
 		if err != nil {
 			return Row{}, st, fmt.Errorf("shuffle: %w", err)
 		}
@@ -274,8 +238,8 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 		}
 		nicPids = append(slices.Clone(nicPids), fab.Pid)
 	}
-	c, err := NewCluster(ctx, ClusterConfig{Places: places, Workers: o.workers, Transport: tr, Fast: fast, Seed: 1, MaxMsg: o.msg,
-		Bi: bichannel.Config{Flows: o.flows, BuffersPerFlow: o.buffers, Window: max(1024, 2*o.buffers), RetransmitTimeout: o.rto, AckDelay: min(time.Millisecond, o.rto/4), HeartbeatTimeout: 10 * time.Second}})
+	c, err := NewCluster(ctx, ClusterConfig{Workers: o.workers, Seed: 1, MaxMsg: o.msg, ClusterConfig: casestudy.ClusterConfig{Places: places, Transport: tr, Fast: fast,
+		Bi: bichannel.Config{Flows: o.flows, BuffersPerFlow: o.buffers, Window: max(1024, 2*o.buffers), RetransmitTimeout: o.rto, AckDelay: min(time.Millisecond, o.rto/4), HeartbeatTimeout: 10 * time.Second}}})
 	if err != nil {
 		return Row{}, st, err
 	}
@@ -318,10 +282,10 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 	row := Row{Transport: t, Hosts: o.hosts, Workers: o.workers, Rows: tables[0].Rows(), Run: run, NetMB: float64(res.NetBytes) / 1e6,
 		Seconds: res.Elapsed.Seconds(), GBps: res.GBps(), CPUs: res.CPU.Seconds(), CPUPerGB: res.CPUPerGB(),
 		UserCPUs: res.UserCPU.Seconds(), SysCPUs: res.SystemCPU.Seconds(), Msg: o.msg, HostCPUs: cpuacct.Format(hostCPUs),
-		NICCPUs: u.NIC.Seconds(), NICPerGB: cpuacct.PerGB(u.NIC, res.NetBytes), HostBusy: u.MeanBusy(hostCPUs), NICBusy: u.MeanBusy(o.place.NIC),
+		NICCPUs: u.NIC.Seconds(), NICPerGB: cpuacct.PerGB(u.NIC, res.NetBytes), HostBusy: u.MeanBusy(hostCPUs), NICBusy: u.MeanBusy(o.Place.NIC),
 		Busy: u.BusyString(), Load: loadAvg()}
-	if len(o.place.NIC) > 0 && t != "tcp-both" && (tr == "tcp" || fast == bichannel.FastUDP) {
-		ok, _ := u.Idle(o.place.NIC, nicIdleLimit)
+	if len(o.Place.NIC) > 0 && t != "tcp-both" && (tr == "tcp" || fast == bichannel.FastUDP) {
+		ok, _ := u.Idle(o.Place.NIC, nicIdleLimit)
 		row.NICIdle = map[bool]string{true: "yes", false: "no"}[ok]
 	}
 	for _, x := range c.trs {
@@ -374,16 +338,16 @@ const udpIPHeaders = 28
 // frame: the kernel would fragment every message (and the vNIC fast path
 // cannot send it), so the run would not measure what the size promises.
 func msgFitsTestbed(o options) error {
-	if o.testbed == "" {
+	if o.Testbed == "" {
 		return nil // loopback: MTU 65536
 	}
 	for i := range o.hosts {
-		mtu, err := casestudy.HostMTU(o.testbed, i)
+		mtu, err := casestudy.HostMTU(o.Testbed, i)
 		if err != nil {
 			return fmt.Errorf("shuffle: %w", err)
 		}
 		if o.msg+udpIPHeaders > mtu {
-			return fmt.Errorf("shuffle: -msg %d needs an MTU of %d or more, and testbed %s has MTU %d: build it with vnicctl testbed up --hosts %d --prefix %s --mtu %d, or give -msg %d or less", o.msg, o.msg+udpIPHeaders, o.testbed, mtu, o.hosts, o.testbed, max(9000, o.msg+udpIPHeaders), mtu-udpIPHeaders)
+			return fmt.Errorf("shuffle: -msg %d needs an MTU of %d or more, and testbed %s has MTU %d: build it with vnicctl testbed up --hosts %d --prefix %s --mtu %d, or give -msg %d or less", o.msg, o.msg+udpIPHeaders, o.Testbed, mtu, o.hosts, o.Testbed, max(9000, o.msg+udpIPHeaders), mtu-udpIPHeaders)
 		}
 	}
 	return nil

@@ -17,13 +17,13 @@ func TestPlacementFlags(t *testing.T) {
 		t.Errorf("nic pids %v", o.NICPids)
 	}
 	for tr, want := range map[string][]int{"bi": {1}, "tcp": {1}, "tcp-both": {0, 1}} {
-		if got := hostCPUs(o.place, tr); !slices.Equal(got, want) {
+		if got := o.HostCPUs(tr); !slices.Equal(got, want) {
 			t.Errorf("%s runs on %v, want %v", tr, got, want)
 		}
 	}
 	o, err = parseFlags([]string{"-place", "none"})
-	if err != nil || hostCPUs(o.place, "tcp-both") != nil {
-		t.Errorf("-place none: %v, %v", hostCPUs(o.place, "tcp-both"), err)
+	if err != nil || o.HostCPUs("tcp-both") != nil {
+		t.Errorf("-place none: %v, %v", o.HostCPUs("tcp-both"), err)
 	}
 	if _, err := parseFlags([]string{"-place", "host=0,nic=0"}); err == nil {
 		t.Error("-place host=0,nic=0 was taken")

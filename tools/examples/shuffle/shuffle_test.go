@@ -8,6 +8,7 @@ import (
 
 	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/bichannel/transport/lossytest"
+	"github.com/vnic/vnic/internal/splitmix"
 	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 	"github.com/vnic/vnic/tools/examples/internal/casestudy/casestudytest"
 )
@@ -37,9 +38,9 @@ func TestShuffleExactlyOnce(t *testing.T) {
 		cfg  ClusterConfig
 		net  *lossytest.Net
 	}{
-		{name: "tcp", cfg: ClusterConfig{Transport: "tcp"}},
-		{name: "bi-lossy", cfg: ClusterConfig{Transport: "bi", Bi: testBi()}},
-		{name: "bi-udp", cfg: ClusterConfig{Transport: "bi", Bi: testBi(), Fast: bichannel.FastUDP}},
+		{name: "tcp", cfg: ClusterConfig{ClusterConfig: casestudy.ClusterConfig{Transport: "tcp"}}},
+		{name: "bi-lossy", cfg: ClusterConfig{ClusterConfig: casestudy.ClusterConfig{Transport: "bi", Bi: testBi()}}},
+		{name: "bi-udp", cfg: ClusterConfig{ClusterConfig: casestudy.ClusterConfig{Transport: "bi", Bi: testBi(), Fast: bichannel.FastUDP}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
@@ -111,7 +112,7 @@ func TestShuffleDetectsLoss(t *testing.T) {
 	for _, h := range []int{2, 3, 5, 8} {
 		seen := make([]int, h)
 		for k := range uint64(30000) {
-			p := Partition(splitmix64(k), 9, h)
+			p := Partition(splitmix.Mix(k), 9, h)
 			if p < 0 || p >= h {
 				t.Fatalf("partition %d of %d hosts", p, h)
 			}

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/binary"
 	"math/bits"
+
+	"github.com/vnic/vnic/internal/splitmix"
 )
 
 // Columns and TupleLen: the table has 16 columns of 8 bytes; a row
@@ -29,18 +31,11 @@ func GenTable(host, rows int, seed uint64) *Table {
 		col := make([]uint64, rows)
 		base := seed ^ uint64(host)<<48 ^ uint64(c)<<40
 		for r := range col {
-			col[r] = splitmix64(base + uint64(r))
+			col[r] = splitmix.Mix(base + uint64(r))
 		}
 		t.Cols[c] = col
 	}
 	return t
-}
-
-func splitmix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
 }
 
 // putTuple writes row r of t into dst (TupleLen bytes) in row format: the
@@ -58,7 +53,7 @@ func rowSum(tuple []byte) uint64 {
 	_ = tuple[TupleLen-1]
 	var h uint64
 	for c := range Columns {
-		h = bits.RotateLeft64(h, 7) ^ splitmix64(binary.LittleEndian.Uint64(tuple[8*c:])+uint64(c))
+		h = bits.RotateLeft64(h, 7) ^ splitmix.Mix(binary.LittleEndian.Uint64(tuple[8*c:])+uint64(c))
 	}
 	return h
 }

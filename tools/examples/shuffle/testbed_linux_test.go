@@ -47,7 +47,7 @@ func TestIntegrationShuffleTestbed(t *testing.T) {
 		t.Run(tr, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
-			cl, err := NewCluster(ctx, ClusterConfig{Places: places, Workers: 2, Transport: tr, Fast: bichannel.FastUDP, Seed: 5, Bi: testBi()})
+			cl, err := NewCluster(ctx, ClusterConfig{Workers: 2, Seed: 5, ClusterConfig: casestudy.ClusterConfig{Places: places, Transport: tr, Fast: bichannel.FastUDP, Bi: testBi()}})
 			if err != nil {
 				t.Fatal(err)
 			}
