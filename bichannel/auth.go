@@ -1,6 +1,7 @@
 package bichannel
 
 import (
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
@@ -18,9 +19,9 @@ import (
 // nonce, so neither can be replayed, and the two are labelled, so one
 // side's proof is never the other's. A says nothing but its id before D's
 // proof checked out; D says nothing about itself but its id before A's did.
-// Both then derive the connection's datagram keys (an HKDF-style
-// extract-and-expand with HMAC-SHA256 over the same transcript), one per
-// direction.
+// Both then derive the connection's datagram keys, one per direction,
+// with HKDF-SHA256 (RFC 5869): the cluster key as the secret, the
+// transcript as the salt, the direction as the info.
 
 // transcript is what both proofs and the keys are computed over.
 func transcript(dialer, acceptor uint32, nd, na *[nonceLen]byte) []byte {
@@ -43,11 +44,10 @@ func hmacSum(key []byte, parts ...[]byte) [macLen]byte {
 }
 
 const (
-	labelAcceptor = "bichannel v2 acceptor proof"
-	labelDialer   = "bichannel v2 dialer proof"
-	labelExtract  = "bichannel v2 keys"
-	labelDToA     = "dialer to acceptor datagrams"
-	labelAToD     = "acceptor to dialer datagrams"
+	labelAcceptor = "bichannel v3 acceptor proof"
+	labelDialer   = "bichannel v3 dialer proof"
+	labelDToA     = "bichannel v3 dialer to acceptor datagrams"
+	labelAToD     = "bichannel v3 acceptor to dialer datagrams"
 )
 
 // proof is one side's HMAC over the transcript.
@@ -65,8 +65,8 @@ func proofOK(key []byte, label string, tr []byte, got *[macLen]byte) bool {
 // datagramKeys derives the connection's two SipHash keys: the one the
 // dialer tags its datagrams with, and the acceptor's.
 func datagramKeys(key, tr []byte) (dToA, aToD sipKey) {
-	prk := hmacSum(key, []byte(labelExtract), tr)
-	k1 := hmacSum(prk[:], []byte(labelDToA), []byte{1})
-	k2 := hmacSum(prk[:], []byte(labelAToD), []byte{1})
-	return newSipKey(k1[:16]), newSipKey(k2[:16])
+	// hkdf.Key fails only for a length beyond 255 hash lengths.
+	k1, _ := hkdf.Key(sha256.New, key, tr, labelDToA, 16)
+	k2, _ := hkdf.Key(sha256.New, key, tr, labelAToD, 16)
+	return newSipKey(k1), newSipKey(k2)
 }

@@ -184,3 +184,26 @@ func TestPendingCapRetry(t *testing.T) {
 		}
 	}
 }
+
+// The datagram keys are HKDF-SHA256 (RFC 5869) of the cluster key, with
+// the transcript as salt and the direction as info: computed here from
+// its definition, with HMAC.
+func TestDatagramKeysAreHKDF(t *testing.T) {
+	key := []byte("a cluster key of 32 bytes, say!!")
+	var nd, na [nonceLen]byte
+	nd[0], na[0] = 1, 2
+	tr := transcript(3, 4, &nd, &na)
+	prk := hmacSum(tr, key) // extract: HMAC(salt, secret)
+	for _, c := range []struct {
+		label string
+		want  func(dToA, aToD sipKey) sipKey
+	}{
+		{labelDToA, func(d, _ sipKey) sipKey { return d }},
+		{labelAToD, func(_, a sipKey) sipKey { return a }},
+	} {
+		t1 := hmacSum(prk[:], []byte(c.label), []byte{1}) // expand: T(1)
+		if got := c.want(datagramKeys(key, tr)); got != newSipKey(t1[:16]) {
+			t.Errorf("%s: key is not HKDF-SHA256's", c.label)
+		}
+	}
+}
