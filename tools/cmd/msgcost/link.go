@@ -67,7 +67,7 @@ func newBiNode(ctx context.Context, id int, t trial) (*biNode, error) {
 		NodeID: id, Workers: 1, Listen: "127.0.0.1:0",
 		// MaxPayload stays at its default, one Ethernet frame, as a user
 		// leaves it: small messages then share datagrams.
-		RecvBatch: maxBatch,
+		RecvBatch:   maxBatch,
 		SendTimeout: 10 * time.Second, HeartbeatTimeout: 10 * time.Second,
 	}
 	switch t.Path {

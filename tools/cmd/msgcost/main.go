@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/internal/cpuacct"
+	"github.com/vnic/vnic/tools/internal/fabricd"
 )
 
 func main() {
@@ -233,19 +234,15 @@ func measure(o options, log io.Writer, env []string) ([]result, []error) {
 	}
 	ts := o.matrix()
 	if slices.Contains(o.paths, "fabric") {
-		bin, err := vnicdBinary(o.vnicd)
+		defer fabricd.RemoveBuild()
+		fab, err := startFabric(context.Background(), o.vnicd, o.nicCPUs, o.fabricIdle, o.fabricArgs)
 		if err != nil {
-			return nil, []error{fmt.Errorf("fabric: %w (leave it out with -paths udp,tcp)", err)}
+			return nil, []error{fmt.Errorf("%w (leave the fabric out with -paths udp,tcp)", err)}
 		}
-		defer removeBuilt()
-		fab, err := startFabric(context.Background(), bin, o.nicCPUs, o.fabricIdle, o.fabricArgs)
-		if err != nil {
-			return nil, []error{fmt.Errorf("fabric: %w", err)}
-		}
-		defer fab.close()
-		r.vnicd = fab.pid
+		defer fab.Close()
+		r.vnicd = fab.Pid
 		for i := range ts {
-			ts[i].Socket = fab.socket
+			ts[i].Socket = fab.Socket
 		}
 	}
 	var results []result

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnic/vnic/internal/testutil"
+	"github.com/vnic/vnic/tools/internal/fabricd"
 )
 
 func TestMain(m *testing.M) {
@@ -19,14 +19,14 @@ func TestMain(m *testing.M) {
 		os.Exit(childMain(spec))
 	}
 	code := m.Run()
-	testutil.RemoveBuilt()
+	fabricd.RemoveBuild()
 	os.Exit(code)
 }
 
 // fabricOrSkip returns the paths to test: fabric only if vnicd builds
 // and starts (else the reason is printed).
 func vnicdOrReason(t *testing.T) (string, string) {
-	bin, err := vnicdBinary("")
+	bin, err := fabricd.Binary()
 	if err != nil {
 		return "", fmt.Sprintf("vnicd cannot be built: %v", err)
 	}
@@ -34,7 +34,7 @@ func vnicdOrReason(t *testing.T) (string, string) {
 	if err != nil {
 		return "", fmt.Sprintf("vnicd cannot be started: %v", err)
 	}
-	f.close()
+	f.Close()
 	return bin, ""
 }
 

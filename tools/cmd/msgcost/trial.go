@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/internal/cpuacct"
+	"github.com/vnic/vnic/tools/internal/fabricd"
 )
 
 // childEnv, set to a trial in JSON, makes this program node 1 of that
@@ -112,9 +113,9 @@ func (r *runner) perNode(ctx context.Context, t trial) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	stderr := &lockedBuffer{}
+	stderr := &fabricd.Buffer{}
 	cmd.Stderr = stderr
-	dieWithParent(cmd)
+	fabricd.DieWithParent(cmd)
 	if len(r.hostCPUs) > 0 {
 		err = cpuacct.StartPinned(cmd, r.hostCPUs)
 	} else {

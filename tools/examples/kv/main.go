@@ -61,6 +61,7 @@ import (
 	"github.com/vnic/vnic/bichannel/hist"
 	"github.com/vnic/vnic/internal/cpuacct"
 	"github.com/vnic/vnic/tools/examples/internal/casestudy"
+	"github.com/vnic/vnic/tools/internal/fabricd"
 )
 
 type options struct {
@@ -168,7 +169,7 @@ func (l Lat) String() string {
 const nicIdleLimit = 0.05
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	defer casestudy.RemoveVnicdBuild() // after every step's vnicd stopped
+	defer fabricd.RemoveBuild() // after every step's vnicd stopped
 	if o.fromCSV != "" {
 		rows, err := readCSV(o.fromCSV)
 		if err != nil {
@@ -297,7 +298,7 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 	if o.Fast == "fabric" && repl != "tcp" {
 		// A vnicd of this step's own: kernel TCP steps run without one,
 		// so that the NIC CPUs' idleness shows they got no help.
-		fab, err := casestudy.StartFabric(ctx, casestudy.FabricConfig{Vnicd: o.Vnicd, CPUs: o.Place.NIC, Idle: o.FabricIdle, Args: o.FabricArgs})
+		fab, err := fabricd.Start(ctx, fabricd.Config{Vnicd: o.Vnicd, CPUs: o.Place.NIC, Idle: o.FabricIdle, Args: o.FabricArgs})
 		if err != nil {
 			return Row{}, fmt.Errorf("kv: %w", err)
 		}

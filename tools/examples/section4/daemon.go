@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/tools/internal/fabricd"
 )
 
 // daemon is a vnicd run --source fabric subprocess on a temporary socket.
@@ -54,7 +55,7 @@ func startDaemon(bin string, engineCPU, bufSize int, model []string) (*daemon, e
 		"--log-format", "json", "--log-level", "warn"}, model...)
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	dieWithParent(d.cmd)
+	fabricd.DieWithParent(d.cmd)
 	if err := d.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("section4: start vnicd: %w", err)

@@ -26,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vnic/vnic/tools/examples/internal/casestudy"
+	"github.com/vnic/vnic/tools/internal/fabricd"
 )
 
 // interrupted is set by SIGINT or SIGTERM: the run stops at the next point.
@@ -108,7 +108,7 @@ func run(fig, out, scale, vnicd string, engineCPU, appCPU int) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		if vnicd, err = casestudy.BuildVnicd(dir); err != nil {
+		if vnicd, err = fabricd.Build(dir); err != nil {
 			return err
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/rss"
-	"github.com/vnic/vnic/tools/examples/internal/casestudy"
+	"github.com/vnic/vnic/tools/internal/fabricd"
 )
 
 // The tests run each figure at the small scale (what -scale small runs)
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	vnicdBin, err = casestudy.BuildVnicd(dir)
+	vnicdBin, err = fabricd.Build(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)

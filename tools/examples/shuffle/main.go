@@ -38,6 +38,7 @@ import (
 	"github.com/vnic/vnic/internal/cpuacct"
 	"github.com/vnic/vnic/shm"
 	"github.com/vnic/vnic/tools/examples/internal/casestudy"
+	"github.com/vnic/vnic/tools/internal/fabricd"
 )
 
 type options struct {
@@ -111,7 +112,7 @@ type Row struct {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	defer casestudy.RemoveVnicdBuild() // after every step's vnicd stopped
+	defer fabricd.RemoveBuild() // after every step's vnicd stopped
 	if o.fromCSV != "" {
 		rows, err := readCSV(o.fromCSV)
 		if err != nil {
@@ -222,7 +223,7 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 			// A message and its headers in one packet buffer.
 			args = append([]string{"--buf-size", strconv.Itoa((o.msg + HeaderOverhead + 63) &^ 63)}, args...)
 		}
-		fab, err := casestudy.StartFabric(ctx, casestudy.FabricConfig{Vnicd: o.Vnicd, CPUs: o.Place.NIC, Idle: o.FabricIdle, Args: args})
+		fab, err := fabricd.Start(ctx, fabricd.Config{Vnicd: o.Vnicd, CPUs: o.Place.NIC, Idle: o.FabricIdle, Args: args})
 		if err != nil {
 			return Row{}, st, fmt.Errorf("shuffle: %w", err)
 		}

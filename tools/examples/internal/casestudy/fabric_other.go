@@ -1,7 +1,0 @@
-//go:build !linux
-
-package casestudy
-
-import "os/exec"
-
-func dieWithParent(*exec.Cmd) {}
