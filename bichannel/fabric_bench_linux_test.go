@@ -5,7 +5,6 @@ package bichannel
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -31,21 +30,7 @@ func BenchmarkFabricStream(b *testing.B) {
 
 func benchFabricStream(b *testing.B, size, per int) {
 	sock, _ := startFabricDaemon(b)
-	cfg := Config{Workers: 1, HeartbeatTimeout: 10 * time.Second}
-	eps := make([]*Endpoint, 2)
-	for i := range eps {
-		c := cfg
-		c.NodeID = i
-		c.Listen = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)}), 0).String()
-		c.Fast, c.VNIC = FastVNIC, fabricVNIC(sock, i)
-		e, err := New(c)
-		if err != nil {
-			b.Fatalf("node %d on the fabric: %v", i, err)
-		}
-		b.Cleanup(func() { e.Close() })
-		eps[i] = e
-	}
-	connectAll(b, eps)
+	eps := fabricCluster(b, sock, 2, Config{Workers: 1, HeartbeatTimeout: 10 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	msgs := make([][]byte, per)

@@ -34,6 +34,28 @@ func fabricVNIC(sock string, i int) transport.VNICConfig {
 	return transport.VNICConfig{Socket: sock, IP: netip.AddrFrom4([4]byte{198, 18, 0, byte(i + 1)}), FabricHost: true, BasePort: 9400, AttachTimeout: 10 * time.Second}
 }
 
+// fabricCluster builds n endpoints from cfg, each a host of the fabric of
+// the vnicd at sock with its control path on 127.0.0.<i+1>, and connects
+// them; Cleanup closes them.
+func fabricCluster(tb testing.TB, sock string, n int, cfg Config) []*Endpoint {
+	tb.Helper()
+	eps := make([]*Endpoint, n)
+	for i := range eps {
+		c := cfg
+		c.NodeID = i
+		c.Listen = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)}), 0).String()
+		c.Fast, c.VNIC = FastVNIC, fabricVNIC(sock, i)
+		e, err := New(c)
+		if err != nil {
+			tb.Fatalf("node %d on the fabric: %v", i, err)
+		}
+		tb.Cleanup(func() { e.Close() })
+		eps[i] = e
+	}
+	connectAll(tb, eps)
+	return eps
+}
+
 // Three endpoints on one vnicd --source fabric, each a host of its own
 // claiming the same ports on its own address, control path on loopback:
 // every message arrives exactly once, and the fabric carried them (its
@@ -43,20 +65,7 @@ func TestFabricExactlyOnce(t *testing.T) {
 	sock, fab := startFabricDaemon(t)
 	cfg := testConfig()
 	const n = 3
-	eps := make([]*Endpoint, n)
-	for i := range eps {
-		c := cfg
-		c.NodeID = i
-		c.Listen = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)}), 0).String()
-		c.Fast, c.VNIC = FastVNIC, fabricVNIC(sock, i)
-		e, err := New(c)
-		if err != nil {
-			t.Fatalf("node %d on the fabric: %v", i, err)
-		}
-		t.Cleanup(func() { e.Close() })
-		eps[i] = e
-	}
-	connectAll(t, eps)
+	eps := fabricCluster(t, sock, n, cfg)
 	const perPair = 400
 	runTraffic(t, eps, trafficOpts{perPair: perPair})
 	var fast, dups, sent uint64

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/vnic/vnic/internal/proto"
@@ -20,25 +18,8 @@ type daemon struct {
 	cmd    *exec.Cmd
 	dir    string
 	socket string
-	log    *lockedBuf
+	log    *fabricd.Buffer
 	done   chan error
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startDaemon runs bin as vnicd with the fabric source, its engine on
@@ -48,7 +29,7 @@ func startDaemon(bin string, engineCPU, bufSize int, model []string) (*daemon, e
 	if err != nil {
 		return nil, fmt.Errorf("section4: temp dir: %w", err)
 	}
-	d := &daemon{dir: dir, socket: filepath.Join(dir, "vnicd.sock"), log: &lockedBuf{}, done: make(chan error, 1)}
+	d := &daemon{dir: dir, socket: filepath.Join(dir, "vnicd.sock"), log: &fabricd.Buffer{}, done: make(chan error, 1)}
 	args := append([]string{"run", "--source", "fabric", "--socket", d.socket, "--metrics-addr", "",
 		"--emulator-cpu", fmt.Sprint(engineCPU), "--idle", "busy", "--rx-coalesce-usecs", "0",
 		"--policy", "drop", "--buf-size", fmt.Sprint(bufSize), "--no-huge-pages", "--report", "0",
