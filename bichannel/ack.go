@@ -7,43 +7,10 @@ import (
 	"time"
 )
 
-// Tracked messages and quorum skipping.
-//
-// A message sent with SendTagged carries an application tag (a version
-// number, say) and comes back, once the receiver acknowledged it, as a
-// MsgAcked event in the sending worker's Recv, with its tag: a primary
-// counts these towards its quorum. With Config.HotAcks the acknowledgement
-// travels on the fast path, so the event comes a fast-path round trip after
-// the send (the sending worker must keep calling Recv or RecvWait, which is
-// where its fast-path queue is read).
-//
-// Once a quorum has a message, the copies still unacknowledged at the other
-// replicas need no retransmission: Abandon marks one. It is never resent;
-// when its retransmission deadline has passed twice (the first copy was
-// evidently lost, or is three timeouts late), the sender frees it and tells the
-// receiver, in a skip record on the control connection, to count its
-// sequence number as received: the receiver's window moves on, its credit
-// comes back, and the receiver's application gets a MsgSkipped event with
-// the tag (it knows what it missed). A copy that does arrive before its
-// deadline is delivered and acknowledged as usual; one that arrives after
-// the skip is a duplicate and is dropped. Either way a message is delivered
-// at most once, and every message is either delivered or reported skipped.
-
-// Hot-path acknowledgements (Config.HotAcks), the bi-channel paper's mode
-// for quorum replication: the receiver acknowledges every message on the
-// fast path the moment it takes it (and again for every duplicate copy, whose
-// sender evidently missed the first acknowledgement), and the sender's
-// timeouts resend a message over the fast path (hotFastTries times, then
-// over TCP as usual). Credits and cumulative acknowledgements still travel
-// asynchronously in batches over TCP, off the latency path; they also free
-// whatever a lost hot acknowledgement left pending.
-//
-// A hot acknowledgement is a datagram with the data header (type dgAck),
-// sent by the receiver on its own flow f' = f mod its flows of the same
-// worker, so the sender's source checks and, in the authenticated mode, the
-// tag cover it exactly as they cover data. The receiving goroutine takes
-// the fast path in batches and sends one acknowledgement per flow and
-// batch, naming every message of the flow it took:
+// A hot acknowledgement (Config.HotAcks) is a datagram with the data
+// header (type dgAck), sent on the receiver's own flow f' = f mod its
+// flows of the same worker, so source checks and tags cover it as they
+// cover data. One goes per flow and receive batch:
 //
 //	header: node, session (the receiver's), worker w, flow f', seq (=
 //	        cum), length hotAckLen+4n, tag
@@ -52,9 +19,7 @@ import (
 //	56 n times: a sequence number that arrived, minus cum (u32)
 const (
 	hotAckLen = 16
-	// maxHotSel bounds the sequence numbers one hot acknowledgement
-	// names besides the cumulative one.
-	maxHotSel = 64
+	maxHotSel = 64 // sequence numbers one hot acknowledgement names besides cum
 	// hotFastTries is how many times a message is resent over the fast
 	// path in the hot-acknowledgement mode before resends go over TCP.
 	hotFastTries = 3
@@ -103,9 +68,8 @@ func parseHotAck(p []byte, sel []uint32) (flow uint16, cum uint64, out []uint32,
 }
 
 // hotAck acknowledges message seq of p's flow f to worker w on the fast
-// path: at once for a copy that came over TCP (rxw -1), else when the
-// goroutine receiving worker rxw's fast path is done with its batch
-// (flushHotAcks).
+// path: at once for a copy that came over TCP (rxw -1), else in
+// flushHotAcks after worker rxw's receive batch.
 func (e *Endpoint) hotAck(rxw int, p *peer, w, f int, seq, base uint64) {
 	if rxw < 0 {
 		var sel [1]uint64
@@ -120,9 +84,9 @@ func (e *Endpoint) hotAck(rxw int, p *peer, w, f int, seq, base uint64) {
 	wk.hot = append(wk.hot, hotPending{p: p, w: w, f: f, seq: seq, base: base})
 }
 
-// flushHotAcks sends the hot acknowledgements owed for the batch worker
-// rxw's receiving goroutine just took: one per flow (more if it took over
-// maxHotSel messages of one), with the newest cumulative acknowledgement.
+// flushHotAcks sends the hot acknowledgements owed for worker rxw's last
+// receive batch: one per flow (more past maxHotSel messages), with the
+// newest cumulative acknowledgement.
 func (e *Endpoint) flushHotAcks(rxw int) {
 	wk := e.workers[rxw]
 	if len(wk.hot) == 0 {
@@ -145,7 +109,7 @@ func (e *Endpoint) flushHotAcks(rxw int) {
 			if g.p != h.p || g.w != h.w || g.f != h.f {
 				continue
 			}
-			g.p = nil // done: later passes skip it
+			g.p = nil
 			if g.seq < cum {
 				continue // the cumulative acknowledgement covers it
 			}
@@ -185,8 +149,7 @@ func (e *Endpoint) sendHotAck(p *peer, w, f int, cum uint64, sel []uint64) {
 }
 
 // onHotAck applies a hot acknowledgement that passed onDatagram's checks.
-// It frees nothing (see peer.onAck): the TCP acknowledgements do, and a
-// message they do not cover is resent over TCP.
+// It frees nothing (see peer.onAck).
 func (e *Endpoint) onHotAck(p *peer, h *dgHeader, payload []byte, src netip.AddrPort) {
 	var buf [maxHotSel]uint32
 	flow, cum, sel, ok := parseHotAck(payload, buf[:])
@@ -200,20 +163,15 @@ func (e *Endpoint) onHotAck(p *peer, h *dgHeader, payload []byte, src netip.Addr
 	}
 }
 
-// Credits on the fast path. A receiver returns credits as soon as a
-// flow's consumed messages cross Config.BuffersPerFlow/4, in a credit
-// record (type dgCredit) on its flow 0 of the same worker, naming every
-// flow of that peer and worker with news:
+// A credit record (type dgCredit) goes on the receiver's flow 0 of the
+// same worker and names every flow of that peer and worker with news:
 //
 //	header: node, session (the receiver's), worker w, flow 0, seq 0,
 //	        length 12n, tag
 //	40 n times: flow (u16), reserved (u16, zero), credits returned in all (u64)
 //
-// Counts are cumulative, so a lost, duplicated or reordered record costs
-// nothing but time: the acknowledgement records over TCP carry the same
-// count (its low 32 bits) after Config.AckDelay, and the sender keeps the
-// highest count it has seen. A count above the messages sent on the flow
-// is counted as a bad acknowledgement and ignored.
+// The sender keeps the highest count seen; TCP acknowledgements carry its
+// low 32 bits.
 const creditLen = 12
 
 // appendCredits appends a credit entry for every flow in rx with credits
@@ -233,9 +191,8 @@ func appendCredits(b []byte, rx []rflow) []byte {
 	return b
 }
 
-// sendCredits sends credit entries to worker w of p on the fast path. It
-// reports false when they could not be sent (the caller sends them over
-// TCP).
+// sendCredits sends credit entries to worker w of p on the fast path,
+// or reports false.
 func (e *Endpoint) sendCredits(p *peer, w int, entries []byte) bool {
 	if len(entries) == 0 {
 		return true
@@ -303,9 +260,7 @@ func (p *peer) credit(ss *sendState, fl *sflow, returned uint64) bool {
 	fl.credits += int(returned - fl.returned)
 	fl.returned = returned
 	if fl.credits > ss.buffers {
-		// Credits for messages the receiver took but this node never
-		// sent (forged datagrams): clamped, counted.
-		fl.credits = ss.buffers
+		fl.credits = ss.buffers // the receiver took forged datagrams
 		p.e.st.creditViolations.Add(1)
 	}
 	return true
@@ -316,7 +271,7 @@ func (p *peer) credit(ss *sendState, fl *sflow, returned uint64) bool {
 func (p *peer) credit32(ss *sendState, fl *sflow, low uint32) bool {
 	d := low - uint32(fl.returned)
 	if d >= 1<<31 {
-		return true // older than what the fast path brought
+		return true // older than the fast path's count
 	}
 	return p.credit(ss, fl, fl.returned+uint64(d))
 }
@@ -330,9 +285,8 @@ func (e *Endpoint) creditsCame(p *peer, w int) {
 	}
 }
 
-// kickAcks asks for the peer's acknowledgements and credits to be sent:
-// urgent ones (a flow crossed a batching threshold) at once, by the
-// calling goroutine, others by ackLoop after AckDelay.
+// kickAcks sends the peer's acknowledgements and credits now (urgent: a
+// flow crossed a batching threshold) or has ackLoop send them.
 func (p *peer) kickAcks(urgent bool) {
 	if urgent && p.ready.Load() {
 		p.flushAcks()
@@ -350,8 +304,7 @@ func (p *peer) markDirty(w, f int, rf *rflow) {
 	}
 }
 
-// flushAcks sends one frame with an acknowledgement and credit record for
-// every flow with news.
+// flushAcks sends one frame with a record for every flow with news.
 func (p *peer) flushAcks() {
 	e := p.e
 	p.flushMu.Lock()
@@ -387,8 +340,7 @@ func (p *peer) flushAcks() {
 	}
 }
 
-// ackLoop sends the acknowledgements and credits no threshold flushed,
-// AckDelay after the first news.
+// ackLoop flushes acknowledgements AckDelay after the first news.
 func (p *peer) ackLoop() {
 	e := p.e
 	defer e.wg.Done()
@@ -403,8 +355,7 @@ func (p *peer) ackLoop() {
 	}
 }
 
-// wait waits for c; false: the peer died or the endpoint is closing
-// first.
+// wait waits for c; false: the peer died or the endpoint is closing.
 func wait[T any](p *peer, c <-chan T) bool {
 	select {
 	case <-c:
@@ -452,8 +403,7 @@ func (p *peer) readLoop() {
 					break
 				}
 				if w >= e.cfg.Workers || f >= p.remote.flows || n > e.cfg.MaxPayload {
-					// Counted and ignored, like a datagram naming them:
-					// a peer's broken record is no reason to give up on it.
+					// Not a reason to give up on the peer.
 					e.dropped(dropBadFlow, p.ctlAddr)
 					continue
 				}
@@ -467,7 +417,7 @@ func (p *peer) readLoop() {
 					break
 				}
 				if int(s.worker) >= e.cfg.Workers || int(s.flow) >= p.remote.flows {
-					e.dropped(dropBadFlow, p.ctlAddr) // counted and ignored
+					e.dropped(dropBadFlow, p.ctlAddr)
 					continue
 				}
 				e.onSkip(p, &s)
@@ -486,18 +436,10 @@ func (p *peer) readLoop() {
 	}
 }
 
-// onAck applies one acknowledgement and credit record from the peer: from
-// its control connection (hot false), or a hot acknowledgement from the
-// fast path (hot true). Only the first frees messages and moves the
-// window: the control connection is the authority on what was received.
-// A hot acknowledgement marks the messages it names (their MsgAcked events
-// and delay samples come from it, and they are not resent over the fast
-// path), and a message the TCP acknowledgements do not cover in time is
-// resent over TCP whatever hot acknowledgements said (retransmit), so a
-// forged or replayed one delays a message at most, never loses it. An
-// acknowledgement for a worker or flow that does not exist, or of sequence
-// numbers never sent, is counted (BadAcks) and ignored. It reports whether
-// the record was sound.
+// onAck applies one acknowledgement record: from the control connection,
+// or (hot) a hot acknowledgement. Only records from the control connection
+// free messages and move the window; a hot one only marks them, since a
+// datagram can be forged. It reports whether the record was sound.
 func (p *peer) onAck(a *ackRecord, now int64, hot bool) bool {
 	e := p.e
 	if int(a.worker) >= len(p.send) || int(a.flow) >= e.cfg.Flows {
@@ -511,9 +453,8 @@ func (p *peer) onAck(a *ackRecord, now int64, hot bool) bool {
 	sample := int64(-1)
 	bad := false
 	if a.cum > fl.next {
-		// Acknowledges what was never sent: the receiver took a forged
-		// datagram (or is broken). Ignored and counted — never a reason
-		// to give up on the pair; its credits still count.
+		// The receiver took a forged datagram (or is broken); its
+		// credits still count.
 		bad = true
 	} else {
 		for s := fl.low; s < a.cum; s++ {
@@ -532,7 +473,7 @@ func (p *peer) onAck(a *ackRecord, now int64, hot bool) bool {
 		}
 	}
 	if hot {
-		freed = 0 // marked, not freed
+		freed = 0
 	}
 	for fl.low < fl.next && fl.ring[fl.low%ss.win] == 0 {
 		fl.low++
@@ -563,8 +504,7 @@ func (p *peer) onAck(a *ackRecord, now int64, hot bool) bool {
 	return !bad
 }
 
-// badAck counts an acknowledgement that cannot be applied and logs it, at
-// most once a second.
+// badAck counts and logs (rate-limited) an acknowledgement it cannot apply.
 func (p *peer) badAck(a *ackRecord, msg string) {
 	e := p.e
 	e.st.badAcks.Add(1)
@@ -600,10 +540,9 @@ func (ss *sendState) mark(hot bool, fl *sflow, f uint16, s uint64, now int64, sa
 	return ss.ack(fl, f, s, now, sample)
 }
 
-// hotAck marks the unacknowledged message s of fl as named by a hot
-// acknowledgement: its MsgAcked event (once) and its delay sample come
-// now, but it stays until the TCP acknowledgements cover it. It returns
-// how many messages it marked.
+// hotAck marks the unacknowledged message s of fl as hot-acknowledged:
+// its MsgAcked event and delay sample come now, but it stays until the
+// TCP acknowledgements cover it.
 func (ss *sendState) hotAck(fl *sflow, f uint16, s uint64, now int64, sample *int64) int {
 	slot := fl.ring[s%ss.win]
 	if slot == 0 || ss.slab[slot-1].seq != s {
@@ -624,9 +563,8 @@ func (ss *sendState) hotAck(fl *sflow, f uint16, s uint64, now int64, sample *in
 	return 1
 }
 
-// observe feeds one acknowledgement delay into the retransmission timeout,
-// as TCP does (RFC 6298): SRTT + 4 RTTVAR, at least
-// Config.RetransmitTimeout and at most 64 times it.
+// observe feeds one acknowledgement delay into the retransmission timeout
+// (RFC 6298), clamped to [RetransmitTimeout, 64*RetransmitTimeout].
 func (p *peer) observe(sample int64) {
 	p.rttMu.Lock()
 	defer p.rttMu.Unlock()
@@ -657,7 +595,6 @@ func (e *Endpoint) pushEvents(p *peer, w int, evs []ackEvent) {
 	e.notifyWorker(w, wk)
 }
 
-// ackEvent is an acknowledged tracked message, waiting for pushEvents.
 type ackEvent struct {
 	seq, tag uint64
 	flow     uint16
@@ -688,16 +625,14 @@ func (e *Endpoint) onSkip(p *peer, s *skipRecord) {
 		e.dropped(dropOutOfWindow, p.ctlAddr)
 		return
 	case admitNoBuffer:
-		// The skipped message spent a credit, so its event takes a
-		// buffer as the message would have: an honest sender never
-		// finds them full, and a peer sending skips without end cannot
-		// grow the inbox past the credits.
+		// The skip spent a credit, so its event takes a buffer: a peer
+		// cannot grow the inbox past its credits.
 		wk.mu.Unlock()
 		e.st.dropsNoBuffer.Add(1)
 		return
 	}
 	rf.receive(seq, win)
-	rf.buffered++ // until Recv hands the event over; its credit goes back then
+	rf.buffered++ // until Recv hands the event over
 	rf.fresh++
 	p.markDirty(w, f, rf)
 	wk.inbox = append(wk.inbox, inMsg{p: p, flow: f, seq: seq, kind: MsgSkipped, tag: s.tag})

@@ -17,13 +17,9 @@ import (
 // where K is the cluster key and the transcript is the protocol version,
 // both ids and both nonces. Each proof covers the other side's fresh
 // nonce, so neither can be replayed, and the two are labelled, so one
-// side's proof is never the other's. A says nothing but its id before D's
-// proof checked out; D says nothing about itself but its id before A's did.
-// Both then derive the connection's datagram keys, one per direction,
-// with HKDF-SHA256 (RFC 5869): the cluster key as the secret, the
-// transcript as the salt, the direction as the info.
+// side's proof is never the other's. The datagram keys are HKDF-SHA256 of
+// the cluster key, with the transcript as salt and the direction as info.
 
-// transcript is what both proofs and the keys are computed over.
 func transcript(dialer, acceptor uint32, nd, na *[nonceLen]byte) []byte {
 	b := make([]byte, 0, 2+8+2*nonceLen)
 	b = binary.BigEndian.AppendUint16(b, helloVersion)
@@ -55,8 +51,7 @@ func proof(key []byte, label string, tr []byte) [macLen]byte {
 	return hmacSum(key, []byte(label), tr)
 }
 
-// proofOK compares a received proof with the expected one in constant
-// time.
+// proofOK checks a received proof in constant time.
 func proofOK(key []byte, label string, tr []byte, got *[macLen]byte) bool {
 	want := proof(key, label, tr)
 	return hmac.Equal(want[:], got[:])
@@ -65,7 +60,7 @@ func proofOK(key []byte, label string, tr []byte, got *[macLen]byte) bool {
 // datagramKeys derives the connection's two SipHash keys: the one the
 // dialer tags its datagrams with, and the acceptor's.
 func datagramKeys(key, tr []byte) (dToA, aToD sipKey) {
-	// hkdf.Key fails only for a length beyond 255 hash lengths.
+	// hkdf.Key fails only for lengths beyond 255 hashes.
 	k1, _ := hkdf.Key(sha256.New, key, tr, labelDToA, 16)
 	k2, _ := hkdf.Key(sha256.New, key, tr, labelAToD, 16)
 	return newSipKey(k1), newSipKey(k2)

@@ -57,14 +57,10 @@ type Peer struct {
 }
 
 // PayloadForMTU is the largest MaxPayload whose datagrams fit in one frame
-// of a link with this MTU: the MTU less the IP header (20 bytes for IPv4,
-// 40 for IPv6), UDP's 8 and HeaderLen. Both nodes must use it (the smaller
-// MaxPayload of the two wins at the handshake). With the vNIC fast path,
-// vnicd's packet buffers must hold the whole frame: it sizes them from the
-// interface's MTU unless --buf-size says otherwise. A larger MTU (jumbo
-// frames) carries a stream in fewer datagrams: at MTU 9000 an 8 KiB
-// message is one datagram, which vnicd takes as several AF_XDP chunks
-// (multi-buffer, docs/operations.md "Jumbo frames").
+// of a link with this MTU: the MTU less the IP header, UDP's 8 bytes and
+// HeaderLen. Use it on both nodes (the smaller MaxPayload wins at the
+// handshake). With the vNIC fast path, vnicd's packet buffers must hold
+// the whole frame (docs/operations.md, "Jumbo frames").
 func PayloadForMTU(mtu int, ipv6 bool) int {
 	ip := 20
 	if ipv6 {
@@ -113,21 +109,17 @@ type Config struct {
 	Listen string
 	// Peers are the other nodes, for Connect(ctx, nil).
 	Peers []Peer
-	// ListenFunc, if set, makes the control listener on Listen instead of
-	// net.Listen, and Dialer, if set, makes the control connections this
-	// node dials instead of a net.Dialer: hooks for endpoints whose
-	// sockets live elsewhere than the calling thread, e.g. in a network
-	// namespace (run the call on a thread locked inside it), or behind a
-	// custom transport. transport.UDPConfig.ListenUDP is the same hook for the
-	// kernel UDP fast path's sockets.
+	// ListenFunc and Dialer, if set, replace net.Listen for the control
+	// listener and net.Dialer for the control connections this node dials,
+	// e.g. to open the sockets in another network namespace
+	// (transport.UDPConfig.ListenUDP does the same for kernel UDP).
 	ListenFunc func(network, address string) (net.Listener, error)
 	Dialer     func(ctx context.Context, network, address string) (net.Conn, error)
 
-	// transport.Path, if set, is used as is (the Endpoint closes it); Fast, UDP
+	// FastPath, if set, is used as is (the Endpoint closes it); Fast, UDP
 	// and VNIC are then ignored.
 	FastPath transport.Path
-	// Fast chooses the fast path to build: FastAuto (the default),
-	// FastVNIC or FastUDP.
+	// Fast chooses the fast path to build (default FastAuto).
 	Fast FastMode
 	UDP  transport.UDPConfig
 	VNIC transport.VNICConfig
@@ -143,8 +135,8 @@ type Config struct {
 	// at most MaxWindow): a sender never has a message unacknowledged
 	// that is Window sequence numbers older than its newest.
 	Window int
-	// MaxPayload is the largest message (default 1400 bytes, one MTU of
-	// Ethernet with IPv4, UDP and the HeaderLen header).
+	// MaxPayload is the largest message (default 1400 bytes: see
+	// PayloadForMTU).
 	MaxPayload int
 	// MinPort and MaxPort bound the source ports of the flows (default
 	// 10000 to 32767, below Linux's ephemeral range).
@@ -152,73 +144,52 @@ type Config struct {
 
 	// RetransmitTimeout is the least time a message stays
 	// unacknowledged before it is resent over TCP (default 20ms). The
-	// timeout adapts to the measured acknowledgement delay as TCP's does
-	// (SRTT + 4 RTTVAR, Karn's rule), between this and 64 times it; before
-	// the first measurement it is 10 times this (at most 1s). Each further
-	// resend of a message waits twice as long.
+	// timeout adapts to the measured acknowledgement delay, between this
+	// and 64 times it; before the first measurement it is 10 times this
+	// (at most 1s).
 	RetransmitTimeout time.Duration
 	// AckDelay is how long a receiver may hold acknowledgements and
-	// credits to batch them (default 1ms); a quarter of the buffers
-	// of a flow consumed or received sends them at once.
+	// credits to batch them (default 1ms).
 	AckDelay time.Duration
 	// HeartbeatInterval and HeartbeatTimeout: a peer from which nothing
 	// arrived for HeartbeatTimeout is dead (defaults 100ms and 1s).
 	HeartbeatInterval, HeartbeatTimeout time.Duration
 	// SendTimeout bounds how long Send waits for credits (0: until the
-	// peer dies or the Endpoint closes). SendContext takes a context
-	// instead.
+	// peer dies or the Endpoint closes).
 	SendTimeout time.Duration
 	// TolerateDeadPeers keeps the Endpoint working for the live peers
-	// when one dies (a quorum-replicated store goes on without a dead
-	// replica): only Send to the dead peer returns its *PeerError, Recv
-	// and RecvWait go on without error, Flush waits for the live peers
-	// only, and DeadPeers tells who is gone. Without it (the default, for
-	// operators such as a shuffle that need every peer), the first dead
-	// peer makes every Recv, RecvWait and Flush return its *PeerError.
-	// Either way a dead peer stays dead: there is no reconnection, a
-	// restarted node is refused (its id is taken) until every Endpoint is
-	// rebuilt.
+	// when one dies: only Send to the dead peer returns its *PeerError,
+	// Flush waits for the live peers only, and DeadPeers tells who is
+	// gone. Without it, the first dead peer makes every Recv, RecvWait
+	// and Flush return its *PeerError.
 	TolerateDeadPeers bool
-	// HotAcks turns on hot-path acknowledgements, the bi-channel paper's
-	// mode for quorum replication (ack.go): this node acknowledges
-	// every message on the fast path as it takes it, and resends its own
-	// unacknowledged messages over the fast path (three times, then over
-	// TCP). Credits still go back asynchronously over TCP, with a
-	// cumulative acknowledgement as a backstop. Turn it on on every node.
-	// The sending worker must keep calling Recv or RecvWait: that is where
-	// its fast-path queue, and the acknowledgements on it, are read.
+	// HotAcks turns on hot-path acknowledgements for quorum replication
+	// (see the package documentation); turn it on on every node. The
+	// sending worker must keep calling Recv or RecvWait: that is where
+	// the acknowledgements on its fast-path queue are read.
 	HotAcks bool
 	// RecvBatch is the most messages one Recv returns (default 64).
 	RecvBatch int
 
 	// ClusterKey, if set, turns on the authenticated mode (see the
-	// package documentation, "Trust model"): the handshake is a mutual
-	// HMAC-SHA256 challenge-response proving both nodes hold this key, and
-	// every fast-path datagram carries a SipHash-2-4 tag under keys
-	// derived in it. Every node of the cluster needs the same key, at least
-	// MinClusterKeyLen bytes of secret randomness (head -c 32 /dev/urandom).
-	// Empty: the unauthenticated mode, for networks where every host that
-	// can reach the control and fast-path ports is trusted.
+	// package documentation, "Trust model"). Every node needs the same
+	// key, at least MinClusterKeyLen random bytes (head -c 32
+	// /dev/urandom).
 	ClusterKey []byte
 	// CheckPeerAddr refuses an accepted control connection unless it
 	// comes from the IP of the Addr configured for the node it claims to
-	// be (Peers or Connect's list; an Addr that is not an IP literal is
-	// resolved at Connect). The dialing node connects from its control
-	// listener's IP when Listen names one. In the unauthenticated mode
-	// this is what stops a third party from taking a peer's id.
+	// be (a host name is resolved at Connect). Dialers connect from their
+	// control listener's IP when Listen names one.
 	CheckPeerAddr bool
 	// HandshakeTimeout bounds every connection's handshake, including
 	// the wait of a connection accepted before Connect (default 10s).
 	HandshakeTimeout time.Duration
 	// MaxPending caps the accepted connections in handshake (default
 	// 64), MaxPendingPerIP those from one source address (default 8);
-	// beyond, new connections are told to dial again and closed at once
-	// (Stats.RefusedLimit; an honest dialer retries while its Connect's
-	// context allows).
+	// beyond, new ones are told to dial again (Stats.RefusedLimit).
 	MaxPending, MaxPendingPerIP int
 
-	// Logger receives the Endpoint's few log lines (fast-path fallback,
-	// dead peers). Nil means no logging.
+	// Logger receives the Endpoint's few log lines. Nil means no logging.
 	Logger *zerolog.Logger
 }
 

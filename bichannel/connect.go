@@ -11,18 +11,12 @@ import (
 	"time"
 )
 
-// Connecting and admission: Connect dials the peers with a higher id than
-// this node's and waits for the others to dial it; acceptLoop takes their
-// connections, within Config.MaxPending and MaxPendingPerIP, and hands
-// each to the handshake (handshake.go).
-
 // maxPreConnectWait bounds how long an accepted connection waits for this
-// node's Connect before it is told to dial again: preConnectWait.
+// node's Connect before it is told to dial again.
 const maxPreConnectWait = time.Second
 
-// preConnectWait is maxPreConnectWait, or half of the handshake timeout if
-// that is shorter, so that the dialer hears that it should dial again
-// before its own handshake times out.
+// preConnectWait is at most half the handshake timeout, so that the dialer
+// hears it should dial again before its own handshake times out.
 func (c *Config) preConnectWait() time.Duration {
 	return min(maxPreConnectWait, c.HandshakeTimeout/2)
 }
@@ -136,8 +130,7 @@ func (e *Endpoint) Connect(ctx context.Context, peers []Peer) error {
 	}
 }
 
-// resolveHost returns the IPs of a host:port's host (an IP literal, or a
-// name resolved now).
+// resolveHost returns the IPs of a host:port's host.
 func resolveHost(ctx context.Context, addr string) ([]netip.Addr, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -156,8 +149,7 @@ func resolveHost(ctx context.Context, addr string) ([]netip.Addr, error) {
 	return ips, nil
 }
 
-// remoteIP is the source address of a connection (the zero Addr if it is
-// not an IP connection).
+// remoteIP is the source address of a connection, or the zero Addr.
 func remoteIP(c net.Conn) netip.Addr {
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		return ta.AddrPort().Addr().Unmap()
@@ -170,9 +162,8 @@ func remoteIP(c net.Conn) netip.Addr {
 var errRetry = errors.New("the peer is not connecting yet")
 
 // dial connects to a peer with a higher id, retrying while it is not
-// listening yet or not connecting yet. It dials from the control
-// listener's IP when Listen names one (unless Config.Dialer is set), so
-// peers checking addresses (CheckPeerAddr) see that one.
+// listening or connecting yet. It dials from the control listener's IP
+// when Listen names one, for peers with CheckPeerAddr.
 func (e *Endpoint) dial(ctx context.Context, pr Peer) error {
 	var d net.Dialer
 	if ta, ok := e.ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsUnspecified() {
@@ -216,8 +207,7 @@ func (e *Endpoint) dial(ctx context.Context, pr Peer) error {
 	}
 }
 
-// track remembers a connection in handshake, so Close can end it; it
-// refuses once the Endpoint is closing.
+// track remembers a connection in handshake, so Close can end it.
 func (e *Endpoint) track(c net.Conn) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -310,8 +300,7 @@ func refuse(reason int, format string, a ...any) error {
 	return &refusal{reason, fmt.Errorf(format, a...)}
 }
 
-// refused counts a refused handshake and logs it, naming the source, at
-// most once a second.
+// refused counts a refused handshake and logs it (rate-limited).
 func (e *Endpoint) refused(reason int, conn net.Conn, err error) {
 	n := e.st.refused[reason].Add(1)
 	if e.logAllowed() {

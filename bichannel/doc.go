@@ -8,25 +8,24 @@
 // # Channels
 //
 // The fast path (transport.Path, package bichannel/transport) carries one
-// datagram per message, unreliable and unordered. Three implementations
-// exist: transport.VNIC through vnicd (the vNIC of this project, via the
-// client package), transport.UDP over kernel UDP sockets when no vnicd
-// runs, and lossytest.Fast (package bichannel/transport/lossytest), an
-// in-process network with seeded loss, reordering and duplication for
-// tests. [New] picks one from [Config.Fast]: FastAuto tries vnicd and falls
-// back to kernel UDP with one log line.
+// datagram per message, unreliable and unordered: transport.VNIC through
+// vnicd (this project's vNIC, via the client package), transport.UDP over
+// kernel UDP sockets, or lossytest.Fast (bichannel/transport/lossytest),
+// an in-process network with seeded loss, reordering and duplication for
+// tests. [New] picks one from [Config.Fast]: FastAuto tries vnicd and
+// falls back to kernel UDP with one log line.
 //
-// The control path is one TCP connection per pair of nodes; the node with
-// the lower id dials. At connect, each side sends a hello: node id, 64-bit
-// session, worker count, fast-path address, MAC, each worker's UDP port and
-// receive queue, the receive buffers per flow (the sender's credits), the
-// duplicate window, the largest payload and its RSS configuration
-// ([rss.Config.MarshalBinary]). The dialer speaks first; the acceptor sends
-// its hello only once the dialer has proved itself (authenticated mode) or
-// claimed an id this node accepts (see "Trust model"). Then each side
-// reserves the other's id, sets up its flows to it (the routes), tells it
-// the source port of every flow, publishes it (its datagrams are accepted
-// from then on) and says ready.
+// The control path is one TCP connection per pair of nodes; the lower id
+// dials. Each side sends a hello: node id, 64-bit session, worker count,
+// fast-path address, MAC, each worker's UDP port and receive queue, the
+// receive buffers per flow (the sender's credits), the duplicate window,
+// the largest payload and its RSS configuration
+// ([rss.Config.MarshalBinary]). The dialer speaks first; the acceptor
+// sends its hello only once the dialer has proved itself (authenticated
+// mode) or claimed an id this node accepts (see "Trust model"). Then each
+// side reserves the other's id, sets up its flows to it (the routes),
+// tells it the source port of every flow, publishes it (its datagrams are
+// accepted from then on) and says ready.
 //
 // # Queue targeting
 //
@@ -38,68 +37,67 @@
 //
 // # Reliability and flow control
 //
-// Every message carries its flow's sequence number, in a record of its
-// own: a datagram holds one or more records, and [Endpoint.SendBatch]
-// packs a run of small messages of one flow into as few datagrams as they
-// fit. The receiver keeps a sliding bitmap per flow ([Config.Window]) and
-// suppresses duplicates; acknowledgements (cumulative plus selective) go
-// back over TCP in batches: as soon as a flow's buffers' worth of messages
-// (or a quarter window, if less) arrived since the last batch (sent by the
-// goroutine that crossed the threshold), else [Config.AckDelay] after the
-// first news. A message unacknowledged for the
-// retransmission timeout is resent over TCP (never over the fast path: no
-// TCP is reimplemented there), then again after twice as long, and so on;
-// the timeout adapts to the measured acknowledgement delay like TCP's
-// (SRTT + 4 RTTVAR, never below [Config.RetransmitTimeout]). A
-// retransmitted copy goes through the same Recv and duplicate suppression
-// as fast-path copies.
+// Every message carries its flow's sequence number in a record of its
+// own; a datagram holds one or more records ([Endpoint.SendBatch] packs a
+// run of small messages of one flow into as few datagrams as they fit).
+// The receiver keeps a sliding bitmap per flow ([Config.Window]) and
+// suppresses duplicates. Acknowledgements (cumulative plus selective) go
+// back over TCP in batches: at once, by the goroutine that crossed the
+// threshold, when a flow's buffers' worth of messages (or a quarter
+// window, if less) arrived since the last batch, else [Config.AckDelay]
+// after the first news. A message unacknowledged for the retransmission
+// timeout is resent over TCP (never over the fast path: no TCP is
+// reimplemented there), then again after twice as long, and so on; the
+// timeout adapts to the measured acknowledgement delay like TCP's (SRTT +
+// 4 RTTVAR, never below [Config.RetransmitTimeout]). A retransmitted copy
+// goes through the same Recv and duplicate suppression as fast-path ones.
 //
 // Each flow starts with as many credits as the receiver has buffers per
 // flow ([Config.BuffersPerFlow]); a message spends one, and the receiver
-// returns it once the application consumed the message with
-// [Endpoint.Recv]: on the fast path, in a credit record, as soon as a
-// quarter of a flow's buffers was consumed, and over TCP with the next
-// acknowledgements. Both carry the cumulative count of credits returned,
-// so a lost or late credit record costs only time. A sender takes the
-// credit records off its own fast-path queue whenever it sends; with no
-// credit on any flow to a buddy it waits, in the fast path's Wait when it
-// has the queue to itself (counted in [Stats.StallTime]). Credits never go
-// negative or above the receiver's buffers, so without loss the receiver
-// never drops a message for lack of buffers. A sender also never has more
-// unacknowledged messages on a flow than the window, or four times the
-// receiver's buffers if less: that bounds the copies it keeps for
-// retransmission.
+// returns it once [Endpoint.Recv] consumed the message: in a credit
+// record on the fast path as soon as a quarter of a flow's buffers was
+// consumed, and over TCP with the next acknowledgements. Both carry the
+// cumulative count of credits returned, so a lost or late credit record
+// costs only time. A sender takes the credit records off its own
+// fast-path queue whenever it sends; with no credit on any flow to a buddy
+// it waits, in the fast path's Wait when it has the queue to itself
+// ([Stats.StallTime]). Credits never go negative or above the receiver's
+// buffers, so without loss the receiver never drops a message for lack of
+// buffers. A sender never has more unacknowledged messages on a flow than
+// the window, or four times the receiver's buffers if less: that bounds
+// the copies it keeps for retransmission.
 //
 // # Hot-path acknowledgements and quorums
 //
 // [Config.HotAcks] is the paper's mode for quorum replication: the
 // receiver acknowledges each message on the fast path the moment it takes
-// it (a datagram of type "hot ack" with the same header, source checks and,
-// in the authenticated mode, tag as data), the sender resends an
+// it (a "hot ack" datagram with the same header, source checks and, in
+// the authenticated mode, tag as data), the sender resends an
 // unacknowledged message over the fast path (three times, then over TCP),
 // and credits with a cumulative backstop still go back in batches over
 // TCP. The TCP acknowledgements are the authority on what was received: a
-// hot acknowledgement only marks a message (its MsgAcked event comes, it is
-// not resent on the fast path any more), the TCP acknowledgements free it,
-// and one they do not cover in time is resent over TCP whatever hot
+// hot acknowledgement only marks a message (its MsgAcked event comes, it
+// is not resent on the fast path any more), the TCP acknowledgements free
+// it, and one they do not cover in time is resent over TCP whatever hot
 // acknowledgements said ([Stats.HotAckUnconfirmed]), so a forged or
 // replayed one delays a message, never loses it. Set HotAcks alike on
 // every node: a node without it drops hot acknowledgements
-// ([Stats.HotAckOff]). [Endpoint.SendTagged] sends a message whose
-// acknowledgement comes back as a [MsgAcked] event, with the application's tag (a version
-// number), in the sending worker's Recv: a primary counts its quorum from
-// them. [Endpoint.Abandon] then marks the copies to the other replicas:
-// they are never resent, and one still unacknowledged about three
+// ([Stats.HotAckOff]).
+//
+// [Endpoint.SendTagged] sends a message whose acknowledgement comes back
+// as a [MsgAcked] event, with the application's tag (a version number), in
+// the sending worker's Recv: a primary counts its quorum from them.
+// [Endpoint.Abandon] then marks the copies to the other replicas: they
+// are never resent, and one still unacknowledged about three
 // retransmission timeouts after its send (its deadline, then twice that
-// again) is skipped ([Stats.Abandoned]); a skip record on the control
-// connection makes its receiver count the sequence number as received (its window
-// moves on) and hand the application a [MsgSkipped] event with the tag,
-// so it knows what to fetch. The event holds one of its flow's buffers, as
-// the message would have, until Recv hands it over, and its credit goes
-// back then: skips beyond the buffers are dropped ([Stats.DropsNoBuffer]),
-// so no peer can queue more events than its credits. A message is
-// delivered at most once either way; a late copy of a skipped one is a
-// duplicate.
+// again) is skipped ([Stats.Abandoned]): a skip record on the control
+// connection makes its receiver count the sequence number as received
+// (its window moves on) and hand the application a [MsgSkipped] event
+// with the tag, so it knows what to fetch. The event holds one of its
+// flow's buffers until Recv hands it over, and its credit goes back then;
+// skips beyond the buffers are dropped ([Stats.DropsNoBuffer]), so no
+// peer can queue more events than its credits. A message is delivered at
+// most once either way; a late copy of a skipped one is a duplicate.
 //
 // A peer whose TCP connection fails, who closes, or from whom nothing
 // (heartbeats included) arrived for [Config.HeartbeatTimeout] is dead for
@@ -117,26 +115,26 @@
 // The library assumes the network between the nodes may carry a third
 // party's traffic. What that party can do depends on the mode.
 //
-// Authenticated mode ([Config.ClusterKey] set; every node needs the same
-// key). The handshake is a mutual HMAC-SHA256 challenge-response over both
-// node ids and both sides' 32-byte nonces: the dialer sends its id, the id
-// it dialed and its nonce; the acceptor answers with its nonce and its
-// proof; the dialer checks it and sends its own proof, then its hello; the
+// Authenticated mode ([Config.ClusterKey] set, the same on every node).
+// The handshake is a mutual HMAC-SHA256 challenge-response over both node
+// ids and both sides' 32-byte nonces: the dialer sends its id, the id it
+// dialed and its nonce; the acceptor answers with its nonce and its proof;
+// the dialer checks it and sends its own proof, then its hello; the
 // acceptor checks that and only then sends its hello. Both derive two
-// SipHash-2-4 keys from the cluster key and the transcript (an HKDF-style
-// extract and expand with HMAC-SHA256), one per direction, and every
-// fast-path datagram carries a 64-bit tag over its header (node, session,
-// worker, flow, sequence number, length) and payload. The tag is checked
-// in one place, before the message is looked at (after the header, the
-// peer, its session, the ranges and the source). A third party without the
-// key:
+// SipHash-2-4 keys from the cluster key and the transcript (HKDF-SHA256),
+// one per direction, and every fast-path datagram carries a 64-bit tag
+// over its header (node, session, worker, flow, sequence number, length)
+// and payload. The tag is checked in one place, before the message is
+// looked at (after the header, the peer, its session, the ranges and the
+// source). The SipHash is this package's own: it hashes the header and
+// payload around the tag field in place, with no copy. A third party
+// without the key:
 //   - does not get a node's hello (its RSS configuration, buffers and
-//     window) from a control connection: the acceptor sends it only after
-//     the dialer's proof. It can learn the rest: the session travels in
-//     clear in every datagram's header (an observer on the path reads
-//     it), and the flows' source ports follow from public parameters (the
-//     default RSS key and table, the workers' ports) and a UDP probe
-//     confirms them. Knowing them gives it nothing the items below deny;
+//     window): the acceptor sends it only after the dialer's proof. It can
+//     learn the rest: the session travels in clear in every datagram's
+//     header, and the flows' source ports follow from public parameters
+//     (the default RSS key and table, the workers' ports), which a UDP
+//     probe confirms. Knowing them gives it nothing the items below deny;
 //   - cannot inject, replace or suppress a message, or make a sender
 //     believe one was received: a forged datagram fails its tag (BadTag),
 //     a replayed one is a duplicate, one from an older session is stale;
@@ -163,46 +161,44 @@
 // Unauthenticated mode (no ClusterKey: New logs one line saying so). Every
 // host that can reach the ports is trusted to some degree:
 //   - a fast-path datagram is accepted only from the address and source
-//     port of the flow its header names (BadSource otherwise), so a third
-//     party must spoof IP source addresses (raw sockets, and a network
-//     without ingress filtering) and know the 64-bit session to inject a
-//     message; one that can, can inject messages and suppress real ones,
-//     but not stop a flow: a forged hot acknowledgement delays a message
-//     until its resend over TCP, and a forged message beyond the window is
-//     dropped (OutOfWindow);
-//   - a dead peer's flows are refused (DeadPeer): a process that binds its
-//     freed source ports on its host cannot speak as it;
+//     port of the flow its header names (BadSource), so a third party must
+//     spoof IP source addresses (raw sockets, and a network without
+//     ingress filtering) and know the 64-bit session to inject a message;
+//     one that can, can inject messages and suppress real ones, but not
+//     stop a flow: a forged hot acknowledgement delays a message until its
+//     resend over TCP, and a forged message beyond the window is dropped
+//     (OutOfWindow);
 //   - the acceptor speaks only after the dialer claimed an id among this
-//     node's lower-id peers; the first claimant of an id takes it (the
-//     race: a third party connecting before the real peer becomes that
-//     peer, and the real one is refused). [Config.CheckPeerAddr] closes it
-//     for parties that cannot use a peer's IP: accepted connections must
-//     come from the configured address of the id they claim (and dialers
+//     node's lower-id peers, and the first claimant takes it: a third
+//     party connecting before the real peer becomes that peer, and the
+//     real one is refused. [Config.CheckPeerAddr] closes this race for
+//     parties that cannot use a peer's IP: accepted connections must come
+//     from the configured address of the id they claim (and dialers
 //     connect from their listener's address). Without it, any TCP client
 //     can take the id of a peer that has not connected yet;
 //   - the bounds on connections, the counters and the log lines are those
-//     of the authenticated mode.
+//     of the authenticated mode, and a dead peer's flows are refused alike.
 //
 // In every mode an acknowledgement of a message never sent, or for a
 // worker or flow that does not exist, is counted (Stats.BadAcks) and
 // ignored, never a reason to give up on a peer; so is a retransmission or
 // skip record for a worker or flow that does not exist (BadFlow); credits
 // beyond the receiver's buffers are clamped (CreditViolations). A peer
-// itself (one holding the key, in the authenticated mode) is trusted with
-// what it sends, but every queue it feeds on this node is bounded by the
-// window or the credits: messages and skip events take a buffer of their
-// flow (DropsNoBuffer beyond), sequence numbers beyond the window are
-// dropped (OutOfWindow). Every dropped datagram and refused connection is
-// counted under its reason.
+// (holding the key, in the authenticated mode) is trusted with what it
+// sends, but every queue it feeds here is bounded by the window or the
+// credits: messages and skip events take a buffer of their flow
+// (DropsNoBuffer beyond), sequence numbers beyond the window are dropped
+// (OutOfWindow). Every dropped datagram and refused connection is counted
+// under its reason.
 //
 // Ports to firewall, letting only the cluster's nodes in: the control
 // listener ([Config.Listen], TCP); the workers' fast-path ports (UDP:
 // transport.UDPConfig.BasePort to BasePort+Workers-1, or the ports the
 // kernel chose, shown in Endpoint.Info; vNIC: transport.VNICConfig.BasePort
 // to BasePort+Workers-1); and the flows' source ports ([Config.MinPort] to
-// MaxPort, UDP), which are bound but receive nothing. With the vNIC fast
-// path vnicd's XDP program takes the claimed UDP ports before netfilter
-// sees them: a host firewall does not filter them; filter in front of the
+// MaxPort, UDP), which are bound but receive nothing. vnicd's XDP program
+// takes its claimed UDP ports before netfilter sees them, so a host
+// firewall does not filter the vNIC fast path: filter in front of the
 // host, or use the authenticated mode.
 //
 // # Concurrency
@@ -232,10 +228,4 @@
 //	a.Connect(ctx, []bichannel.Peer{{ID: 1, Addr: b.ControlAddr()}})
 //	a.Send(1, 0, []byte("hello"))  // worker 0 of node 0 to worker 0 of node 1
 //	msgs, err := b.RecvWait(ctx, 0, nil)
-//
-// # Own code
-//
-// The tag's SipHash-2-4 is this package's own, not github.com/dchest/siphash:
-// it hashes the header and payload around the tag field in place, 619 ns per
-// 1,400-byte datagram against dchest's 731 ns (siphash.go has the figures).
 package bichannel

@@ -52,11 +52,9 @@ var (
 	errHeartbeatTimeout = errors.New("no heartbeat")
 )
 
-// Stats are an Endpoint's counters (Endpoint.Stats). Sender-side and
-// receiver-side counters are both kept; across a cluster,
+// Stats are an Endpoint's counters (Endpoint.Stats). Across a cluster,
 // sum(Sent) = sum(DeliveredFast + DeliveredTCP + Skipped) once everything
-// is acknowledged (Skipped: messages abandoned before they arrived, see
-// Endpoint.Abandon).
+// is acknowledged.
 type Stats struct {
 	// Sender side.
 	Sent          uint64 // messages Send accepted
@@ -86,8 +84,7 @@ type Stats struct {
 	DropsNoBuffer uint64 // messages dropped because their flow's buffers were full (0 unless a sender breaks the credit rule)
 	Mistargeted   uint64 // datagrams that arrived on another worker's queue than the one they were sent to
 	// Malformed is the sum of the datagrams dropped for the reasons
-	// below (each also counted alone). Every drop is also noted in a log
-	// line naming the source, at most one a second.
+	// below (each also counted alone, and logged at most once a second).
 	Malformed    uint64
 	BadHeader    uint64 // not a bichannel datagram of this version, or its length field is wrong
 	UnknownNode  uint64 // from a node that is not a connected peer
@@ -96,27 +93,20 @@ type Stats struct {
 	BadSource    uint64 // the source address or port is not the one of the flow the header names
 	BadTag       uint64 // authenticated mode: the tag does not verify
 	OutOfWindow  uint64 // the sequence number is beyond the duplicate window (fast path or TCP)
-	// DeadPeer counts datagrams naming a peer already declared dead: its
-	// flows are refused from that moment (its freed source ports may be
-	// bound by another process on its host).
+	// DeadPeer counts datagrams naming a peer already declared dead.
 	DeadPeer uint64
 	// HotAckOff counts hot acknowledgements received while Config.HotAcks
-	// is off on this node (set it alike on every node).
+	// is off on this node.
 	HotAckOff    uint64
 	FastDrops    uint64 // drops inside the fast path (transport.Counter), e.g. a full socket buffer
 	FastOversize uint64 // datagrams longer than the fast path receives (transport.Counter), not counted in FastDrops
-	// BadAcks counts acknowledgements of sequence numbers never sent, or
-	// for a worker or flow that does not exist: ignored (they can only
-	// come from a forged datagram the receiver accepted, or a broken
-	// peer).
+	// BadAcks counts ignored acknowledgements of sequence numbers never
+	// sent, or for a worker or flow that does not exist.
 	BadAcks uint64
 	// HotAckUnconfirmed counts messages that a hot acknowledgement named
-	// but the receiver's TCP acknowledgements did not cover in time:
-	// resent over TCP (the hot acknowledgement was forged, replayed, or
-	// the message was lost after it).
+	// but the TCP acknowledgements did not cover in time (resent over TCP).
 	HotAckUnconfirmed uint64
-	// Handshakes refused, by reason (each with a log line naming the
-	// source, at most one a second).
+	// Handshakes refused, by reason.
 	RefusedAuth    uint64 // authentication failed: no or a wrong cluster key, or a mode mismatch
 	RefusedPeer    uint64 // not among the peers, this node's own id, wrong dialing direction, or (CheckPeerAddr) from another address
 	RefusedTaken   uint64 // the id is connected or being connected by another connection already
@@ -129,12 +119,10 @@ type Stats struct {
 	CreditsReturned uint64 // credits returned to senders
 	Heartbeats      uint64 // heartbeats sent
 	// CreditFrames counts credit records sent on the fast path, and
-	// CreditFramesReceived those received (ack.go).
+	// CreditFramesReceived those received.
 	CreditFrames, CreditFramesReceived uint64
 	// CreditViolations counts credit updates that would take a sender's
-	// credits below zero or above the receiver's buffers (clamped): 0
-	// unless the receiver accepted forged datagrams and returned their
-	// credits.
+	// credits below zero or above the receiver's buffers (clamped).
 	CreditViolations uint64
 }
 
@@ -182,8 +170,7 @@ type counters struct {
 }
 
 // Endpoint is one node's side of the bi-channel: a fast path for data and a
-// TCP control connection to every peer for acknowledgements, credits,
-// retransmissions and heartbeats. See the package documentation.
+// TCP control connection to every peer. See the package documentation.
 type Endpoint struct {
 	cfg     Config
 	log     zerolog.Logger
@@ -231,14 +218,13 @@ type worker struct {
 	lent   [][]byte
 	notify chan struct{}
 
-	poll pollState // run-to-completion receive (transport.Poller); see receive.go
+	poll pollState // run-to-completion receive (transport.Poller)
 
-	// Hot acknowledgements owed for the datagrams the goroutine receiving
-	// this worker's fast path took in its current batch (ack.go); only
-	// that goroutine touches them.
+	// Hot acknowledgements owed for the current receive batch; only the
+	// goroutine receiving this worker's fast path touches them.
 	hot []hotPending
 
-	credit []byte // credit entries being returned by Recv (ack.go); guarded by mu
+	credit []byte // credit entries being returned by Recv; guarded by mu
 }
 
 type inMsg struct {
@@ -247,7 +233,7 @@ type inMsg struct {
 	seq    uint64
 	data   []byte
 	viaTCP bool
-	kind   MsgKind // MsgData, or an event (ack.go)
+	kind   MsgKind
 	tag    uint64
 }
 
@@ -297,9 +283,6 @@ func NewContext(ctx context.Context, cfg Config) (*Endpoint, error) {
 	if len(cfg.ClusterKey) == 0 {
 		e.log.Info().Msg("bichannel: no cluster key: unauthenticated mode (trust every host that reaches the control and fast-path ports)")
 	}
-	// Credits go back on the fast path every quarter of a flow's buffers
-	// (ack.go); the acknowledgements over TCP, which free the senders'
-	// copies, every flow's buffers' worth, or a quarter window if less.
 	e.ackBatch = max(1, min(cfg.BuffersPerFlow, cfg.Window/4))
 	e.creditBatch = max(1, cfg.BuffersPerFlow/4)
 	m := map[int]*peer{}
@@ -359,8 +342,8 @@ func (e *Endpoint) checkInfo() error {
 	return nil
 }
 
-// vnicAxSize is transport.VNICConfig.AxSize's default: room for two peers' credits
-// to one worker, a power of two from 256 to 8,192.
+// vnicAxSize is transport.VNICConfig.AxSize's default: room for two
+// peers' credits to one worker, a power of two from 256 to 8,192.
 func vnicAxSize(flows, buffersPerFlow int) int {
 	n := 256
 	for n < 2*flows*buffersPerFlow && n < 8192 {
@@ -438,7 +421,7 @@ func (e *Endpoint) ControlAddr() string { return e.ln.Addr().String() }
 // Info returns how peers reach this node's workers over the fast path.
 func (e *Endpoint) Info() transport.Info { return e.info }
 
-// transport.Path returns the fast path in use.
+// FastPath returns the fast path in use.
 func (e *Endpoint) FastPath() transport.Path { return e.fp }
 
 // now returns monotonic nanoseconds since New.
@@ -616,8 +599,8 @@ func (e *Endpoint) Stats() Stats {
 }
 
 // Close says goodbye to every peer, closes the control connections and the
-// fast path and waits for the Endpoint's goroutines. Blocked Send, RecvWait
-// and Flush calls return ErrClosed. It is safe to call more than once.
+// fast path and waits for the Endpoint's goroutines. Blocked calls return
+// ErrClosed. It is safe to call more than once.
 func (e *Endpoint) Close() error {
 	var err error
 	e.closeOnce.Do(func() {

@@ -15,11 +15,6 @@ import (
 	"github.com/vnic/vnic/rss"
 )
 
-// The handshake on a new control connection: hellos (ids, sessions, fast
-// path addresses, limits), in the authenticated mode the challenge and
-// response under Config.ClusterKey, the claim of the peer's id, and the
-// choice of flows; publish makes the peer live.
-
 // hsConn is one connection in handshake.
 type hsConn struct {
 	e    *Endpoint
@@ -91,10 +86,9 @@ func (c *hsConn) fail(err error) error {
 }
 
 // handshake runs the connection set-up on either side (want: the node
-// dialed, or -1 for an accepted connection); see the package
-// documentation. disarm, if not nil, is called before the peer is declared
-// ready and must return true (false: the connection was aborted). Every
-// read and write is bounded by HandshakeTimeout.
+// dialed, or -1 for an accepted connection). disarm, if not nil, is called
+// before the peer is declared ready and must return true (false: the
+// connection was aborted).
 func (e *Endpoint) handshake(conn net.Conn, want int, disarm func() bool) (*peer, error) {
 	conn.SetDeadline(time.Now().Add(e.cfg.HandshakeTimeout))
 	c := &hsConn{e: e, conn: conn, br: bufio.NewReaderSize(conn, 4096)}
@@ -176,9 +170,7 @@ type keys struct {
 	tx, rx sipKey
 }
 
-// dialerHello is the dialer's half up to the hellos: authenticate (the
-// acceptor proves itself first), send the hello, read the acceptor's and
-// reserve its id.
+// dialerHello is the dialer's half up to the hellos.
 func (e *Endpoint) dialerHello(c *hsConn, want int) (*hello, keys, error) {
 	var ks keys
 	me := uint32(e.cfg.NodeID)
@@ -238,10 +230,7 @@ func answeredBy(want int, node uint32) error {
 	return nil
 }
 
-// acceptorHello is the acceptor's half up to the hellos: read the first
-// frame, wait (bounded) for Connect, check the claimed id, authenticate
-// (proving itself first, then checking the dialer's proof), reserve the id,
-// read the dialer's hello and only then send its own. It returns the
+// acceptorHello is the acceptor's half up to the hellos. It returns the
 // claimed id (or -1) even on error, for the reservation to be released.
 func (e *Endpoint) acceptorHello(c *hsConn) (int, *hello, keys, error) {
 	var ks keys
@@ -337,7 +326,7 @@ func (e *Endpoint) acceptorHello(c *hsConn) (int, *hello, keys, error) {
 	return id, h, ks, nil
 }
 
-// waitConnect waits, up to Config.preConnectWait, for this node's Connect; the
+// waitConnect waits, up to preConnectWait, for this node's Connect; the
 // dialer is told to dial again if it does not come.
 func (e *Endpoint) waitConnect(c *hsConn) error {
 	select {
@@ -420,8 +409,7 @@ func (e *Endpoint) release(id int, conn net.Conn) {
 	e.mu.Unlock()
 }
 
-// newPeer builds the state for a peer from its hello and sets up the flows
-// to it.
+// newPeer builds a peer from its hello and sets up the flows to it.
 func (e *Endpoint) newPeer(conn net.Conn, br *bufio.Reader, h *hello) (*peer, error) {
 	W := e.cfg.Workers
 	p := &peer{

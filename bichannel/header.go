@@ -6,18 +6,9 @@ import (
 	"github.com/vnic/vnic/bichannel/transport"
 )
 
-// Datagram header: every message on the fast path (and every message
-// retransmitted over TCP) is identified by the sender's node and 64-bit
-// session, the worker, the flow and a per-flow sequence number. In the
-// authenticated mode the header ends with a SipHash-2-4 tag over the rest
-// of the header and the payload, keyed with the sending direction's key of
-// the connection (derived in the handshake); otherwise the tag is zero.
-//
-// A datagram holds one or more records, each a header and its payload,
-// back to back: SendBatch packs the messages of one flow into as few
-// datagrams of at most HeaderLen+MaxPayload bytes as they fit, so that
-// small messages share a frame's costs (ring slot, checksum, the NIC's
-// work). Each record is checked on its own, as a datagram of one would be.
+// A datagram holds one or more records back to back, each a header and
+// its payload, each checked on its own. The tag is zero outside the
+// authenticated mode.
 //
 //	0  magic 0xB1C4      2  version  3  type (1 data, 2 hot ack, 3 credit)
 //	4  node (u32)        8  session (u64)
@@ -32,12 +23,11 @@ const (
 	dgMagic   = 0xB1C4
 	dgVersion = 3
 	dgData    = 1
-	dgAck     = 2  // a hot-path acknowledgement (Config.HotAcks, ack.go)
+	dgAck     = 2  // a hot-path acknowledgement (ack.go)
 	dgCredit  = 3  // credits returned on the fast path (ack.go)
 	tagOff    = 32 // the header's tag; the tag covers b[:tagOff] and the payload
 )
 
-// dgHeader is the decoded datagram header.
 type dgHeader struct {
 	node    uint32
 	session uint64
@@ -102,8 +92,6 @@ func signDatagram(k sipKey, b []byte) {
 }
 
 // tagOK tells whether a datagram's tag is k's over its header and payload.
-// It is the one tag check: every fast path's datagrams reach it through
-// Endpoint.onDatagram.
 func tagOK(k sipKey, b []byte, tag uint64) bool {
 	// One 64-bit comparison: no early exit on a partial match.
 	return k.sum2(b[:tagOff], b[HeaderLen:])^tag == 0

@@ -33,9 +33,8 @@ type peer struct {
 	rx         [][]rflow        // [worker][its flow]; guarded by e.workers[w].mu
 	rxDirty    [][]uint16       // [worker]: flows with news to acknowledge; same guard
 	ready      atomic.Bool
-	// down is set the moment the peer is declared dead, before dead is
-	// closed: from then on none of its datagrams is accepted, so another
-	// process that binds its freed source ports cannot speak as it.
+	// down is set before dead is closed: from then on none of its
+	// datagrams is accepted.
 	down atomic.Bool
 
 	wmu sync.Mutex // one writer on conn at a time
@@ -66,10 +65,8 @@ type sendState struct {
 	flows []sflow
 	rr    int    // next flow to try
 	win   uint64 // the receiver's window
-	// ahead bounds a flow's unacknowledged messages: the window, or four
-	// times the receiver's buffers if less. Credits come back on the fast
-	// path before the acknowledgements over TCP that free the copies kept
-	// for retransmission; this bounds those copies.
+	// ahead bounds a flow's unacknowledged messages, and so the copies
+	// kept, as credits come back before the acknowledgements.
 	ahead   uint64
 	buffers int    // the receiver's buffers per flow: the most credits a flow holds
 	slab    []pend // unacknowledged messages; ring slots point here
@@ -80,8 +77,7 @@ type sendState struct {
 	scratch []byte      // the datagram being sent
 	batch   [][]byte    // SendBatch: the datagrams of a run (grown on first use)
 	wake    chan struct{}
-	// SendTagged: the message being staged is tracked with trackTag;
-	// stage leaves its ticket in ticket.
+	// SendTagged: stage tracks the message with trackTag, sets ticket.
 	tracked  bool
 	trackTag uint64
 	ticket   Ticket
@@ -102,13 +98,10 @@ type pend struct {
 	seq  uint64
 	sent int64 // Endpoint.now when sent over the fast path
 	retx bool  // resent over TCP: no delay sample from its acknowledgement (Karn)
-	// hotAcked: a hot acknowledgement named it. It is not freed for that:
-	// only the receiver's acknowledgements over TCP free a message, and
-	// one they do not cover in time is resent over TCP (a hot
-	// acknowledgement is a datagram, and a datagram can be forged).
+	// hotAcked: a hot acknowledgement named it; only TCP frees it.
 	hotAcked bool
-	// SendTagged: report its acknowledgement with tag; Abandon: skip it
-	// instead of retransmitting it.
+	// track (SendTagged): report its acknowledgement with tag; abandon:
+	// skip it instead of retransmitting it.
 	track, abandon bool
 	tag            uint64
 }
@@ -146,9 +139,8 @@ const (
 	admitNoBuffer           // every buffer of the flow is taken
 )
 
-// admit says whether seq may be received, with buffers the flow's
-// buffers (Config.BuffersPerFlow); the caller holds the worker's lock and,
-// if admitted, receives it.
+// admit says whether seq may be received; the caller holds the worker's
+// lock and, if admitted, receives it.
 func (r *rflow) admit(seq, win uint64, buffers int) admission {
 	switch {
 	case seq < r.base || (seq-r.base < win && r.has(seq, win)):
@@ -161,9 +153,8 @@ func (r *rflow) admit(seq, win uint64, buffers int) admission {
 	return admitted
 }
 
-// receive marks seq (base <= seq < base+win) received: at the base it moves
-// the base past every received number; above it, it is listed for the next
-// selective acknowledgement. Delivered and skipped messages both count.
+// receive marks seq (base <= seq < base+win) received, moving the base or
+// listing it for the next selective acknowledgement.
 func (r *rflow) receive(seq, win uint64) {
 	r.set(seq, win)
 	if seq != r.base {
@@ -187,8 +178,6 @@ func (p *peer) fail(err error) {
 		if !p.e.isClosing() {
 			p.e.markDead(pe)
 			if errors.Is(err, errPeerClosed) {
-				// An orderly close (the peer's Close sent a bye): how a
-				// run ends, not a fault.
 				p.e.log.Info().Int("peer", p.id).Msg("bichannel: peer closed its endpoint")
 			} else {
 				p.e.log.Warn().Err(err).Int("peer", p.id).Msg("bichannel: peer down")
@@ -198,7 +187,7 @@ func (p *peer) fail(err error) {
 	})
 }
 
-// bye tells the peer this endpoint closes, then closes the connection.
+// bye tells the peer this endpoint closes, then fails it.
 func (p *peer) bye() {
 	select {
 	case <-p.dead:
@@ -226,7 +215,6 @@ func (p *peer) write(b []byte) error {
 	return err
 }
 
-// isDead reports whether the peer is down.
 func (p *peer) isDead() bool {
 	select {
 	case <-p.dead:

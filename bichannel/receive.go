@@ -31,12 +31,10 @@ type Message struct {
 }
 
 // Recv appends to dst up to Config.RecvBatch messages received for worker
-// w, from any peer, and returns at once (it may append none). Consuming
-// messages returns credits to their senders. The Data of the messages
-// returned by the previous Recv for w becomes invalid.
-//
-// If a peer is down, Recv still appends what arrived and returns a
-// *PeerError; after Close it returns ErrClosed.
+// w, from any peer, and returns at once (it may append none). The Data of
+// the messages returned by the previous Recv for w becomes invalid. If a
+// peer is down, Recv still appends what arrived and returns a *PeerError;
+// after Close it returns ErrClosed.
 func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 	if w < 0 || w >= e.cfg.Workers {
 		return dst, fmt.Errorf("bichannel: recv: worker %d out of range [0, %d)", w, e.cfg.Workers)
@@ -65,8 +63,7 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 			events++
 			continue
 		}
-		// A message or a skip event (onSkip): it held one of its flow's
-		// buffers, whose credit goes back now.
+		// A message or a skip event: its buffer's credit goes back now.
 		rf := &m.p.rx[w][m.flow]
 		rf.buffered--
 		rf.owed++
@@ -100,10 +97,8 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 		clear(wk.inbox[k:])
 		wk.inbox, wk.head = wk.inbox[:k], 0
 	}
-	// Flows that crossed the credit threshold return their credits on
-	// the fast path now, every flow of the peer with news in one record;
-	// the acknowledgements over TCP follow after Config.AckDelay, with the
-	// same cumulative count as a backstop.
+	// Peers with a flow past the credit threshold get a credit record on
+	// the fast path now.
 	wk.credit = wk.credit[:0]
 	for i := range kicks {
 		if k := &kicks[i]; k.urgent {
@@ -115,7 +110,7 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 	wk.mu.Unlock()
 	for _, k := range kicks {
 		if k.urgent && !e.sendCredits(k.p, w, wk.credit[k.from:k.to]) {
-			k.p.kickAcks(true) // no fast path to this peer: over TCP at once
+			k.p.kickAcks(true) // over TCP at once
 			continue
 		}
 		k.p.kickAcks(false)
@@ -164,8 +159,6 @@ func (e *Endpoint) rxLoop(w int) {
 		e.flushHotAcks(w)
 		if err != nil {
 			if !e.isClosing() {
-				// vnicd gone, say: messages still arrive, retransmitted
-				// over TCP.
 				e.log.Error().Err(err).Int("worker", w).Msg("bichannel: fast path receive failed; relying on TCP retransmission")
 			}
 			return
@@ -173,9 +166,8 @@ func (e *Endpoint) rxLoop(w int) {
 	}
 }
 
-// onDatagram handles one fast-path datagram from src received on worker
-// w's queue: each of its records in turn (header.go). A record that does
-// not parse ends the datagram (counted once as a bad header).
+// onDatagram handles the records of one datagram received on worker w's
+// queue; one that does not parse ends the datagram.
 func (e *Endpoint) onDatagram(w int, src netip.AddrPort, d []byte) {
 	var h dgHeader
 	for len(d) > 0 {
@@ -234,8 +226,7 @@ func (e *Endpoint) onRecord(w int, src netip.AddrPort, rec []byte, h *dgHeader) 
 	e.arrive(p, int(h.worker), int(h.flow), h.seq, payload, w, src)
 }
 
-// dropped counts a dropped datagram and logs it, naming the source, at
-// most once a second.
+// dropped counts a dropped datagram and logs it (rate-limited).
 func (e *Endpoint) dropped(reason int, src netip.AddrPort) {
 	n := e.st.drop[reason].Add(1)
 	if e.logAllowed() {
@@ -252,8 +243,7 @@ func (e *Endpoint) logAllowed() bool {
 }
 
 // arrive takes one copy of a message, from the fast path (received by
-// worker rxw's receiving goroutine) or TCP (rxw -1): duplicate suppression,
-// buffer accounting, the inbox.
+// worker rxw) or TCP (rxw -1).
 func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, rxw int, src netip.AddrPort) {
 	viaTCP := rxw < 0
 	wk := e.workers[w]
@@ -271,7 +261,7 @@ func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, rxw int
 		return
 	case admitBeyond:
 		wk.mu.Unlock()
-		e.dropped(dropOutOfWindow, src) // the sender broke the window rule
+		e.dropped(dropOutOfWindow, src)
 		return
 	case admitNoBuffer:
 		wk.mu.Unlock()
@@ -282,8 +272,7 @@ func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, rxw int
 	rf.buffered++
 	rf.fresh++
 	p.markDirty(w, f, rf)
-	// With hot acknowledgements the TCP record only carries credits and
-	// a cumulative backstop: no hurry.
+	// With hot acknowledgements the TCP record is only a backstop.
 	urgent := rf.fresh >= e.ackBatch && !e.cfg.HotAcks
 	base := rf.base
 	var buf []byte
@@ -340,21 +329,14 @@ func (k MsgKind) String() string {
 	return fmt.Sprintf("MsgKind(%d)", uint8(k))
 }
 
-// Run-to-completion receive: with a transport.Poller, worker w's Recv and
-// RecvWait take its datagrams straight off its fast-path queue — parse,
-// duplicate suppression and the inbox on the worker's own goroutine — and
-// RecvWait sleeps in the fast path's own Wait (transport.VNIC: a spin on
-// the client queue, then a futex wait on its signal word; transport.UDP:
-// the runtime poller on the worker's socket). Copies retransmitted over
-// TCP still arrive on the peer's control reader; it puts them in the inbox
-// and Wakes a worker asleep in Wait.
-
-// pollState is one worker's run-to-completion receive state.
+// pollState is one worker's run-to-completion receive state. Copies
+// retransmitted over TCP arrive on the control reader, which must Wake a
+// worker asleep in Wait.
 type pollState struct {
 	mu      sync.Mutex           // held by the goroutine polling or waiting on the fast path for this worker
 	dgs     []transport.Datagram // Poll's results; guarded by mu
 	waiting atomic.Bool          // in transport.Poller.Wait: TCP arrivals, deaths and Close must Wake it
-	dead    atomic.Bool          // the fast path's receive side failed (vnicd gone): rely on TCP
+	dead    atomic.Bool          // the fast path's receive side failed: rely on TCP
 
 	watchMu   sync.Mutex
 	watchDone <-chan struct{} // the Done channel of the context watched
@@ -372,8 +354,7 @@ func (e *Endpoint) pollFast(w int, wk *worker) {
 	ps.mu.Unlock()
 }
 
-// pollLocked polls the fast path once for worker w; the caller holds
-// ps.mu.
+// pollLocked polls the fast path once for worker w; the caller holds ps.mu.
 func (e *Endpoint) pollLocked(w int, ps *pollState) {
 	var err error
 	ps.dgs, err = e.poller.Poll(w, ps.dgs[:0])
@@ -386,8 +367,7 @@ func (e *Endpoint) pollLocked(w int, ps *pollState) {
 	}
 }
 
-// fastFailed stops polling a fast path whose receive side failed; messages
-// still arrive, retransmitted over TCP.
+// fastFailed stops polling a fast path whose receive side failed.
 func (e *Endpoint) fastFailed(w int, ps *pollState, err error) {
 	if e.isClosing() || ps.dead.Swap(true) {
 		return
@@ -411,8 +391,7 @@ func (e *Endpoint) recvWaitPoll(ctx context.Context, w int, dst []Message) ([]Me
 			return dst, err
 		}
 		if ps.dead.Load() || !ps.mu.TryLock() {
-			// The fast path is gone, or another goroutine receives for w:
-			// wait for the inbox, as without a poller.
+			// Wait for the inbox, as without a poller.
 			select {
 			case <-wk.notify:
 			case <-e.anyDead:
@@ -423,8 +402,7 @@ func (e *Endpoint) recvWaitPoll(ctx context.Context, w int, dst []Message) ([]Me
 			continue
 		}
 		// Set waiting before the last checks: whoever makes one of them
-		// true afterwards (a TCP copy, a dead peer, Close, ctx) sees it
-		// and Wakes the Wait.
+		// true afterwards sees it and Wakes the Wait.
 		ps.waiting.Store(true)
 		if ctx.Err() == nil && e.downErr() == nil && !e.isClosing() && e.inboxEmpty(wk) {
 			if err := e.poller.Wait(ctx, w); err != nil && ctx.Err() == nil {
@@ -466,8 +444,7 @@ func (e *Endpoint) watch(ctx context.Context, w int, ps *pollState) {
 	ps.watchMu.Unlock()
 }
 
-// wakeWaiters wakes every worker asleep in the fast path's Wait (a peer
-// died, or the Endpoint closes).
+// wakeWaiters wakes every worker asleep in the fast path's Wait.
 func (e *Endpoint) wakeWaiters() {
 	if e.poller == nil {
 		return

@@ -7,12 +7,6 @@ import (
 	"time"
 )
 
-// Retransmission and heartbeats: retxLoop resends over TCP (or, with hot
-// acknowledgements, first over the fast path) every message whose deadline
-// passed unacknowledged, backing off, and frees the copies Abandon marked
-// once their deadline passed twice; heartbeatLoop keeps the control
-// connection alive and declares a silent peer dead.
-
 // retxPark is how long retxLoop keeps ticking with nothing
 // unacknowledged before it parks.
 const retxPark = time.Second
@@ -30,8 +24,8 @@ func (ss *sendState) pending(ent retxEntry) *pend {
 	return &ss.slab[slot-1]
 }
 
-// retransmit resends over TCP every message whose deadline passed and
-// returns the next deadline.
+// retransmit resends every message whose deadline passed, skips the
+// abandoned ones, and returns the next deadline.
 func (p *peer) retransmit(now int64) int64 {
 	e := p.e
 	rto := p.rto.Load()
@@ -49,12 +43,10 @@ func (p *peer) retransmit(now int64) int64 {
 			if pe := ss.pending(ent); pe != nil {
 				switch {
 				case pe.abandon:
-					// A grace period before the skip: not resent, but
-					// a copy late rather than lost may still arrive.
+					// A grace period before the skip: a late copy may
+					// still arrive.
 				case pe.hotAcked:
-					// A hot acknowledgement named it: give the TCP
-					// acknowledgement time to confirm it, then resend
-					// it over TCP (below) if it did not.
+					// Give the TCP acknowledgement time to confirm it.
 				case hot:
 					e.resendFast(p, ss, w, int(ent.flow), pe)
 				default:
@@ -92,9 +84,7 @@ func (p *peer) retransmit(now int64) int64 {
 					e.resendFast(p, ss, w, int(ent.flow), pe)
 				} else {
 					if pe.hotAcked {
-						// Hot-acknowledged, yet the receiver's TCP
-						// acknowledgements do not cover it: the hot
-						// acknowledgement was forged or replayed.
+						// Hot-acknowledged, yet not confirmed over TCP.
 						e.st.hotAckUnconfirmed.Add(1)
 					}
 					pe.retx = true
@@ -123,8 +113,8 @@ func (p *peer) retransmit(now int64) int64 {
 	}
 	p.skipBuf = sk[:0]
 	if skips > 0 {
-		// Before the retransmissions: the receiver's window moves past the
-		// skipped messages before resent ones beyond it arrive.
+		// Before the retransmissions, so the receiver's window moves past
+		// the skipped messages before resent ones beyond it arrive.
 		p.skipBuf = p.writeCounted(sk, skStart, skips, &e.st.abandoned)
 	}
 	p.retxBuf = b[:0]
@@ -135,12 +125,8 @@ func (p *peer) retransmit(now int64) int64 {
 }
 
 // writeCounted ends the frame begun at start in b, writes it and returns
-// it (its buffer is kept for the next). Its n messages are counted in c
-// before the write, and taken back if it fails: the peer may act on the
-// frame (and a test read both sides' counters) before write returns here;
-// CI once read 549 messages delivered over TCP against 515 counted as
-// resent, the last frame's count still waiting behind a write that had
-// returned.
+// it. Its n messages are counted in c before the write, and taken back if
+// it fails: the peer may act on the frame before write returns here.
 func (p *peer) writeCounted(b []byte, start, n int, c *atomic.Uint64) []byte {
 	b = endFrame(b, start)
 	c.Add(uint64(n))
@@ -151,8 +137,7 @@ func (p *peer) writeCounted(b []byte, start, n int, c *atomic.Uint64) []byte {
 }
 
 // retxLoop runs retransmit whenever a deadline passes. It parks when
-// nothing was unacknowledged for a while (Send wakes it), so steady
-// traffic costs no wake-up per message and an idle peer none at all.
+// nothing was unacknowledged for retxPark (Send wakes it).
 func (p *peer) retxLoop() {
 	e := p.e
 	defer e.wg.Done()
@@ -190,8 +175,8 @@ func (p *peer) retxLoop() {
 	}
 }
 
-// heartbeatLoop sends heartbeats and declares the peer dead when nothing
-// came from it for HeartbeatTimeout.
+// heartbeatLoop sends heartbeats and fails a peer silent for
+// HeartbeatTimeout.
 func (p *peer) heartbeatLoop() {
 	e := p.e
 	defer e.wg.Done()
@@ -210,8 +195,7 @@ func (p *peer) heartbeatLoop() {
 	}
 }
 
-// resendFast resends an unacknowledged message over the fast path; the
-// caller holds ss.mu.
+// resendFast resends a message over the fast path; the caller holds ss.mu.
 func (e *Endpoint) resendFast(p *peer, ss *sendState, w, f int, pe *pend) {
 	dg := ss.scratch[:HeaderLen+len(pe.buf)]
 	putHeader(dg, &dgHeader{node: uint32(e.cfg.NodeID), session: e.session, worker: uint16(w), flow: uint16(f), seq: pe.seq, length: uint16(len(pe.buf))})
@@ -228,10 +212,9 @@ func (e *Endpoint) resendFast(p *peer, ss *sendState, w, f int, pe *pend) {
 
 // Abandon tells the sender not to retransmit the message t that worker w
 // sent to peer: if it is still unacknowledged about three retransmission
-// timeouts after its send (its deadline, then twice that again), it is
-// skipped (see above; Stats.Abandoned). It reports
-// whether the message was still unacknowledged. Use it once a quorum of
-// other replicas has the message.
+// timeouts after its send, it is skipped (see the package documentation;
+// Stats.Abandoned). It reports whether the message was still
+// unacknowledged. Use it once a quorum of other replicas has the message.
 func (e *Endpoint) Abandon(peerID, w int, t Ticket) bool {
 	p := e.peers()[peerID]
 	if p == nil || w < 0 || w >= len(p.send) || t.Flow < 0 || t.Flow >= e.cfg.Flows {
@@ -248,8 +231,8 @@ func (e *Endpoint) Abandon(peerID, w int, t Ticket) bool {
 	return true
 }
 
-// skipDue frees the abandoned message ent names instead of retransmitting
-// it, and appends its skip record to b; the caller holds ss.mu.
+// skipDue frees the abandoned message ent names and appends its skip
+// record to b; the caller holds ss.mu.
 func (ss *sendState) skipDue(b []byte, w int, ent retxEntry, pe *pend) []byte {
 	fl := &ss.flows[ent.flow]
 	b = appendSkipRecord(b, w, int(ent.flow), ent.seq, pe.tag)

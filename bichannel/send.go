@@ -8,32 +8,6 @@ import (
 	"github.com/vnic/vnic/bichannel/transport"
 )
 
-// The outbound flow of a message, in this file unless noted:
-//
-//  1. Send, SendBatch and SendTagged (and their Context forms) check the
-//     peer, the worker and the sizes; sendMany takes the worker's
-//     sendState lock.
-//  2. pick chooses one of the worker's flows with a credit and room in its
-//     duplicate-suppression window, round-robin. With none, sendMany waits
-//     on the sendState's wake channel for credits to come back (ack.go),
-//     until the peer dies, the Endpoint closes, ctx ends or
-//     Config.SendTimeout passes.
-//  3. sendRun takes as many messages as the flow's credits and window allow
-//     (at most maxRun), and stage does each one's bookkeeping: sequence
-//     number, credit, the copy kept for retransmission, and its deadline in
-//     the retransmission queue.
-//  4. stage writes the datagram: the header (header.go), the payload and,
-//     in the authenticated mode, the SipHash tag.
-//  5. The run leaves on the fast path with one transport.Batcher call, or
-//     one transport.Path.Send per message. A local send error is counted,
-//     and step 7 recovers the message.
-//  6. The receiver acknowledges it (ack.go): over TCP in batches with its
-//     credit, or at once on the fast path with Config.HotAcks. onAck
-//     frees the copy, returns the credit and wakes a waiting sender.
-//  7. A message still unacknowledged at its deadline is resent
-//     (retransmit.go): over TCP, or first over the fast path with hot
-//     acknowledgements.
-
 // Send sends msg from worker w to worker w of peer. It blocks while every
 // flow to that worker is out of credits, for at most Config.SendTimeout
 // (if set); it returns a *PeerError if the peer dies meanwhile. The message
@@ -49,10 +23,8 @@ func (e *Endpoint) SendContext(ctx context.Context, peerID, w int, msg []byte) e
 
 // SendBatch sends msgs from worker w to worker w of peer, in order, as
 // that many Sends would, but puts each run of messages that fit one flow's
-// credits on that flow with one fast-path call (transport.Batcher): through
-// vnicd, one TX ring publication; over kernel UDP, one sendmsg with
-// UDP_SEGMENT or one sendmmsg. It blocks while out of credits, like Send;
-// it returns how many messages it sent, fewer than len(msgs) only with an
+// credits on that flow with one fast-path call (transport.Batcher). It
+// returns how many messages it sent, fewer than len(msgs) only with an
 // error. The messages are copied.
 func (e *Endpoint) SendBatch(peerID, w int, msgs [][]byte) (int, error) {
 	return e.sendMany(context.Background(), true, peerID, w, msgs, nil)
@@ -92,9 +64,8 @@ func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int,
 	}
 	ss := p.send[w]
 	if e.poller != nil {
-		// Credits come back on worker w's fast-path queue (ack.go): take
-		// what arrived, so that a worker that only sends neither waits
-		// for them nor lets them fill its queue.
+		// Credits come back on worker w's fast-path queue: a worker that
+		// only sends must still drain it.
 		e.pollFast(w, e.workers[w])
 	}
 	var (
@@ -157,8 +128,6 @@ func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int,
 					wctx, wcancel = withDeadline(ctx, stallStart.Add(e.cfg.SendTimeout))
 				}
 			}
-			// Credits come back on the fast path (ack.go): take them off
-			// the queue, or sleep in the fast path's Wait until they come.
 			block = !e.waitCredits(wctx, p, ss, w)
 		}
 		var wake <-chan struct{} = ss.wake
@@ -184,21 +153,17 @@ func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int,
 	return sent, nil
 }
 
-// withDeadline is context.WithDeadline; sendMany cancels the context it
-// returns when it returns.
+// withDeadline is context.WithDeadline; sendMany cancels the context.
 func withDeadline(ctx context.Context, t time.Time) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(ctx, t)
 }
 
-// ready is a channel that is always ready.
 var ready = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// waitCredits waits for credits for worker w's sends to p where they come
-// back, on worker w's fast-path queue: it polls the queue and, while no
-// flow has a credit, sleeps in the fast path's Wait (woken by a datagram,
-// credits over TCP, a dead peer, Close or ctx). It reports false, without
-// waiting, when another goroutine has the queue (that one takes the
-// credits in and signals ss.wake) or the queue failed.
+// waitCredits polls worker w's fast-path queue for credits to p and, while
+// no flow has one, sleeps in the fast path's Wait. It reports false,
+// without waiting, when another goroutine has the queue (that one signals
+// ss.wake) or the queue failed.
 func (e *Endpoint) waitCredits(ctx context.Context, p *peer, ss *sendState, w int) bool {
 	ps := &e.workers[w].poll
 	if ps.dead.Load() || !ps.mu.TryLock() {
@@ -211,8 +176,7 @@ func (e *Endpoint) waitCredits(ctx context.Context, p *peer, ss *sendState, w in
 	}
 	e.watch(ctx, w, ps)
 	// Set waiting before the last checks: whoever changes one afterwards
-	// (credits over TCP, a dead peer, Close, ctx) sees it and Wakes the
-	// Wait.
+	// sees it and Wakes the Wait.
 	ps.waiting.Store(true)
 	if ctx.Err() == nil && !e.isClosing() && !p.down.Load() && !ss.hasCredit() {
 		if err := e.poller.Wait(ctx, w); err != nil && ctx.Err() == nil {
@@ -224,7 +188,6 @@ func (e *Endpoint) waitCredits(ctx context.Context, p *peer, ss *sendState, w in
 	return true
 }
 
-// hasCredit tells whether a flow has a credit and room in its window.
 func (ss *sendState) hasCredit() bool {
 	ss.mu.Lock()
 	ok := ss.pick() >= 0
@@ -236,11 +199,9 @@ func (ss *sendState) hasCredit() bool {
 // takes at most 64 segments).
 const maxRun = 64
 
-// sendRun sends the head of msgs on flow f: as many as the flow's credits
-// and window allow (at least one), packed into as few datagrams as they
-// fit (header.go), with one transport.Batcher call when the fast path
-// batches. It returns how many it sent. The caller holds ss.mu and checked
-// the flow has a credit.
+// sendRun sends as many of msgs on flow f as its credits and window allow
+// (at least one), packed into as few datagrams as they fit, and returns
+// how many. The caller holds ss.mu and checked the flow has a credit.
 func (e *Endpoint) sendRun(p *peer, ss *sendState, w, f int, msgs [][]byte) int {
 	fl := &ss.flows[f]
 	k := min(len(msgs), fl.credits, int(ss.ahead-(fl.next-fl.low)), maxRun)
@@ -267,7 +228,7 @@ func (e *Endpoint) sendRun(p *peer, ss *sendState, w, f int, msgs [][]byte) int 
 	if fb, ok := e.fp.(transport.Batcher); ok && nd > 1 {
 		if n, err := fb.SendBatch(p.id, w, f, dgs); err != nil {
 			for _, dg := range dgs[n:] {
-				e.st.sendErrors.Add(uint64(records(dg))) // the retransmission over TCP recovers them
+				e.st.sendErrors.Add(uint64(records(dg)))
 			}
 		}
 		return k
@@ -290,8 +251,7 @@ func records(dg []byte) int {
 	return n
 }
 
-// pick returns a flow with a credit and room in its window, round-robin,
-// or -1.
+// pick returns a flow with a credit and room in its window, or -1.
 func (ss *sendState) pick() int {
 	n := len(ss.flows)
 	for range n {
@@ -307,22 +267,19 @@ func (ss *sendState) pick() int {
 	return -1
 }
 
-// sendOn sends msg on flow f; the caller holds ss.mu and checked the flow
-// has a credit.
+// sendOn is sendRun for one message.
 func (e *Endpoint) sendOn(p *peer, ss *sendState, w, f int, msg []byte) error {
 	dg := e.stage(p, ss, w, f, msg, ss.scratch[:0], e.now())
 	e.staged(p, 1)
 	if err := e.fp.Send(p.id, w, f, dg); err != nil {
-		e.st.sendErrors.Add(1) // the retransmission over TCP recovers it
+		e.st.sendErrors.Add(1) // retransmission recovers it
 	}
 	return nil
 }
 
-// stage does a send's bookkeeping for msg on flow f (sequence number,
-// credit, the copy kept for retransmission, its deadline from now) and
-// appends its record to the datagram in buf, which must have room for it;
-// it returns the datagram. The caller holds ss.mu, checked the flow has a
-// credit, and calls staged after its run.
+// stage does a send's bookkeeping for msg on flow f and appends its
+// record to buf, which must have room for it. The caller holds ss.mu,
+// checked the flow has a credit, and calls staged after its run.
 func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg, buf []byte, now int64) []byte {
 	fl := &ss.flows[f]
 	seq := fl.next
@@ -361,8 +318,8 @@ func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg, buf []byte, now 
 	return dg
 }
 
-// staged counts n messages staged for p: once per run, as the counters
-// are shared with other goroutines.
+// staged counts n messages staged for p, once per run: the counters are
+// shared.
 func (e *Endpoint) staged(p *peer, n int) {
 	e.st.sent.Add(uint64(n))
 	if p.unacked.Add(int64(n)) == int64(n) {
@@ -370,13 +327,12 @@ func (e *Endpoint) staged(p *peer, n int) {
 	}
 }
 
-// slabChunk is how many copies for retransmission the slab grows by at
-// once, in one allocation: the slab grows until it holds a flow's
-// unacknowledged messages (sendState.ahead) for every flow, then never.
+// slabChunk is how many copies for retransmission the slab grows by in one
+// allocation; it stops growing at sendState.ahead per flow.
 const slabChunk = 64
 
-// grow adds slabChunk entries to the slab, each with room for a payload
-// of size bytes, and returns one of them; the others go on the free list.
+// grow adds slabChunk entries of size bytes to the slab and returns one;
+// the others go on the free list.
 func (ss *sendState) grow(size int) int32 {
 	mem := make([]byte, slabChunk*size)
 	base := len(ss.slab)
@@ -396,7 +352,6 @@ type Ticket struct {
 	Seq  uint64
 }
 
-// tracking is what SendTagged asks of the one message it sends.
 type tracking struct {
 	tag    uint64
 	ticket Ticket
@@ -416,8 +371,6 @@ func (e *Endpoint) SendTaggedContext(ctx context.Context, peerID, w int, msg []b
 	return e.sendTagged(ctx, false, peerID, w, msg, tag)
 }
 
-// sendTagged is SendTagged (useTimeout: bounded by Config.SendTimeout) and
-// SendTaggedContext.
 func (e *Endpoint) sendTagged(ctx context.Context, useTimeout bool, peerID, w int, msg []byte, tag uint64) (Ticket, error) {
 	tr := tracking{tag: tag}
 	one := [1][]byte{msg}

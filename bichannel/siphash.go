@@ -5,14 +5,11 @@ import (
 	"math/bits"
 )
 
-// sipKey is a SipHash-2-4 key (Aumasson and Bernstein, "SipHash: a fast
-// short-input PRF", 2012): the keyed tag on every fast-path datagram of
-// the authenticated mode. SipHash is a pseudo-random function, so a tag
-// over a header that never repeats under one key (the 64-bit session and
-// the per-flow sequence number) is a MAC; 64 bits of it leave a forger
-// one chance in 2^64 per datagram.
-//
-// Why not github.com/dchest/siphash: the tag covers the header and payload on either side of the tag field, which it hashes only after a copy or through a digest kept per goroutine; per 1400-byte datagram (best of 3, 0 allocations each) this takes 619 ns, dchest 731 ns with a reused digest and 767 ns with a copy.
+// sipKey is a SipHash-2-4 key for the datagram tags. SipHash is a PRF, so
+// a tag over a header that never repeats under one key (session and
+// per-flow sequence number) is a MAC. It is not github.com/dchest/siphash
+// because the tag covers bytes on either side of the tag field, which that
+// package hashes only after a copy or through a per-goroutine digest.
 type sipKey struct{ k0, k1 uint64 }
 
 func newSipKey(b []byte) sipKey {
@@ -37,9 +34,8 @@ func sipRound(v0, v1, v2, v3 uint64) (uint64, uint64, uint64, uint64) {
 	return v0, v1, v2, v3
 }
 
-// sum2 returns SipHash-2-4 of the concatenation a||b, where len(a) is a
-// multiple of 8 (the datagram header without its tag, then the payload),
-// without copying either.
+// sum2 returns SipHash-2-4 of a||b without copying; len(a) must be a
+// multiple of 8.
 func (k sipKey) sum2(a, b []byte) uint64 {
 	v0 := k.k0 ^ 0x736f6d6570736575
 	v1 := k.k1 ^ 0x646f72616e646f6d

@@ -33,11 +33,8 @@ const (
 	// maxFrameLen caps a control frame after the handshake (a
 	// retransmission frame is at most retxFrameLimit plus one record).
 	maxFrameLen = 8 << 20
-	// maxHelloLen caps every frame of the handshake, checked before
-	// anything is allocated: a hello of MaxWorkers workers with the
-	// largest RSS configuration (rss.MaxRETASize entries of 2 bytes, 128
-	// KiB, plus the profile's name and key) fits, which appendHello checks
-	// and TestHelloLargestRSSFits proves.
+	// maxHelloLen caps every frame of the handshake: room for a hello of
+	// MaxWorkers workers and the largest RSS configuration.
 	maxHelloLen  = 160 << 10
 	helloMagic   = "BICH"
 	helloVersion = 3
@@ -258,11 +255,8 @@ func appendRetxRecord(b []byte, worker, flow int, seq uint64, payload []byte) []
 	return append(b, payload...)
 }
 
-// skipRecord names one message the sender abandoned and will not
-// retransmit (Endpoint.Abandon): the receiver counts its sequence number
-// as received (it never delivers it, even if a late copy comes), returns
-// its credit and moves its window on. tag is the sender's tag of the
-// message (SendTagged), handed to the receiving application.
+// skipRecord names one message the sender abandoned (Endpoint.Abandon),
+// with its tag.
 type skipRecord struct {
 	worker, flow uint16
 	seq, tag     uint64
@@ -277,7 +271,6 @@ func appendSkipRecord(b []byte, worker, flow int, seq, tag uint64) []byte {
 	return binary.BigEndian.AppendUint64(b, tag)
 }
 
-// nextSkip decodes one skip record.
 func (r *wireReader) nextSkip(s *skipRecord) {
 	s.worker = r.u16()
 	s.flow = r.u16()
@@ -293,8 +286,8 @@ var (
 )
 
 // readFrame reads one frame of at most limit bytes into buf (grown as
-// needed) and returns its type and body. The announced length is checked
-// against limit before anything is allocated.
+// needed) and returns its type and body, checking the length before
+// allocating.
 func readFrame(r *bufio.Reader, buf []byte, limit int) (byte, []byte, []byte, error) {
 	// The length is judged as soon as it is there: a peer that sends a
 	// bad one and closes is refused (and counted), not merely gone.
@@ -334,7 +327,6 @@ func readFrame(r *bufio.Reader, buf []byte, limit int) (byte, []byte, []byte, er
 	return typ, buf, buf, nil
 }
 
-// helloFor builds this node's hello.
 func helloFor(e *Endpoint) *hello {
 	return &hello{
 		node:       uint32(e.cfg.NodeID),
@@ -348,7 +340,6 @@ func helloFor(e *Endpoint) *hello {
 	}
 }
 
-// appendReject builds a reject frame.
 func appendReject(b []byte, code byte, reason string) []byte {
 	b, start := appendFrameHdr(b, msgReject)
 	b = append(b, code)
@@ -356,7 +347,6 @@ func appendReject(b []byte, code byte, reason string) []byte {
 	return endFrame(b, start)
 }
 
-// parseReject decodes a reject frame's body.
 func parseReject(body []byte) (code byte, reason string) {
 	if len(body) == 0 {
 		return rejectFatal, "(no reason given)"
@@ -438,9 +428,8 @@ func parseAuth3(body []byte) ([macLen]byte, error) {
 	return m, nil
 }
 
-// appendFlows lists the source ports of this node's flows to a peer,
-// worker by worker: the peer accepts fast-path datagrams of flow f of
-// worker w only from port flows[w][f].SrcPort.
+// appendFlows lists the source ports of this node's flows to a peer: it
+// accepts datagrams of flow f of worker w only from flows[w][f].SrcPort.
 func appendFlows(b []byte, flows [][]rss.PortPair) []byte {
 	b, start := appendFrameHdr(b, msgFlows)
 	for _, fl := range flows {
