@@ -59,6 +59,7 @@ type vnicQ struct {
 	held []client.Packet // returned by the last Poll, released by the next; guarded by mu
 	drop []client.Packet // scratch: frames that are not ours
 
+	spin      time.Duration      // Wait's spin now, adapted (see adapt); only Wait touches it
 	woken     atomic.Bool        // Wake came: the current or next Wait returns
 	txWaiting atomic.Int32       // senders waiting for mu (tx shares q)
 	cmu       sync.Mutex         // guards cancel
@@ -71,6 +72,24 @@ type vnicRoute struct {
 	flows  [][]rss.PortPair
 	frames [][][]byte // per worker: the frames being built (a batch of one for Send)
 }
+
+// adapt moves a queue's spin between 0 and most: twice as long plus
+// minSpin when spinning paid (or would have), half as long when it did
+// not. A worker whose replies take longer than the spin (a ping-pong
+// across CPUs, say) soon sleeps at once and spends no CPU spinning; one
+// whose messages keep coming spins, as a busy-polling NIC driver does.
+func (vq *vnicQ) adapt(most time.Duration, paid bool) {
+	if paid {
+		vq.spin = min(most, 2*vq.spin+minSpin)
+		return
+	}
+	if vq.spin /= 2; vq.spin < minSpin {
+		vq.spin = 0
+	}
+}
+
+// minSpin is the shortest spin Wait adapts to before none.
+const minSpin = 2 * time.Microsecond
 
 // vnicBxSize is the Bx ring size asked for with an Ax ring of ax entries:
 // vnicd's default (0) up to 1,024 entries, else as many as the Ax ring, so
@@ -196,7 +215,7 @@ func NewVNICOn(t VNICTenant, workers int, cfg VNICConfig) (*VNIC, error) {
 	for w := range workers {
 		v.info.Ports[w] = cfg.BasePort + uint16(w)
 		v.info.Queues[w] = w
-		vq := &vnicQ{q: t.Queue(w), pkts: make([]client.Packet, 0, 64), held: make([]client.Packet, 0, 64)}
+		vq := &vnicQ{q: t.Queue(w), pkts: make([]client.Packet, 0, 64), held: make([]client.Packet, 0, 64), spin: v.cfg.Spin}
 		vq.tx, vq.txmu = vq.q, &vq.mu
 		if t.Queues() >= 2*workers {
 			vq.tx, vq.txmu = t.Queue(workers+w), new(sync.Mutex)
@@ -404,7 +423,11 @@ func (v *VNIC) Wait(ctx context.Context, worker int) error {
 		vq.mu.Unlock()
 	}
 	last := time.Now()
-	spinStart, spinEnd := last, last.Add(v.cfg.Spin)
+	spin := v.cfg.Spin
+	if !v.cfg.OwnCPU {
+		spin = vq.spin
+	}
+	spinStart, spinEnd := last, last.Add(spin)
 	for i := 0; ; i++ {
 		if vq.woken.Load() {
 			return nil
@@ -419,14 +442,20 @@ func (v *VNIC) Wait(ctx context.Context, worker int) error {
 		got := len(vq.pkts) > 0
 		vq.mu.Unlock()
 		if got {
+			if i > 0 {
+				vq.adapt(v.cfg.Spin, true) // the spin paid
+			}
 			return nil
 		}
-		if i%64 == 63 {
+		if i%64 == 63 || spin == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			now := time.Now()
 			if now.After(spinEnd) {
+				if spin > 0 {
+					vq.adapt(v.cfg.Spin, false) // spun for nothing
+				}
 				break
 			}
 			if !v.cfg.OwnCPU && now.Sub(spinStart) > txProbe && v.txStuck(vq) {
@@ -451,6 +480,7 @@ func (v *VNIC) Wait(ctx context.Context, worker int) error {
 		}
 	}
 	v.sleeps.Add(1)
+	slept := time.Now()
 	// Sleep. The context is Wake's way in: Wake cancels it, and
 	// Queue.Wait watches its context (it wakes its poll when the context
 	// ends). The allocation is on the way to sleep only.
@@ -475,6 +505,9 @@ func (v *VNIC) Wait(ctx context.Context, worker int) error {
 	vq.cmu.Unlock()
 	switch {
 	case err == nil:
+		if time.Since(slept) < v.cfg.Spin {
+			vq.adapt(v.cfg.Spin, true) // a spin would have caught it
+		}
 		return nil
 	case v.closed.Load():
 		return ErrClosed

@@ -322,3 +322,26 @@ func TestVNICChecksumOffload(t *testing.T) {
 		v.Close()
 	}
 }
+
+// A queue's spin halves, down to none, while spinning finds nothing, and
+// grows back, up to VNICConfig.Spin, once it pays.
+func TestVNICSpinAdapts(t *testing.T) {
+	const most = 50 * time.Microsecond
+	vq := &vnicQ{spin: most}
+	for range 10 {
+		vq.adapt(most, false)
+	}
+	if vq.spin != 0 {
+		t.Fatalf("spin %v after 10 spins for nothing, want 0", vq.spin)
+	}
+	vq.adapt(most, true)
+	if vq.spin != minSpin {
+		t.Fatalf("spin %v after one that paid, want %v", vq.spin, minSpin)
+	}
+	for range 10 {
+		vq.adapt(most, true)
+	}
+	if vq.spin != most {
+		t.Fatalf("spin %v after 11 that paid, want %v", vq.spin, most)
+	}
+}

@@ -58,7 +58,10 @@ type VNICConfig struct {
 	// before it sleeps on the queue's signal word, a futex in the shared
 	// region (default DefaultVNICSpin, 50µs; negative: sleep at once).
 	// Polling costs a core while it lasts; sleeping costs a wake-up (vnicd's
-	// FUTEX_WAKE and a scheduler hop) on the next message.
+	// FUTEX_WAKE and a scheduler hop) on the next message. It is the most:
+	// each queue halves its spin after one that found nothing and doubles
+	// it after one that paid, so a worker whose messages come further
+	// apart than Spin sleeps at once (OwnCPU keeps the whole Spin).
 	Spin time.Duration
 	// OwnCPU says each worker thread has a CPU of its own: Wait then
 	// spins for the whole of Spin. Without it, Wait cuts its spin short
