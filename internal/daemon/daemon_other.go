@@ -25,6 +25,7 @@ type Config struct {
 	Hooks                           Hooks
 	RequireHost                     bool
 	HostLedger                      func(t *nic.Tenant) func() map[string]uint64
+	Offloads                        proto.Offloads
 	AxSize, BxSize, TxSize, BufSize int
 	BuffersPerQueue                 int
 	MaxQueues, MaxTenants           int
