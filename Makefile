@@ -15,7 +15,7 @@ PKGS      ?= ./...
 TOOLS_PKGS ?= ./...
 # The tools' programs that make build puts into bin/ (paths in tools/).
 TOOLS_CMDS ?= ./examples/kv ./examples/shuffle ./examples/section4 ./cmd/vnicsim \
-	./tests/fig16 ./tests/cachesweep ./tests/coreside
+	./cmd/msgcost ./tests/fig16 ./tests/cachesweep ./tests/coreside
 # Debian packages the privileged tests and the demo use; installed when missing.
 APT_PKGS  ?= iproute2 ethtool tcpdump tcpreplay netsniff-ng iperf3 skopeo tshark stress-ng
 BENCHTIME ?= 1s

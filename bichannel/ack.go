@@ -200,6 +200,136 @@ func (e *Endpoint) onHotAck(p *peer, h *dgHeader, payload []byte, src netip.Addr
 	}
 }
 
+// Credits on the fast path. A receiver returns credits as soon as a
+// flow's consumed messages cross Config.BuffersPerFlow/4, in a credit
+// record (type dgCredit) on its flow 0 of the same worker, naming every
+// flow of that peer and worker with news:
+//
+//	header: node, session (the receiver's), worker w, flow 0, seq 0,
+//	        length 12n, tag
+//	40 n times: flow (u16), reserved (u16, zero), credits returned in all (u64)
+//
+// Counts are cumulative, so a lost, duplicated or reordered record costs
+// nothing but time: the acknowledgement records over TCP carry the same
+// count (its low 32 bits) after Config.AckDelay, and the sender keeps the
+// highest count it has seen. A count above the messages sent on the flow
+// is counted as a bad acknowledgement and ignored.
+const creditLen = 12
+
+// appendCredits appends a credit entry for every flow in rx with credits
+// not yet returned on the fast path, and clears those. The caller holds
+// the worker's lock.
+func appendCredits(b []byte, rx []rflow) []byte {
+	for f := range rx {
+		rf := &rx[f]
+		if rf.owed == 0 {
+			continue
+		}
+		rf.owed = 0
+		b = binary.BigEndian.AppendUint16(b, uint16(f))
+		b = binary.BigEndian.AppendUint16(b, 0)
+		b = binary.BigEndian.AppendUint64(b, rf.returned)
+	}
+	return b
+}
+
+// sendCredits sends credit entries to worker w of p on the fast path. It
+// reports false when they could not be sent (the caller sends them over
+// TCP).
+func (e *Endpoint) sendCredits(p *peer, w int, entries []byte) bool {
+	if len(entries) == 0 {
+		return true
+	}
+	if !p.ready.Load() || w >= len(p.flows) {
+		return false
+	}
+	ss := p.send[w]
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	most := max(creditLen, p.maxPayload/creditLen*creditLen)
+	for len(entries) > 0 {
+		n := min(len(entries), most)
+		dg := ss.scratch[:HeaderLen+n]
+		putHeader(dg, &dgHeader{node: uint32(e.cfg.NodeID), session: e.session, worker: uint16(w), length: uint16(n)})
+		dg[3] = dgCredit
+		copy(dg[HeaderLen:], entries[:n])
+		if p.auth {
+			signDatagram(p.txKey, dg)
+		}
+		if err := e.fp.Send(p.id, w, 0, dg); err != nil {
+			e.st.sendErrors.Add(1)
+			return false
+		}
+		e.st.creditFrames.Add(1)
+		entries = entries[n:]
+	}
+	return true
+}
+
+// onCredit applies a credit record that passed onRecord's checks.
+func (e *Endpoint) onCredit(p *peer, h *dgHeader, payload []byte, src netip.AddrPort) {
+	if len(payload)%creditLen != 0 || int(h.worker) >= len(p.send) {
+		e.dropped(dropBadFlow, src)
+		return
+	}
+	ss := p.send[h.worker]
+	for b := payload; len(b) > 0; b = b[creditLen:] {
+		f := int(binary.BigEndian.Uint16(b))
+		if f >= len(ss.flows) || binary.BigEndian.Uint16(b[2:]) != 0 {
+			e.dropped(dropBadFlow, src)
+			continue
+		}
+		ss.mu.Lock()
+		ok := p.credit(ss, &ss.flows[f], binary.BigEndian.Uint64(b[4:]))
+		ss.mu.Unlock()
+		if !ok {
+			p.badAck(&ackRecord{worker: h.worker, flow: uint16(f)}, "credits for messages never sent, ignored (at most one such line a second)")
+		}
+	}
+	e.st.creditFramesReceived.Add(1)
+	e.creditsCame(p, int(h.worker))
+}
+
+// credit applies the receiver's cumulative count of credits returned on
+// flow fl. It reports false for a count above the messages sent on it.
+// The caller holds ss.mu.
+func (p *peer) credit(ss *sendState, fl *sflow, returned uint64) bool {
+	if returned <= fl.returned {
+		return true // old news
+	}
+	if returned > fl.next {
+		return false
+	}
+	fl.credits += int(returned - fl.returned)
+	fl.returned = returned
+	if fl.credits > ss.buffers {
+		// Credits for messages the receiver took but this node never
+		// sent (forged datagrams): clamped, counted.
+		fl.credits = ss.buffers
+		p.e.st.creditViolations.Add(1)
+	}
+	return true
+}
+
+// credit32 is credit for the count's low 32 bits, as the acknowledgement
+// records over TCP carry it.
+func (p *peer) credit32(ss *sendState, fl *sflow, low uint32) bool {
+	d := low - uint32(fl.returned)
+	if d >= 1<<31 {
+		return true // older than what the fast path brought
+	}
+	return p.credit(ss, fl, fl.returned+uint64(d))
+}
+
+// creditsCame wakes a sender of worker w waiting for credits, and the
+// fast path's Wait it may sleep in.
+func (e *Endpoint) creditsCame(p *peer, w int) {
+	signal(p.send[w].wake)
+	if e.poller != nil && w < len(e.workers) && e.workers[w].poll.waiting.Load() {
+		e.poller.Wake(w)
+	}
+}
+
 // kickAcks asks for the peer's acknowledgements and credits to be sent:
 // urgent ones (a flow crossed a batching threshold) at once, by the
 // calling goroutine, others by ackLoop after AckDelay.
@@ -227,7 +357,7 @@ func (p *peer) flushAcks() {
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
 	b, start := appendFrameHdr(p.ackBuf[:0], msgAck)
-	var records, credits uint64
+	var records uint64
 	for w, wk := range e.workers {
 		wk.mu.Lock()
 		for _, f := range p.rxDirty[w] {
@@ -238,10 +368,9 @@ func (p *peer) flushAcks() {
 					sel = append(sel, s)
 				}
 			}
-			b = appendAckRecord(b, w, int(f), rf.base, rf.owed, sel)
+			b = appendAckRecord(b, w, int(f), rf.base, uint32(rf.returned), sel)
 			records++
-			credits += uint64(rf.owed)
-			rf.owed, rf.fresh, rf.dirty = 0, 0, false
+			rf.fresh, rf.dirty = 0, false
 			rf.sel = rf.sel[:0]
 		}
 		p.rxDirty[w] = p.rxDirty[w][:0]
@@ -255,7 +384,6 @@ func (p *peer) flushAcks() {
 	if p.write(p.ackBuf) == nil {
 		e.st.ackFrames.Add(1)
 		e.st.ackRecords.Add(records)
-		e.st.creditsReturned.Add(credits)
 	}
 }
 
@@ -414,11 +542,11 @@ func (p *peer) onAck(a *ackRecord, now int64, hot bool) bool {
 		clear(ss.events)
 		ss.events = ss.events[:0]
 	}
-	fl.credits += int(a.credits)
-	credits := fl.credits
-	if credits > ss.buffers {
-		fl.credits = ss.buffers // never more than the receiver's buffers
+	before := fl.credits
+	if !hot && !p.credit32(ss, fl, a.returned) {
+		bad = true
 	}
+	more := fl.credits > before
 	ss.mu.Unlock()
 	if bad {
 		p.badAck(a, "acknowledgement of messages never sent, ignored (at most one such line a second)")
@@ -429,13 +557,8 @@ func (p *peer) onAck(a *ackRecord, now int64, hot bool) bool {
 	if sample >= 0 {
 		p.observe(sample)
 	}
-	if credits > ss.buffers {
-		// Credits for messages the receiver took but this node never
-		// sent (forged datagrams): clamped, counted.
-		e.st.creditViolations.Add(1)
-	}
-	if freed > 0 || a.credits > 0 {
-		signal(ss.wake)
+	if freed > 0 || more {
+		e.creditsCame(p, int(a.worker))
 	}
 	return !bad
 }

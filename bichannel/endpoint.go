@@ -128,6 +128,9 @@ type Stats struct {
 	AckRecords      uint64 // per-flow acknowledgement/credit records in them
 	CreditsReturned uint64 // credits returned to senders
 	Heartbeats      uint64 // heartbeats sent
+	// CreditFrames counts credit records sent on the fast path, and
+	// CreditFramesReceived those received (ack.go).
+	CreditFrames, CreditFramesReceived uint64
 	// CreditViolations counts credit updates that would take a sender's
 	// credits below zero or above the receiver's buffers (clamped): 0
 	// unless the receiver accepted forged datagrams and returned their
@@ -171,6 +174,7 @@ type counters struct {
 	refused                                             [numRefusals]atomic.Uint64
 	badAcks                                             atomic.Uint64
 	ackFrames, ackRecords, creditsReturned, heartbeats  atomic.Uint64
+	creditFrames, creditFramesReceived                  atomic.Uint64
 	creditViolations                                    atomic.Uint64
 	fastRetransmitted, abandoned, hotAcksReceived       atomic.Uint64
 	hotAcksSent, skipped, skipsLate                     atomic.Uint64
@@ -233,6 +237,8 @@ type worker struct {
 	// this worker's fast path took in its current batch (ack.go); only
 	// that goroutine touches them.
 	hot []hotPending
+
+	credit []byte // credit entries being returned by Recv (ack.go); guarded by mu
 }
 
 type inMsg struct {
@@ -246,8 +252,9 @@ type inMsg struct {
 }
 
 type kick struct {
-	p      *peer
-	urgent bool
+	p        *peer
+	urgent   bool
+	from, to int // its credit entries in worker.credit
 }
 
 // New is NewContext with context.Background().
@@ -290,7 +297,10 @@ func NewContext(ctx context.Context, cfg Config) (*Endpoint, error) {
 	if len(cfg.ClusterKey) == 0 {
 		e.log.Info().Msg("bichannel: no cluster key: unauthenticated mode (trust every host that reaches the control and fast-path ports)")
 	}
-	e.ackBatch = max(1, cfg.BuffersPerFlow/4)
+	// Credits go back on the fast path every quarter of a flow's buffers
+	// (ack.go); the acknowledgements over TCP, which free the senders'
+	// copies, every flow's buffers' worth, or a quarter window if less.
+	e.ackBatch = max(1, min(cfg.BuffersPerFlow, cfg.Window/4))
 	e.creditBatch = max(1, cfg.BuffersPerFlow/4)
 	m := map[int]*peer{}
 	e.peerMap.Store(&m)
@@ -552,38 +562,40 @@ func (e *Endpoint) DeadPeers() []int {
 func (e *Endpoint) Stats() Stats {
 	s := &e.st
 	st := Stats{
-		Sent:             s.sent.Load(),
-		SendErrors:       s.sendErrors.Load(),
-		Retransmitted:    s.retransmitted.Load(),
-		Stalls:           s.stalls.Load(),
-		StallTime:        time.Duration(s.stallNanos.Load()),
-		DeliveredFast:    s.deliveredFast.Load(),
-		DeliveredTCP:     s.deliveredTCP.Load(),
-		Received:         s.received.Load(),
-		Duplicates:       s.duplicates.Load(),
-		DropsNoBuffer:    s.dropsNoBuffer.Load(),
-		Mistargeted:      s.mistargeted.Load(),
-		BadHeader:        s.drop[dropHeader].Load(),
-		UnknownNode:      s.drop[dropUnknownNode].Load(),
-		StaleSession:     s.drop[dropStaleSession].Load(),
-		BadFlow:          s.drop[dropBadFlow].Load(),
-		BadSource:        s.drop[dropBadSource].Load(),
-		BadTag:           s.drop[dropBadTag].Load(),
-		OutOfWindow:      s.drop[dropOutOfWindow].Load(),
-		DeadPeer:         s.drop[dropDeadPeer].Load(),
-		HotAckOff:        s.drop[dropHotAckOff].Load(),
-		BadAcks:          s.badAcks.Load(),
-		RefusedAuth:      s.refused[refAuth].Load(),
-		RefusedPeer:      s.refused[refPeer].Load(),
-		RefusedTaken:     s.refused[refTaken].Load(),
-		RefusedProto:     s.refused[refProto].Load(),
-		RefusedLimit:     s.refused[refLimit].Load(),
-		RefusedTimeout:   s.refused[refTimeout].Load(),
-		AckFrames:        s.ackFrames.Load(),
-		AckRecords:       s.ackRecords.Load(),
-		CreditsReturned:  s.creditsReturned.Load(),
-		Heartbeats:       s.heartbeats.Load(),
-		CreditViolations: s.creditViolations.Load(),
+		Sent:                 s.sent.Load(),
+		SendErrors:           s.sendErrors.Load(),
+		Retransmitted:        s.retransmitted.Load(),
+		Stalls:               s.stalls.Load(),
+		StallTime:            time.Duration(s.stallNanos.Load()),
+		DeliveredFast:        s.deliveredFast.Load(),
+		DeliveredTCP:         s.deliveredTCP.Load(),
+		Received:             s.received.Load(),
+		Duplicates:           s.duplicates.Load(),
+		DropsNoBuffer:        s.dropsNoBuffer.Load(),
+		Mistargeted:          s.mistargeted.Load(),
+		BadHeader:            s.drop[dropHeader].Load(),
+		UnknownNode:          s.drop[dropUnknownNode].Load(),
+		StaleSession:         s.drop[dropStaleSession].Load(),
+		BadFlow:              s.drop[dropBadFlow].Load(),
+		BadSource:            s.drop[dropBadSource].Load(),
+		BadTag:               s.drop[dropBadTag].Load(),
+		OutOfWindow:          s.drop[dropOutOfWindow].Load(),
+		DeadPeer:             s.drop[dropDeadPeer].Load(),
+		HotAckOff:            s.drop[dropHotAckOff].Load(),
+		BadAcks:              s.badAcks.Load(),
+		RefusedAuth:          s.refused[refAuth].Load(),
+		RefusedPeer:          s.refused[refPeer].Load(),
+		RefusedTaken:         s.refused[refTaken].Load(),
+		RefusedProto:         s.refused[refProto].Load(),
+		RefusedLimit:         s.refused[refLimit].Load(),
+		RefusedTimeout:       s.refused[refTimeout].Load(),
+		AckFrames:            s.ackFrames.Load(),
+		AckRecords:           s.ackRecords.Load(),
+		CreditsReturned:      s.creditsReturned.Load(),
+		CreditFrames:         s.creditFrames.Load(),
+		CreditFramesReceived: s.creditFramesReceived.Load(),
+		Heartbeats:           s.heartbeats.Load(),
+		CreditViolations:     s.creditViolations.Load(),
 
 		FastRetransmitted: s.fastRetransmitted.Load(),
 		Abandoned:         s.abandoned.Load(),

@@ -16,7 +16,7 @@ import (
 
 // startFabricDaemon runs an in-process vnicd whose source and TX sink are
 // an emulated network (vnicd run --source fabric) and returns its socket.
-func startFabricDaemon(t *testing.T) (string, *fabric.Fabric) {
+func startFabricDaemon(t testing.TB) (string, *fabric.Fabric) {
 	t.Helper()
 	fab, err := fabric.New(fabric.Config{})
 	if err != nil {

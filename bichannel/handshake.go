@@ -447,6 +447,7 @@ func (e *Endpoint) newPeer(conn net.Conn, br *bufio.Reader, h *hello) (*peer, er
 		ss := &sendState{
 			flows:   make([]sflow, e.cfg.Flows),
 			win:     uint64(h.window),
+			ahead:   min(uint64(h.window), 4*uint64(h.buffers)),
 			buffers: h.buffers,
 			scratch: make([]byte, HeaderLen+p.maxPayload),
 			wake:    make(chan struct{}, 1),

@@ -6,14 +6,20 @@ import (
 	"github.com/vnic/vnic/bichannel/transport"
 )
 
-// Datagram header: every fast-path datagram (and every message
+// Datagram header: every message on the fast path (and every message
 // retransmitted over TCP) is identified by the sender's node and 64-bit
 // session, the worker, the flow and a per-flow sequence number. In the
 // authenticated mode the header ends with a SipHash-2-4 tag over the rest
 // of the header and the payload, keyed with the sending direction's key of
 // the connection (derived in the handshake); otherwise the tag is zero.
 //
-//	0  magic 0xB1C4      2  version  3  type (1 data, 2 hot ack)
+// A datagram holds one or more records, each a header and its payload,
+// back to back: SendBatch packs the messages of one flow into as few
+// datagrams of at most HeaderLen+MaxPayload bytes as they fit, so that
+// small messages share a frame's costs (ring slot, checksum, the NIC's
+// work). Each record is checked on its own, as a datagram of one would be.
+//
+//	0  magic 0xB1C4      2  version  3  type (1 data, 2 hot ack, 3 credit)
 //	4  node (u32)        8  session (u64)
 //	16 worker (u16)      18 flow (u16)
 //	20 sequence (u64)    28 payload length (u16)   30 reserved (zero)
@@ -24,9 +30,10 @@ const (
 	HeaderLen = 40
 
 	dgMagic   = 0xB1C4
-	dgVersion = 2
+	dgVersion = 3
 	dgData    = 1
 	dgAck     = 2  // a hot-path acknowledgement (Config.HotAcks, ack.go)
+	dgCredit  = 3  // credits returned on the fast path (ack.go)
 	tagOff    = 32 // the header's tag; the tag covers b[:tagOff] and the payload
 )
 
@@ -39,7 +46,7 @@ type dgHeader struct {
 	seq     uint64
 	length  uint16
 	tag     uint64
-	typ     byte // dgData or dgAck
+	typ     byte // dgData, dgAck or dgCredit
 }
 
 // putHeader writes h into b[:HeaderLen], with a zero tag (signDatagram
@@ -59,10 +66,20 @@ func putHeader(b []byte, h *dgHeader) {
 	binary.LittleEndian.PutUint64(b[tagOff:], 0)
 }
 
-// parseHeader decodes a datagram's header and returns its payload.
+// parseHeader decodes a datagram of one record and returns its payload.
 func parseHeader(b []byte, h *dgHeader) ([]byte, bool) {
-	if len(b) < HeaderLen || binary.BigEndian.Uint16(b) != dgMagic || b[2] != dgVersion || (b[3] != dgData && b[3] != dgAck) {
-		return nil, false
+	rec, rest, ok := nextRecord(b, h)
+	if !ok || len(rest) != 0 {
+		return nil, false // truncated or padded: not ours
+	}
+	return rec[HeaderLen:], true
+}
+
+// nextRecord decodes the header of the record at the head of b and returns
+// the record (header and payload) and what follows it.
+func nextRecord(b []byte, h *dgHeader) (rec, rest []byte, ok bool) {
+	if len(b) < HeaderLen || binary.BigEndian.Uint16(b) != dgMagic || b[2] != dgVersion || b[3] < dgData || b[3] > dgCredit {
+		return nil, nil, false
 	}
 	h.typ = b[3]
 	h.node = binary.BigEndian.Uint32(b[4:])
@@ -72,10 +89,11 @@ func parseHeader(b []byte, h *dgHeader) ([]byte, bool) {
 	h.seq = binary.BigEndian.Uint64(b[20:])
 	h.length = binary.BigEndian.Uint16(b[28:])
 	h.tag = binary.LittleEndian.Uint64(b[tagOff:])
-	if int(h.length) != len(b)-HeaderLen {
-		return nil, false // truncated or padded: not ours
+	n := HeaderLen + int(h.length)
+	if n > len(b) {
+		return nil, nil, false // truncated
 	}
-	return b[HeaderLen:], true
+	return b[:n], b[n:], true
 }
 
 // signDatagram sets the tag of a datagram built by putHeader.

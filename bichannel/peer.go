@@ -62,10 +62,15 @@ type peer struct {
 // sendState is one worker's sending state towards one peer: its flows,
 // their credits and the messages not yet acknowledged.
 type sendState struct {
-	mu      sync.Mutex
-	flows   []sflow
-	rr      int    // next flow to try
-	win     uint64 // the receiver's window
+	mu    sync.Mutex
+	flows []sflow
+	rr    int    // next flow to try
+	win   uint64 // the receiver's window
+	// ahead bounds a flow's unacknowledged messages: the window, or four
+	// times the receiver's buffers if less. Credits come back on the fast
+	// path before the acknowledgements over TCP that free the copies kept
+	// for retransmission; this bounds those copies.
+	ahead   uint64
 	buffers int    // the receiver's buffers per flow: the most credits a flow holds
 	slab    []pend // unacknowledged messages; ring slots point here
 	free    []int32
@@ -85,10 +90,11 @@ type sendState struct {
 }
 
 type sflow struct {
-	credits int
-	next    uint64  // next sequence number
-	low     uint64  // every sequence number below is acknowledged
-	ring    []int32 // slot seq%win: slab index+1 of the unacknowledged message, or 0
+	credits  int
+	returned uint64  // the receiver's count of credits returned, the highest seen
+	next     uint64  // next sequence number
+	low      uint64  // every sequence number below is acknowledged
+	ring     []int32 // slot seq%win: slab index+1 of the unacknowledged message, or 0
 }
 
 type pend struct {
@@ -119,7 +125,8 @@ type rflow struct {
 	base     uint64   // lowest sequence number not yet received
 	bits     []uint64 // received, for base <= seq < base+window, at seq%window
 	buffered int      // messages in the inbox (at most BuffersPerFlow)
-	owed     uint32   // consumed, credit not yet returned
+	owed     uint32   // consumed since the last credit record on the fast path
+	returned uint64   // consumed (and skipped) in all: the credits returned
 	fresh    int      // received since the last acknowledgement
 	sel      []uint64 // received above base since the last acknowledgement
 	dirty    bool     // in peer.rxDirty

@@ -55,7 +55,7 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 	n := min(len(wk.inbox)-wk.head, e.cfg.RecvBatch)
 	var kbuf [8]kick
 	kicks := kbuf[:0]
-	events := 0
+	events, returned := 0, 0
 	for range n {
 		m := wk.inbox[wk.head]
 		wk.inbox[wk.head] = inMsg{}
@@ -70,6 +70,8 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 		rf := &m.p.rx[w][m.flow]
 		rf.buffered--
 		rf.owed++
+		rf.returned++
+		returned++
 		m.p.markDirty(w, m.flow, rf)
 		urgent := int(rf.owed) >= e.creditBatch
 		found := false
@@ -98,12 +100,31 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 		clear(wk.inbox[k:])
 		wk.inbox, wk.head = wk.inbox[:k], 0
 	}
+	// Flows that crossed the credit threshold return their credits on
+	// the fast path now, every flow of the peer with news in one record;
+	// the acknowledgements over TCP follow after Config.AckDelay, with the
+	// same cumulative count as a backstop.
+	wk.credit = wk.credit[:0]
+	for i := range kicks {
+		if k := &kicks[i]; k.urgent {
+			k.from = len(wk.credit)
+			wk.credit = appendCredits(wk.credit, k.p.rx[w])
+			k.to = len(wk.credit)
+		}
+	}
 	wk.mu.Unlock()
 	for _, k := range kicks {
-		k.p.kickAcks(k.urgent)
+		if k.urgent && !e.sendCredits(k.p, w, wk.credit[k.from:k.to]) {
+			k.p.kickAcks(true) // no fast path to this peer: over TCP at once
+			continue
+		}
+		k.p.kickAcks(false)
 	}
 	if n > events {
 		e.st.received.Add(uint64(n - events))
+	}
+	if returned > 0 {
+		e.st.creditsReturned.Add(uint64(returned))
 	}
 	return dst, e.downErr()
 }
@@ -153,17 +174,27 @@ func (e *Endpoint) rxLoop(w int) {
 }
 
 // onDatagram handles one fast-path datagram from src received on worker
-// w's queue. It is the one place every fast path's datagrams are checked:
-// the header, the peer and its session, the ranges, the source (one of the
-// peer's flows) and, in the authenticated mode, the tag — all before the
-// message is looked at.
+// w's queue: each of its records in turn (header.go). A record that does
+// not parse ends the datagram (counted once as a bad header).
 func (e *Endpoint) onDatagram(w int, src netip.AddrPort, d []byte) {
 	var h dgHeader
-	payload, ok := parseHeader(d, &h)
-	if !ok {
-		e.dropped(dropHeader, src)
-		return
+	for len(d) > 0 {
+		rec, rest, ok := nextRecord(d, &h)
+		if !ok {
+			e.dropped(dropHeader, src)
+			return
+		}
+		e.onRecord(w, src, rec, &h)
+		d = rest
 	}
+}
+
+// onRecord handles one record of a datagram. It is the one place every
+// fast path's messages are checked: the header, the peer and its session,
+// the ranges, the source (one of the peer's flows) and, in the
+// authenticated mode, the tag — all before the message is looked at.
+func (e *Endpoint) onRecord(w int, src netip.AddrPort, rec []byte, h *dgHeader) {
+	payload := rec[HeaderLen:]
 	p := e.peers()[int(h.node)]
 	switch {
 	case p == nil:
@@ -181,8 +212,12 @@ func (e *Endpoint) onDatagram(w int, src netip.AddrPort, d []byte) {
 	case src.Addr() != p.remote.info.Addr || src.Port() != p.rxSrc[h.worker][h.flow]:
 		e.dropped(dropBadSource, src)
 		return
-	case p.auth && !tagOK(p.rxKey, d, h.tag):
+	case p.auth && !tagOK(p.rxKey, rec, h.tag):
 		e.dropped(dropBadTag, src)
+		return
+	}
+	if h.typ == dgCredit {
+		e.onCredit(p, h, payload, src)
 		return
 	}
 	if h.typ == dgAck {
@@ -190,7 +225,7 @@ func (e *Endpoint) onDatagram(w int, src netip.AddrPort, d []byte) {
 			e.dropped(dropHotAckOff, src)
 			return
 		}
-		e.onHotAck(p, &h, payload, src)
+		e.onHotAck(p, h, payload, src)
 		return
 	}
 	if int(h.worker) != w {

@@ -45,9 +45,10 @@ func TestLossyExactlyOnce(t *testing.T) {
 			lc := lossytest.Config{Loss: tc.loss, Reorder: tc.reorder, Duplicate: tc.dup, Seed: 42}
 			if tc.dup == 0 {
 				// The receive queue holds exactly what the credits allow
-				// (buffers x flows x peers): credits must keep it from ever
+				// (buffers x flows x peers) and the credit records that can
+				// come meanwhile: credits must keep it from ever
 				// overflowing.
-				lc.QueueLen = cfg.BuffersPerFlow * cfg.Flows * 2
+				lc.QueueLen = queueForCredits(cfg, 2)
 			}
 			eps, ln := lossyCluster(t, 3, cfg, lc)
 			runTraffic(t, eps, trafficOpts{perPair: 400})
@@ -84,7 +85,7 @@ func TestLossyExactlyOnce(t *testing.T) {
 func TestCreditsBindSlowReceiver(t *testing.T) {
 	cfg := testConfig()
 	cfg.Workers = 1
-	lc := lossytest.Config{Seed: 7, QueueLen: cfg.BuffersPerFlow * cfg.Flows}
+	lc := lossytest.Config{Seed: 7, QueueLen: queueForCredits(cfg, 1)}
 	eps, ln := lossyCluster(t, 2, cfg, lc)
 	runTraffic(t, eps, trafficOpts{perPair: 600, slowEvery: 32, slowFor: 2 * time.Millisecond})
 	if s := eps[0].Stats(); s.Stalls == 0 || s.StallTime == 0 {
@@ -223,6 +224,14 @@ func TestConnectMismatchedWorkers(t *testing.T) {
 // its credit) first holds a queue slot no credit pays for. That takes an
 // acknowledgement later than the retransmission timeout (a slow
 // scheduler), and every such drop must be matched by one.
+// queueForCredits is the receive queue that credits keep from
+// overflowing, with peers: a datagram per buffer of every flow, and the
+// credit records that can come while the worker does not poll (one per
+// quarter of a flow's buffers that the peer consumed, ack.go).
+func queueForCredits(cfg Config, peers int) int {
+	return peers * cfg.Flows * (cfg.BuffersPerFlow + 4)
+}
+
 func checkQueueFull(t *testing.T, eps []*Endpoint, ls lossytest.Stats) {
 	t.Helper()
 	if ls.QueueFull == 0 {

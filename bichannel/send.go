@@ -91,14 +91,25 @@ func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int,
 		}
 	}
 	ss := p.send[w]
+	if e.poller != nil {
+		// Credits come back on worker w's fast-path queue (ack.go): take
+		// what arrived, so that a worker that only sends neither waits
+		// for them nor lets them fill its queue.
+		e.pollFast(w, e.workers[w])
+	}
 	var (
 		stallStart time.Time
 		timer      *time.Timer
 		timeout    <-chan time.Time
+		wctx       context.Context // ctx, bounded by Config.SendTimeout, for waits in the fast path
+		wcancel    context.CancelFunc
 	)
 	defer func() {
 		if timer != nil {
 			timer.Stop()
+		}
+		if wcancel != nil {
+			wcancel()
 		}
 	}()
 	done := ctx.Done()
@@ -138,8 +149,24 @@ func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int,
 				timeout = timer.C
 			}
 		}
+		block := true
+		if e.poller != nil {
+			if wctx == nil {
+				wctx = ctx
+				if timer != nil {
+					wctx, wcancel = withDeadline(ctx, stallStart.Add(e.cfg.SendTimeout))
+				}
+			}
+			// Credits come back on the fast path (ack.go): take them off
+			// the queue, or sleep in the fast path's Wait until they come.
+			block = !e.waitCredits(wctx, p, ss, w)
+		}
+		var wake <-chan struct{} = ss.wake
+		if !block {
+			wake = ready // look at the exits below, then pick again
+		}
 		select {
-		case <-ss.wake:
+		case <-wake:
 		case <-p.dead:
 			e.st.stallNanos.Add(uint64(time.Since(stallStart)))
 			return sent, p.err
@@ -157,33 +184,108 @@ func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int,
 	return sent, nil
 }
 
+// withDeadline is context.WithDeadline; sendMany cancels the context it
+// returns when it returns.
+func withDeadline(ctx context.Context, t time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(ctx, t)
+}
+
+// ready is a channel that is always ready.
+var ready = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// waitCredits waits for credits for worker w's sends to p where they come
+// back, on worker w's fast-path queue: it polls the queue and, while no
+// flow has a credit, sleeps in the fast path's Wait (woken by a datagram,
+// credits over TCP, a dead peer, Close or ctx). It reports false, without
+// waiting, when another goroutine has the queue (that one takes the
+// credits in and signals ss.wake) or the queue failed.
+func (e *Endpoint) waitCredits(ctx context.Context, p *peer, ss *sendState, w int) bool {
+	ps := &e.workers[w].poll
+	if ps.dead.Load() || !ps.mu.TryLock() {
+		return false
+	}
+	defer ps.mu.Unlock()
+	e.pollLocked(w, ps)
+	if ss.hasCredit() {
+		return true
+	}
+	e.watch(ctx, w, ps)
+	// Set waiting before the last checks: whoever changes one afterwards
+	// (credits over TCP, a dead peer, Close, ctx) sees it and Wakes the
+	// Wait.
+	ps.waiting.Store(true)
+	if ctx.Err() == nil && !e.isClosing() && !p.down.Load() && !ss.hasCredit() {
+		if err := e.poller.Wait(ctx, w); err != nil && ctx.Err() == nil {
+			e.fastFailed(w, ps, err)
+		}
+	}
+	ps.waiting.Store(false)
+	e.pollLocked(w, ps)
+	return true
+}
+
+// hasCredit tells whether a flow has a credit and room in its window.
+func (ss *sendState) hasCredit() bool {
+	ss.mu.Lock()
+	ok := ss.pick() >= 0
+	ss.mu.Unlock()
+	return ok
+}
+
 // maxRun bounds the messages one fast-path batch carries (UDP_SEGMENT
 // takes at most 64 segments).
 const maxRun = 64
 
 // sendRun sends the head of msgs on flow f: as many as the flow's credits
-// and window allow (at least one), with one transport.Batcher call when the fast
-// path batches. It returns how many it sent. The caller holds ss.mu and
-// checked the flow has a credit.
+// and window allow (at least one), packed into as few datagrams as they
+// fit (header.go), with one transport.Batcher call when the fast path
+// batches. It returns how many it sent. The caller holds ss.mu and checked
+// the flow has a credit.
 func (e *Endpoint) sendRun(p *peer, ss *sendState, w, f int, msgs [][]byte) int {
-	fb, ok := e.fp.(transport.Batcher)
 	fl := &ss.flows[f]
-	k := min(len(msgs), fl.credits, int(ss.win-(fl.next-fl.low)), maxRun)
-	if !ok || k <= 1 {
+	k := min(len(msgs), fl.credits, int(ss.ahead-(fl.next-fl.low)), maxRun)
+	if k <= 1 {
 		e.sendOn(p, ss, w, f, msgs[0])
 		return 1
 	}
-	for len(ss.batch) < k {
-		ss.batch = append(ss.batch, make([]byte, HeaderLen+p.maxPayload))
+	limit := HeaderLen + p.maxPayload
+	nd := 0
+	for i := 0; i < k; nd++ {
+		if nd == len(ss.batch) {
+			ss.batch = append(ss.batch, make([]byte, 0, limit))
+		}
+		dg := ss.batch[nd][:0]
+		for i < k && len(dg)+HeaderLen+len(msgs[i]) <= limit {
+			dg = e.stage(p, ss, w, f, msgs[i], dg)
+			i++
+		}
+		ss.batch[nd] = dg
 	}
-	dgs := ss.batch[:k]
-	for i, msg := range msgs[:k] {
-		dgs[i] = e.stage(p, ss, w, f, msg, dgs[i][:cap(dgs[i])])
+	dgs := ss.batch[:nd]
+	if fb, ok := e.fp.(transport.Batcher); ok && nd > 1 {
+		if n, err := fb.SendBatch(p.id, w, f, dgs); err != nil {
+			for _, dg := range dgs[n:] {
+				e.st.sendErrors.Add(uint64(records(dg))) // the retransmission over TCP recovers them
+			}
+		}
+		return k
 	}
-	if n, err := fb.SendBatch(p.id, w, f, dgs); err != nil {
-		e.st.sendErrors.Add(uint64(k - n)) // the retransmission over TCP recovers them
+	for _, dg := range dgs {
+		if err := e.fp.Send(p.id, w, f, dg); err != nil {
+			e.st.sendErrors.Add(uint64(records(dg)))
+		}
 	}
 	return k
+}
+
+// records counts the records in a datagram this node built.
+func records(dg []byte) int {
+	var h dgHeader
+	n := 0
+	for ok := true; ok && len(dg) > 0; n++ {
+		_, dg, ok = nextRecord(dg, &h)
+	}
+	return n
 }
 
 // pick returns a flow with a credit and room in its window, round-robin,
@@ -196,7 +298,7 @@ func (ss *sendState) pick() int {
 			ss.rr = 0
 		}
 		fl := &ss.flows[f]
-		if fl.credits > 0 && fl.next-fl.low < ss.win {
+		if fl.credits > 0 && fl.next-fl.low < ss.ahead {
 			return f
 		}
 	}
@@ -206,7 +308,7 @@ func (ss *sendState) pick() int {
 // sendOn sends msg on flow f; the caller holds ss.mu and checked the flow
 // has a credit.
 func (e *Endpoint) sendOn(p *peer, ss *sendState, w, f int, msg []byte) error {
-	dg := e.stage(p, ss, w, f, msg, ss.scratch)
+	dg := e.stage(p, ss, w, f, msg, ss.scratch[:0])
 	if err := e.fp.Send(p.id, w, f, dg); err != nil {
 		e.st.sendErrors.Add(1) // the retransmission over TCP recovers it
 	}
@@ -214,9 +316,9 @@ func (e *Endpoint) sendOn(p *peer, ss *sendState, w, f int, msg []byte) error {
 }
 
 // stage does a send's bookkeeping for msg on flow f (sequence number,
-// credit, the copy kept for retransmission, its deadline) and writes its
-// datagram into buf (room for HeaderLen+maxPayload), which it returns. The
-// caller holds ss.mu and checked the flow has a credit.
+// credit, the copy kept for retransmission, its deadline) and appends its
+// record to the datagram in buf, which must have room for it; it returns
+// the datagram. The caller holds ss.mu and checked the flow has a credit.
 func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg, buf []byte) []byte {
 	fl := &ss.flows[f]
 	seq := fl.next
@@ -229,8 +331,7 @@ func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg, buf []byte) []by
 		idx = ss.free[n-1]
 		ss.free = ss.free[:n-1]
 	} else {
-		ss.slab = append(ss.slab, pend{buf: make([]byte, 0, p.maxPayload)})
-		idx = int32(len(ss.slab) - 1)
+		idx = ss.grow(p.maxPayload)
 	}
 	now := e.now()
 	pe := &ss.slab[idx]
@@ -246,17 +347,38 @@ func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg, buf []byte) []by
 		ss.fifo, ss.fhead = ss.fifo[:0], 0
 	}
 	ss.fifo = append(ss.fifo, retxEntry{deadline: now + p.rto.Load(), seq: seq, flow: uint16(f)})
-	dg := buf[:HeaderLen+len(msg)]
-	putHeader(dg, &dgHeader{node: uint32(e.cfg.NodeID), session: e.session, worker: uint16(w), flow: uint16(f), seq: seq, length: uint16(len(msg))})
-	copy(dg[HeaderLen:], msg)
+	off := len(buf)
+	dg := buf[:off+HeaderLen+len(msg)]
+	rec := dg[off:]
+	putHeader(rec, &dgHeader{node: uint32(e.cfg.NodeID), session: e.session, worker: uint16(w), flow: uint16(f), seq: seq, length: uint16(len(msg))})
+	copy(rec[HeaderLen:], msg)
 	if p.auth {
-		signDatagram(p.txKey, dg)
+		signDatagram(p.txKey, rec)
 	}
 	e.st.sent.Add(1)
 	if p.unacked.Add(1) == 1 {
 		signal(p.retxKick)
 	}
 	return dg
+}
+
+// slabChunk is how many copies for retransmission the slab grows by at
+// once, in one allocation: the slab grows until it holds a flow's
+// unacknowledged messages (sendState.ahead) for every flow, then never.
+const slabChunk = 64
+
+// grow adds slabChunk entries to the slab, each with room for a payload
+// of size bytes, and returns one of them; the others go on the free list.
+func (ss *sendState) grow(size int) int32 {
+	mem := make([]byte, slabChunk*size)
+	base := len(ss.slab)
+	for i := range slabChunk {
+		ss.slab = append(ss.slab, pend{buf: mem[i*size : i*size : (i+1)*size]})
+	}
+	for i := slabChunk - 1; i > 0; i-- {
+		ss.free = append(ss.free, int32(base+i))
+	}
+	return int32(base)
 }
 
 // Ticket names a message sent to one peer by one worker: its flow and

@@ -40,7 +40,7 @@ const (
 	// and TestHelloLargestRSSFits proves.
 	maxHelloLen  = 160 << 10
 	helloMagic   = "BICH"
-	helloVersion = 2
+	helloVersion = 3
 
 	rejectFatal = 0 // the handshake cannot succeed: give up
 	rejectRetry = 1 // the acceptor is not ready (Connect not called yet): dial again
@@ -215,15 +215,15 @@ func parseHello(body []byte) (*hello, error) {
 type ackRecord struct {
 	worker, flow uint16
 	cum          uint64
-	credits      uint32
+	returned     uint32 // the low 32 bits of the credits returned in all
 	sel          []uint32
 }
 
-func appendAckRecord(b []byte, worker, flow int, cum uint64, credits uint32, sel []uint64) []byte {
+func appendAckRecord(b []byte, worker, flow int, cum uint64, returned uint32, sel []uint64) []byte {
 	b = binary.BigEndian.AppendUint16(b, uint16(worker))
 	b = binary.BigEndian.AppendUint16(b, uint16(flow))
 	b = binary.BigEndian.AppendUint64(b, cum)
-	b = binary.BigEndian.AppendUint32(b, credits)
+	b = binary.BigEndian.AppendUint32(b, returned)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(sel)))
 	for _, s := range sel {
 		b = binary.BigEndian.AppendUint32(b, uint32(s-cum))
@@ -236,7 +236,7 @@ func (r *wireReader) nextAck(a *ackRecord, sel []uint32) []uint32 {
 	a.worker = r.u16()
 	a.flow = r.u16()
 	a.cum = r.u64()
-	a.credits = r.u32()
+	a.returned = r.u32()
 	n := int(r.u16())
 	raw := r.take(4 * n)
 	sel = sel[:0]

@@ -76,7 +76,7 @@ func TestAckRecordRoundTrip(t *testing.T) {
 	r := wireReader{b: b}
 	var a ackRecord
 	sel := r.nextAck(&a, nil)
-	if r.bad || a.worker != 3 || a.flow != 5 || a.cum != 1000 || a.credits != 17 || !reflect.DeepEqual(sel, []uint32{2, 10, 1000}) {
+	if r.bad || a.worker != 3 || a.flow != 5 || a.cum != 1000 || a.returned != 17 || !reflect.DeepEqual(sel, []uint32{2, 10, 1000}) {
 		t.Fatalf("first record: %+v", a)
 	}
 	r.nextAck(&a, sel)

@@ -26,7 +26,7 @@ n() { if [ "${SMOKE:-0}" = 1 ]; then echo 100x; else echo "$1"; fi; }
 # (tools/go.mod, which holds the plotting library): built into bin/ as
 # make build does, and run from the repository root like the rest.
 mkdir -p bin
-go -C tools build -o "$PWD/bin/" ./tests/cachesweep ./tests/coreside ./tests/fig16
+go -C tools build -o "$PWD/bin/" ./tests/cachesweep ./tests/coreside ./tests/fig16 ./cmd/msgcost
 for i in $(seq "$COUNT"); do
 	go test -run '^$' -bench 'Ring|Chan' -benchtime "$(n 3000000x)" -count 1 ./ring >>"$out/ring.txt"
 	go test -run '^$' -bench 'Engine|Floor|CrossCoreLine' -benchtime "$(n 2000000x)" -count 1 ./nic >>"$out/engine.txt"
@@ -41,6 +41,17 @@ for f in ring engine rss alloc boundary; do
 	go -C tools tool benchstat "$out/$f.txt=$PWD/$out/$f.txt" | grep -vE '^(goos|goarch|pkg|cpu):'
 done
 cat "$out/machine.txt"
+if [ "${MSGCOST:-1}" = 1 ]; then
+	# Host CPU per message on the fabric, the bi-channel's kernel UDP path
+	# and kernel TCP, interleaved (BENCHMARKS.md, "Cost per message"); no
+	# root needed. bin/vnicd is make build's.
+	echo "== cost per message (nodes on CPU 1, vnicd on CPU 0)"
+	if [ "${SMOKE:-0}" = 1 ]; then
+		"bin/msgcost" -vnicd bin/vnicd -runs 1 -sizes 64 -batch 32 -duration 100ms -warmup 50ms | tee "$out/msgcost.txt"
+	else
+		"bin/msgcost" -vnicd bin/vnicd -runs 2 -duration 500ms | tee "$out/msgcost.txt"
+	fi
+fi
 if [ "${CACHE:-1}" = 1 ]; then
 	# The working-set sweep on this machine's real caches (docs/cache.md)
 	# and the core-side cost per packet of privring, shring and rxbisect

@@ -74,7 +74,7 @@ func globalSocketFlag() cli.Flag {
 // socketFlag is the per-command --socket; it has no default so that the
 // global flag (or VNIC_SOCKET) applies when it is not given.
 func socketFlag() cli.Flag {
-	return &cli.StringFlag{Name: "socket", Usage: "vnicd's control socket (default: the global --socket, $VNIC_SOCKET or " + defaultSocket + ")"}
+	return &cli.StringFlag{Name: "socket", Usage: "vnicd's control socket (default: the global --socket)"}
 }
 
 // socketPath resolves --socket: the command's own flag, then the global one.
@@ -338,30 +338,6 @@ func selectTenants(ts []proto.TenantStats, sel string) []proto.TenantStats {
 		}
 	}
 	return out
-}
-
-// matchString renders a match rule the way an operator would write it.
-func matchString(m proto.Match) string {
-	var parts []string
-	if m.Proto != "" {
-		parts = append(parts, strings.ToLower(m.Proto))
-	}
-	switch {
-	case m.DstPortLo != 0 && (m.DstPortHi == 0 || m.DstPortHi == m.DstPortLo):
-		parts = append(parts, fmt.Sprintf("dport %d", m.DstPortLo))
-	case m.DstPortLo != 0 || m.DstPortHi != 0:
-		parts = append(parts, fmt.Sprintf("dport %d-%d", m.DstPortLo, m.DstPortHi))
-	}
-	if m.Dst != "" {
-		parts = append(parts, "dst "+m.Dst)
-	}
-	if m.Default {
-		parts = append(parts, "default")
-	}
-	if len(parts) == 0 {
-		return "any"
-	}
-	return strings.Join(parts, " ")
 }
 
 // dash shows an empty value as "-" in tables.

@@ -28,7 +28,7 @@ func diagnoseCommand() *cli.Command {
 			socketFlag(),
 			&cli.StringFlag{Name: "tenant", Aliases: []string{"t"}, Usage: "only this tenant (`NAME|ID`)"},
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: 5 * time.Second, Usage: "time between the two counter snapshots"},
-			&cli.StringFlag{Name: "llc", Usage: "last-level cache size to compare the working set with (e.g. 32M; default: sysfs, else /proc/cpuinfo)"},
+			&cli.StringFlag{Name: "llc", Usage: "last-level cache size to compare the working set with, e.g. 32M"},
 			outputFlag(),
 		},
 		Action: func(c *cli.Context) error {

@@ -20,7 +20,7 @@ func tenantsCommand() *cli.Command {
 		UsageText: "vnicctl tenants\nvnicctl tenants --all -o json",
 		Flags: []cli.Flag{
 			socketFlag(),
-			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list detached tenants (vnicd keeps the last ones, with their counters)"},
+			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list detached tenants (the last ones, with their counters)"},
 			outputFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -83,7 +83,7 @@ func tenantTable(w io.Writer, ts []proto.TenantInfo, detached, wide bool) error 
 			}
 		}
 		cells := []string{fmt.Sprint(t.ID), dash(displayName(t.Name)), fmt.Sprint(t.PID), fmt.Sprint(t.UID), fmt.Sprint(t.Queues),
-			matchString(t.Match), shortTime(dash(t.Attached), wide)}
+			t.Match.String(), shortTime(dash(t.Attached), wide)}
 		if detached {
 			cells = append(cells, shortTime(dash(t.Detached), wide))
 		}

@@ -30,7 +30,7 @@ func testbedCommand() *cli.Command {
 				Usage: "create <prefix>-dut and <prefix>-p<i> joined by veth pairs <prefix>d<i>/<prefix>p<i>; with --hosts N, N hosts <prefix>-h<i> on one bridge",
 				Flags: append(flags,
 					&cli.IntFlag{Name: "peers", Value: 1, Usage: "peer hosts (device-under-test mode)"},
-					&cli.IntFlag{Name: "hosts", Usage: "N >= 2: build N equal hosts <prefix>-h<i> (198.19.0.<i+1>/24) joined by a bridge in namespace <prefix>-br, each to run its own vnicd"},
+					&cli.IntFlag{Name: "hosts", Usage: "N >= 2: N equal hosts <prefix>-h<i> on one bridge"},
 					&cli.IntFlag{Name: "queues", Value: 2, Usage: "queues per veth end"},
 					&cli.IntFlag{Name: "mtu", Value: 1500, Usage: "MTU of the veth pairs"}),
 				Action: func(c *cli.Context) error {

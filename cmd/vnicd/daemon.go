@@ -90,21 +90,21 @@ func limitFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "max-conns", Value: 256, Usage: "most control connections open at once (a tenant holds one)"},
 		&cli.IntFlag{Name: "max-conns-per-uid", Value: 64, Usage: "most control connections one uid may hold open"},
-		&cli.IntFlag{Name: "reserved-conns", Value: 4, Usage: "control connections above --max-conns and --max-conns-per-uid for root (uid 0), and as many more for --admin-group, so vnicctl answers while others hold every ordinary one; they serve commands, not tenants, close after --first-message-timeout idle, and a new one takes the place of its class's idlest (0: none)"},
-		&cli.StringFlag{Name: "admin-group", Value: "", Usage: "group (name or gid; it must exist) whose members get --reserved-conns of their own, apart from root's: the operators' group, not --socket-group (its members are tenants)"},
-		&cli.IntFlag{Name: "log-burst", Value: 5, Usage: "warnings a client can cause (oversized requests, geometry advice, reply timeouts) logged per uid and reason in each --log-interval; the rest are counted in one summary line (log_lines_suppressed)"},
+		&cli.IntFlag{Name: "reserved-conns", Value: 4, Usage: "control connections kept for root and for --admin-group (0: none)"},
+		&cli.StringFlag{Name: "admin-group", Value: "", Usage: "operators' group (name or gid) with its own --reserved-conns"},
+		&cli.IntFlag{Name: "log-burst", Value: 5, Usage: "client-caused warnings logged per uid and reason per --log-interval"},
 		&cli.DurationFlag{Name: "log-interval", Value: time.Minute, Usage: "the window of --log-burst"},
 		&cli.IntFlag{Name: "max-tenants-per-uid", Value: 16, Usage: "most tenants one uid may have attached"},
-		&cli.DurationFlag{Name: "first-message-timeout", Value: 5 * time.Second, Usage: "close a control connection that sends no request for this long after connecting"},
-		&cli.DurationFlag{Name: "reply-timeout", Value: 2 * time.Second, Usage: "close a control connection whose client does not take a reply within this long"},
-		&cli.StringFlag{Name: "max-region", Value: "1GiB", Usage: "largest shared region (rings and buffers) one tenant may ask for, e.g. 512MiB"},
-		&cli.StringFlag{Name: "memory-budget", Value: "auto", Usage: "most shared memory all tenants' regions may take together (auto: half of MemTotal, at least 1GiB)"},
+		&cli.DurationFlag{Name: "first-message-timeout", Value: 5 * time.Second, Usage: "close a control connection silent this long after connecting"},
+		&cli.DurationFlag{Name: "reply-timeout", Value: 2 * time.Second, Usage: "close a control connection that leaves a reply untaken this long"},
+		&cli.StringFlag{Name: "max-region", Value: "1GiB", Usage: "largest shared region one tenant may ask for, e.g. 512MiB"},
+		&cli.StringFlag{Name: "memory-budget", Value: "auto", Usage: "most memory all tenants' regions take together (auto: MemTotal/2)"},
 		&cli.IntFlag{Name: "max-name", Value: 64, Usage: "longest tenant name, in bytes"},
 		&cli.IntFlag{Name: "max-dumps", Value: 4, Usage: "most vnicctl dump sessions at once (one per tenant)"},
-		&cli.StringFlag{Name: "dump-buffer", Value: "4MiB", Usage: "each dump's mirror ring, the memory one dump makes vnicd hold (frames that find it full are not captured, and counted); at least 64KiB"},
-		&cli.BoolFlag{Name: "tenant-huge-pages", Usage: "back tenant regions with huge pages when reserved (only for trusted tenants: one that punches a hole in its region can make vnicd SIGBUS when the huge-page pool is empty)"},
+		&cli.StringFlag{Name: "dump-buffer", Value: "4MiB", Usage: "size of each dump's mirror ring, at least 64KiB"},
+		&cli.BoolFlag{Name: "tenant-huge-pages", Usage: "back tenant regions with reserved huge pages (trusted tenants only)"},
 		// (not a limit: the synthetic source's token bucket)
-		&cli.IntFlag{Name: "rate-bucket", Value: 0, Usage: "with --rate: frames the synthetic source may send back to back after a pause (0: 32), so a descheduled vnicd catches up"},
+		&cli.IntFlag{Name: "rate-bucket", Value: 0, Usage: "with --rate, frames synth may send back to back after a pause"},
 	}
 }
 

@@ -13,18 +13,18 @@ import (
 // fabric"): every limit is off by default.
 func fabricFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.Float64Flag{Name: "fabric-flow-gbps", Usage: "with --source fabric, each 5-tuple flow's limit in Gbit/s (a token bucket per flow; 0: none)"},
-		&cli.Float64Flag{Name: "fabric-flow-pps", Usage: "with --source fabric, each 5-tuple flow's limit in frames per second (0: none)"},
-		&cli.IntFlag{Name: "fabric-dpus", Usage: "with --source fabric, processing units frames are hashed onto by 5-tuple, each limited to --fabric-dpu-pps (0: none)"},
+		&cli.Float64Flag{Name: "fabric-flow-gbps", Usage: "with --source fabric, each flow's limit in Gbit/s (0: none)"},
+		&cli.Float64Flag{Name: "fabric-flow-pps", Usage: "with --source fabric, each flow's limit in frames/s (0: none)"},
+		&cli.IntFlag{Name: "fabric-dpus", Usage: "with --source fabric, DPUs that flows are hashed onto (0: none)"},
 		&cli.Float64Flag{Name: "fabric-dpu-pps", Usage: "with --fabric-dpus, each DPU's packet rate in frames per second"},
-		&cli.Float64Flag{Name: "fabric-nic-gbps", Usage: "with --source fabric, each host's transmit rate cap in Gbit/s (0: none)"},
-		&cli.DurationFlag{Name: "fabric-delay", Usage: "with --source fabric, one-way delay (0: none; frames then wait in a delay line, one extra copy)"},
-		&cli.IntFlag{Name: "fabric-delay-slots", Value: fabric.DefaultDelaySlots, Usage: "with --fabric-delay, frames the delay line holds (a power of two); frames that find it full are dropped as delay_full"},
+		&cli.Float64Flag{Name: "fabric-nic-gbps", Usage: "with --source fabric, each host's transmit cap in Gbit/s (0: none)"},
+		&cli.DurationFlag{Name: "fabric-delay", Usage: "with --source fabric, one-way delay (0: none)"},
+		&cli.IntFlag{Name: "fabric-delay-slots", Value: fabric.DefaultDelaySlots, Usage: "with --fabric-delay, frames the delay line holds (a power of two)"},
 		&cli.Float64Flag{Name: "fabric-loss", Usage: "with --source fabric, probability that a frame is lost, in [0, 1)"},
-		&cli.Uint64Flag{Name: "fabric-seed", Value: 1, Usage: "with --fabric-loss, the loss generator's seed (the same seed and traffic drop the same frames)"},
-		&cli.DurationFlag{Name: "fabric-burst", Value: fabric.DefaultBurst, Usage: "with --source fabric, each rate limit's bucket depth, in time at its rate"},
-		&cli.BoolFlag{Name: "fabric-no-source-check", Usage: "with --source fabric, let hosts send from any MAC and IPv4 address (experiments only; by default a frame not from its host's own MAC and address is dropped as spoofed)"},
-		&cli.StringFlag{Name: "fabric-profile", Usage: "with --source fabric, a cloud network's limits scaled to what one engine core carries: " + profileHelp() + " (explicit --fabric-* flags win)"},
+		&cli.Uint64Flag{Name: "fabric-seed", Value: 1, Usage: "with --fabric-loss, the loss generator's seed"},
+		&cli.DurationFlag{Name: "fabric-burst", Value: fabric.DefaultBurst, Usage: "with --source fabric, each rate limit's bucket depth, as a time"},
+		&cli.BoolFlag{Name: "fabric-no-source-check", Usage: "with --source fabric, let hosts send from any MAC and address"},
+		&cli.StringFlag{Name: "fabric-profile", Usage: "with --source fabric, a cloud network's scaled limits: " + profileHelp()},
 	}
 }
 
@@ -71,11 +71,12 @@ func fabricConfig(c *cli.Context, source string) (fabric.Config, string, error) 
 	return fc, note, nil
 }
 
-// profileHelp names each profile with its scaling.
+// profileHelp names the profiles (docs/operations.md, "The fabric",
+// gives their limits).
 func profileHelp() string {
-	var parts []string
+	var names []string
 	for _, p := range fabric.Profiles() {
-		parts = append(parts, p.Note+": "+p.Config.Limits())
+		names = append(names, p.Name)
 	}
-	return strings.Join(parts, "; ")
+	return strings.Join(names, ", ")
 }

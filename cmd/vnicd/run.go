@@ -32,37 +32,37 @@ func runCommand() *cli.Command {
 // runFlags are vnicd run's flags; vnicd demo takes those of demoFlags.
 func runFlags() []cli.Flag {
 	return append(append(logFlags(),
-		&cli.StringFlag{Name: "source", Value: "synth", Usage: "frame source: synth (synthetic traffic), xsk (XDP + AF_XDP on --iface) or fabric (an emulated network between the attached tenants, each a host: see --fabric-*)"},
+		&cli.StringFlag{Name: "source", Value: "synth", Usage: "frame source: synth, xsk (XDP + AF_XDP on --iface) or fabric"},
 		&cli.StringFlag{Name: "iface", Usage: "interface to take frames from with --source xsk"},
-		&cli.BoolFlag{Name: "handoff", Usage: "with --source xsk: zero-copy hand-off for a single tenant: the AF_XDP sockets open over the tenant's region at attach, the kernel writes frames into its buffers and vnicd only moves descriptors (experimental: see docs/handoff.md)"},
+		&cli.BoolFlag{Name: "handoff", Usage: "with --source xsk, zero-copy hand-off to one tenant (experimental)"},
 		&cli.StringFlag{Name: "xdp-mode", Value: "auto", Usage: "XDP attach mode: auto (native, then generic), native or generic"},
-		&cli.BoolFlag{Name: "claim-all", Usage: "XDP takes every frame but ARP, not only what tenants' match rules claim: the host loses the interface (no TCP, ICMP, ND, DHCP); for a dedicated NIC or a test bed"},
-		&cli.StringFlag{Name: "claim-ports", Usage: "XDP also takes UDP/TCP to these destination ports (9000 or 9000-9099), for tenants with the default rule; by default it takes only what attached tenants' match rules claim"},
-		&cli.IntFlag{Name: "claim-min-ip-len", Usage: "IP packets shorter than this many bytes pass to the kernel even when claimed (UDP handshakes such as iperf3's; 64 lets a 4-byte UDP payload through)"},
-		&cli.BoolFlag{Name: "claim-udp-only", Usage: "with --claim-ports, take UDP only (TCP to those ports goes to the kernel)"},
+		&cli.BoolFlag{Name: "claim-all", Usage: "XDP takes every frame but ARP: the host loses the interface"},
+		&cli.StringFlag{Name: "claim-ports", Usage: "also claim UDP/TCP to these ports (9000 or 9000-9099)"},
+		&cli.IntFlag{Name: "claim-min-ip-len", Usage: "claimed IP packets shorter than this go to the kernel"},
+		&cli.BoolFlag{Name: "claim-udp-only", Usage: "with --claim-ports, claim UDP only"},
 		&cli.BoolFlag{Name: "redirect-arp", Usage: "also take ARP frames (by default ARP passes to the kernel)"},
-		&cli.StringFlag{Name: "model", Value: "rxbisect", Usage: "receive model: rxbisect, privring, shring or dynshring (the idealised dynamic shared ring, a baseline)"},
-		&cli.StringFlag{Name: "policy", Value: "drop", Usage: "when no Ax ring has a buffer: drop, or pause (stop pulling from the wire until the tenant refills, within --pause-max)"},
-		&cli.DurationFlag{Name: "pause-max", Value: nic.DefaultPauseMax, Usage: "with --policy pause, the longest one starved tenant may hold the wire (every tenant waits behind it): a tenant whose stalls add up to this falls back to drop alone, its frames counted as drops_pause_timeout, until its stalled queue has a buffer again and it went 16 times this long without stalling (100us..1s)"},
+		&cli.StringFlag{Name: "model", Value: "rxbisect", Usage: "receive model: rxbisect, privring, shring or dynshring"},
+		&cli.StringFlag{Name: "policy", Value: "drop", Usage: "when no Ax ring has a buffer: drop, or pause the wire"},
+		&cli.DurationFlag{Name: "pause-max", Value: nic.DefaultPauseMax, Usage: "with --policy pause, the longest one tenant may stall the wire"},
 		&cli.IntFlag{Name: "queues", Value: 4, Usage: "receive queues (cores) of the demo tenant"},
-		&cli.IntFlag{Name: "ax-size", Value: 256, Usage: "entries per Ax (allocation) ring, a power of two; vnicd gives an attaching tenant that does not choose at least bx-size/queues, so that its queues' Ax rings can fill a Bx ring (k·|Ax| >= |Bx|)"},
-		&cli.IntFlag{Name: "bx-size", Value: 0, Usage: "entries per Bx (reception) ring of a tenant that does not choose, a power of two (0: the peak frame rate times --latency-budget, 1024..16384; docs/operations.md, Ring sizing)"},
-		&cli.DurationFlag{Name: "latency-budget", Value: vnicd.DefaultLatencyBudget, Usage: "how long vnicd's engine or a tenant's thread may wait for a CPU while frames arrive at the interface's line rate (--rate with --source synth) without one being lost: --xsk-ring-size and --bx-size at 0 size the rings to hold that many frames, within memory bounds"},
+		&cli.IntFlag{Name: "ax-size", Value: 256, Usage: "entries per Ax (allocation) ring, a power of two"},
+		&cli.IntFlag{Name: "bx-size", Value: 0, Usage: "entries per Bx (reception) ring, a power of two (0: sized)"},
+		&cli.DurationFlag{Name: "latency-budget", Value: vnicd.DefaultLatencyBudget, Usage: "the CPU wait at line rate that sized rings absorb without loss"},
 		&cli.IntFlag{Name: "buffers", Value: 0, Usage: "packet buffers per tenant (0: queues*ax-size + 2*bx-size)"},
-		&cli.IntFlag{Name: "buf-size", Value: shm.DefaultBufSize, Usage: "bytes per packet buffer, a multiple of 64 (the default, 2 KiB and one cache line, keeps buffers' first lines from all falling into the same cache sets)"},
+		&cli.IntFlag{Name: "buf-size", Value: shm.DefaultBufSize, Usage: "bytes per packet buffer, a multiple of 64"},
 		&cli.StringFlag{Name: "key", Value: "microsoft", Usage: "RSS key: microsoft, symmetric, random or hex"},
 		&cli.IntFlag{Name: "emulator-cpu", Value: 0, Usage: "CPU the emulated NIC is pinned to (-1: unpinned)"},
-		&cli.StringFlag{Name: "emulator-priority", Value: "normal", Usage: "scheduling of the emulated NIC's thread: normal, or idle (SCHED_IDLE: it runs only when nothing else on its CPU wants to, so with --idle busy it polls a CPU it shares with applications without delaying them; a CPU-bound neighbour starves it)"},
-		&cli.StringFlag{Name: "idle", Value: "adaptive", Usage: "what the engine does without work: adaptive (busy-poll, then after --spin-budget sleep in epoll on the AF_XDP sockets, the tenants' doorbells and the control plane) or busy (poll forever, one core at 100%)"},
-		&cli.DurationFlag{Name: "spin-budget", Value: nic.DefaultSpinBudget, Usage: "with --idle adaptive, how long the engine polls without work before it sleeps"},
-		&cli.IntFlag{Name: "xsk-ring-size", Value: 0, Usage: "with --source xsk, entries of each AF_XDP socket's RX and fill rings (a power of two, 64..65536): the frames the kernel can hold for vnicd while it waits for a CPU (0: the interface's line rate times --latency-budget, 2048..32768)"},
-		&cli.IntFlag{Name: "rx-coalesce-usecs", Value: defaultRxCoalesceUsecs, Usage: "with --idle adaptive, interrupt moderation: when the wire is under-loaded (a batch was not full) the engine naps this many microseconds instead of polling, and frames wait up to that long more (0: poll; at most 10000)"},
-		&cli.IntFlag{Name: "rx-coalesce-max-usecs", Value: 0, Usage: "adaptive moderation (like ethtool's adaptive-rx): the nap doubles while naps collect under a quarter of a batch and halves when they collect most of one, from --rx-coalesce-usecs up to this latency budget (0: the nap stays at --rx-coalesce-usecs; at most 10000; keep it times the peak frame rate below --xsk-ring-size)"},
-		&cli.IntFlag{Name: "bx-post-batch", Value: nic.DefaultPostBatch, Usage: "Bx write-back threshold: while the source keeps full batches coming, a reception ring is posted to its core once it holds this many entries (or after 4 batches), not after every batch; a batch that is not full posts everything at once (1: post after every batch; at most 1024; a tenant's threshold is capped at a quarter of its rings)"},
+		&cli.StringFlag{Name: "emulator-priority", Value: "normal", Usage: "scheduling of the emulated NIC's thread: normal or idle (SCHED_IDLE)"},
+		&cli.StringFlag{Name: "idle", Value: "adaptive", Usage: "engine without work: adaptive (poll, then sleep) or busy (poll)"},
+		&cli.DurationFlag{Name: "spin-budget", Value: nic.DefaultSpinBudget, Usage: "with --idle adaptive, how long an idle engine polls before it sleeps"},
+		&cli.IntFlag{Name: "xsk-ring-size", Value: 0, Usage: "entries of each AF_XDP socket's RX and fill rings (0: sized)"},
+		&cli.IntFlag{Name: "rx-coalesce-usecs", Value: defaultRxCoalesceUsecs, Usage: "interrupt moderation: nap after a batch that was not full (0: poll)"},
+		&cli.IntFlag{Name: "rx-coalesce-max-usecs", Value: 0, Usage: "adaptive moderation: the longest nap, in µs (0: fixed naps)"},
+		&cli.IntFlag{Name: "bx-post-batch", Value: nic.DefaultPostBatch, Usage: "Bx entries a ring gathers before it is posted to its core"},
 		&cli.IntFlag{Name: "consumer-cpu", Value: 1, Usage: "CPU the in-process demo consumers are pinned to (-1: unpinned)"},
 		&cli.IntFlag{Name: "frame-size", Value: 64, Usage: "synthetic frame size, 64..1514"},
 		&cli.IntFlag{Name: "flows", Value: 1024, Usage: "synthetic flows"},
-		&cli.StringFlag{Name: "dst-ports", Value: synthDstPorts, Usage: "UDP destination ports of the synthetic flows (9000 or 9000-9099; the default is the range examples/quickstart claims)"},
+		&cli.StringFlag{Name: "dst-ports", Value: synthDstPorts, Usage: "UDP destination ports of the synthetic flows (9000 or 9000-9099)"},
 		&cli.StringFlag{Name: "dist", Value: "uniform", Usage: "flow distribution: uniform, zipf, share or replay"},
 		&cli.Float64Flag{Name: "zipf-s", Value: 1.1, Usage: "Zipf exponent for --dist zipf"},
 		&cli.Float64Flag{Name: "rate", Value: 0, Usage: "synthetic packets per second (0: as fast as possible)"},
@@ -74,10 +74,10 @@ func runFlags() []cli.Flag {
 		// Refused with the replacement's name (validate): the demo is
 		// vnicd demo now.
 		&cli.BoolFlag{Name: "local-consumers", Hidden: true},
-		&cli.BoolFlag{Name: "debug-conservation", Hidden: true, Usage: "check on every buffer move that each buffer is in exactly one place (slow)"},
+		&cli.BoolFlag{Name: "debug-conservation", Hidden: true, Usage: "check every buffer move (slow)"},
 		&cli.BoolFlag{Name: "no-huge-pages", Usage: "do not try huge pages for tenant regions"},
 		&cli.IntFlag{Name: "max-tenants", Value: 64, Usage: "most tenants attached at once"},
-		&cli.BoolFlag{Name: "check", Usage: "validate the flags (and --config) and exit 0 if vnicd would accept them; the host is not consulted (group, CPUs, interface)"},
+		&cli.BoolFlag{Name: "check", Usage: "validate the flags and --config, then exit"},
 	), append(limitFlags(), fabricFlags()...)...)
 }
 
@@ -154,7 +154,7 @@ func withConfig(flags []cli.Flag) []cli.Flag {
 			out = append(out, f)
 		}
 	}
-	return append(out, &cli.StringFlag{Name: "config", Usage: "YAML file with any of these flags as keys (flags on the command line win)"})
+	return append(out, &cli.StringFlag{Name: "config", Usage: "YAML file with any of these flags as keys"})
 }
 
 // defaultRxCoalesceUsecs is --rx-coalesce-usecs' default (docs/operations.md

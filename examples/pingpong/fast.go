@@ -117,7 +117,7 @@ func planFast(o options, node int) (fastPlan, error) {
 	if o.port != 0 {
 		if t, ok := claimedBy(ts, p.vnicPort, o.workers, ip); ok {
 			return p, fmt.Errorf("-port %d: ports %d-%d overlap the rule %s of vnicd tenant %d %q (pid %d): give another -port, or leave it 0 to take free ports",
-				o.port, p.vnicPort, int(p.vnicPort)+o.workers-1, matchString(t.Match), t.ID, t.Name, t.PID)
+				o.port, p.vnicPort, int(p.vnicPort)+o.workers-1, t.Match, t.ID, t.Name, t.PID)
 		}
 	} else {
 		base, err := freePorts(ts, o.workers, ip)
@@ -237,20 +237,6 @@ func freePorts(ts []proto.TenantInfo, n int, ip netip.Addr) (uint16, error) {
 		base = int(t.Match.DstPortHi) + 1
 	}
 	return 0, errors.New("vnicd's tenants claim every UDP port above 47100: give -port")
-}
-
-func matchString(m proto.Match) string {
-	s := m.Proto
-	if s == "" {
-		s = "any"
-	}
-	if m.DstPortLo != 0 || m.DstPortHi != 0 {
-		s += fmt.Sprintf(" ports %d-%d", m.DstPortLo, m.DstPortHi)
-	}
-	if m.Dst != "" {
-		s += " to " + m.Dst
-	}
-	return s
 }
 
 // fastName names a fast path for people: the transport, not a Go type.

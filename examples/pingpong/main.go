@@ -29,7 +29,18 @@
 // received, and dropped by reason), read from vnicd's control socket as
 // vnicctl fabric does; vnicctl fabric shows every host.
 //
-// -socket defaults to $VNIC_SOCKET, else /run/vnic/vnicd.sock.
+// The fast path (-fast) is udp (kernel sockets), vnic (through vnicd), auto
+// (vnicd if it runs, else udp) or fabric (vnicd run --source fabric, each
+// node a host). -ip is the fast-path address: 127.0.0.1 by default, and with
+// -fast fabric as above. -port is worker 0's UDP port and worker w uses
+// port+w (in one process node 1 uses port+workers+w); 0 leaves the choice
+// to the kernel (udp), or takes the first ports from 47100 up that no vnicd
+// tenant claims (vnic, auto). -mac applies to -fast vnic, and to fabric
+// with -peer. -key-file turns on the authenticated mode: give both nodes
+// the same file, e.g. made with head -c 32 /dev/urandom > key.
+//
+// -socket (for -fast vnic, auto or fabric) defaults to $VNIC_SOCKET, else
+// /run/vnic/vnicd.sock.
 package main
 
 import (
@@ -78,21 +89,21 @@ type options struct {
 
 func main() {
 	o := options{out: os.Stdout, logOut: os.Stderr}
-	flag.IntVar(&o.id, "id", 0, "this node's id when running one node (-peer); node 0 pings, node 1 echoes")
+	flag.IntVar(&o.id, "id", 0, "this node's id with -peer: node 0 pings, node 1 echoes")
 	flag.StringVar(&o.listen, "listen", "127.0.0.1:0", "control (TCP) listen address")
-	flag.StringVar(&o.peer, "peer", "", "run one node and reach the other at ID=HOST:PORT (its -listen), e.g. 1=127.0.0.1:7101")
-	flag.StringVar(&o.fast, "fast", "udp", "fast path: udp (kernel sockets), vnic (vnicd), auto (vnicd, else udp) or fabric (vnicd run --source fabric, each node a host)")
-	flag.StringVar(&o.ip, "ip", "", "fast-path address of this node (default 127.0.0.1; with -fast fabric 198.18.0.1 for node 0 and 198.18.0.2 for node 1)")
-	flag.UintVar(&o.port, "port", 0, "UDP port of worker 0 (worker w uses port+w; in one process node 1 uses port+workers+w); 0: the kernel's choice (udp), or the first ports from 47100 up that no vnicd tenant claims (vnic, auto)")
-	flag.StringVar(&o.socket, "socket", defaultSocket(), "vnicd's control socket (-fast vnic, auto or fabric; default $VNIC_SOCKET, else "+transport.DefaultVNICSocket+")")
-	flag.StringVar(&o.mac, "mac", "", "this node's MAC on the vNIC's wire (-fast vnic, or fabric with -peer), e.g. 02:00:00:00:00:01")
+	flag.StringVar(&o.peer, "peer", "", "run one node; reach the other at ID=HOST:PORT (its -listen)")
+	flag.StringVar(&o.fast, "fast", "udp", "fast path: udp, vnic, auto (vnic, else udp) or fabric")
+	flag.StringVar(&o.ip, "ip", "", "fast-path address of this node (or of node 0 in one process)")
+	flag.UintVar(&o.port, "port", 0, "UDP port of worker 0; worker w uses port+w (0: chosen)")
+	flag.StringVar(&o.socket, "socket", defaultSocket(), "vnicd's control socket (-fast vnic, auto or fabric)")
+	flag.StringVar(&o.mac, "mac", "", "this node's MAC on the vNIC's wire, e.g. 02:00:00:00:00:01")
 	flag.IntVar(&o.workers, "workers", 1, "workers per node (one goroutine each)")
 	flag.IntVar(&o.n, "n", 100000, "round trips per worker")
 	flag.IntVar(&o.size, "size", 64, "message size in bytes (at least 16)")
 	flag.IntVar(&o.inflight, "inflight", 1, "messages in flight per worker")
 	flag.DurationVar(&o.duration, "duration", 30*time.Second, "stop after this long")
 	flag.IntVar(&o.flows, "flows", bichannel.DefaultFlows, "flows (UDP port pairs) per worker and peer")
-	flag.StringVar(&o.keyFile, "key-file", "", "cluster key file (the same on both nodes, e.g. head -c 32 /dev/urandom > key): authenticated mode")
+	flag.StringVar(&o.keyFile, "key-file", "", "cluster key file, the same on both nodes: authenticated mode")
 	flag.BoolVar(&o.verbose, "v", false, "log connections and print the flows")
 	flag.DurationVar(&o.attachTimeout, "attach-timeout", 10*time.Second, "how long vnicd may take to attach a node (-fast vnic or auto)")
 	flag.Parse()

@@ -6,8 +6,15 @@
 //
 // With --duration 0 it runs until SIGINT or SIGTERM, and with --reattach it
 // attaches again whenever vnicd goes away (a restart, or a DaemonSet
-// rollout): the pattern a long-running application follows, shown in
-// docs/deploy.md.
+// rollout), backing off up to 5 s: the pattern a long-running application
+// follows, shown in docs/deploy.md.
+//
+// Without --ports it takes every frame no other tenant claims (the default
+// match rule). --ax-size is the buffers each queue keeps posted: deeper Ax
+// rings ride out longer scheduling gaps. --coalesce is the application's
+// interrupt moderation: it naps between looks at an empty queue instead of
+// spinning (docs/operations.md, "Interrupt moderation, and the
+// application's wait").
 package main
 
 import (
@@ -31,12 +38,12 @@ func main() {
 	queues := flag.Int("queues", 2, "receive queues (one goroutine each)")
 	duration := flag.Duration("duration", 5*time.Second, "how long to receive (0: until SIGINT or SIGTERM)")
 	name := flag.String("name", "rxcount", "tenant name shown by vnicctl tenants")
-	ports := flag.String("ports", "", "claim only this UDP destination port range, e.g. 9000-9031 (default: every frame no other tenant claims)")
-	reattach := flag.Bool("reattach", false, "when vnicd goes away, attach again (backing off up to 5 s) instead of exiting")
-	axSize := flag.Int("ax-size", 0, "entries per Ax ring, i.e. buffers each queue keeps posted (0: vnicd's default); deeper rings ride out longer scheduling gaps")
+	ports := flag.String("ports", "", "claim only this UDP destination port range, e.g. 9000-9031")
+	reattach := flag.Bool("reattach", false, "when vnicd goes away, attach again instead of exiting")
+	axSize := flag.Int("ax-size", 0, "entries per Ax ring: buffers each queue keeps posted (0: default)")
 	bxSize := flag.Int("bx-size", 0, "entries per Bx ring (0: vnicd's default)")
 	spin := flag.Duration("spin", 0, "how long Wait polls before it sleeps (0: the library's default, 50µs)")
-	coalesce := flag.Duration("coalesce", 0, "nap this long between looks at an empty queue instead of spinning (interrupt moderation; 0: spin)")
+	coalesce := flag.Duration("coalesce", 0, "nap this long between looks at an empty queue (0: spin)")
 	flag.Parse()
 
 	m := client.Match{Default: true}

@@ -2,11 +2,9 @@ package daemon
 
 import (
 	"fmt"
-	"net/netip"
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 )
 
@@ -146,57 +144,4 @@ func checkName(name string, max int) error {
 		}
 	}
 	return nil
-}
-
-// ruleOverlap reports whether some frame matches both rules. A default rule
-// claims nothing of its own (it takes what no rule claims), so it overlaps
-// nothing here; the engine allows one default tenant.
-type rule struct {
-	proto  uint8
-	lo, hi uint16 // 0,0 = any port
-	dst    netip.Prefix
-}
-
-func overlap(a, b rule) bool {
-	if a.proto != 0 && b.proto != 0 && a.proto != b.proto {
-		return false
-	}
-	anyA, anyB := a.lo == 0 && a.hi == 0, b.lo == 0 && b.hi == 0
-	if !anyA && !anyB && (a.hi < b.lo || b.hi < a.lo) {
-		return false
-	}
-	if a.dst.IsValid() && b.dst.IsValid() && !a.dst.Overlaps(b.dst) {
-		return false
-	}
-	return true
-}
-
-// control counts what the control plane refused and why (vnicctl counters,
-// /metrics as vnicd_control_total{event=...}).
-type control struct {
-	accepted, acceptErrors                     atomic.Uint64
-	refusedConns, refusedConnsUID              atomic.Uint64
-	firstMessageTimeouts, replyTimeouts        atomic.Uint64
-	tooLarge, badRequests                      atomic.Uint64
-	refusedTenants, refusedTenantsUID          atomic.Uint64
-	refusedRegion, refusedBudget               atomic.Uint64
-	refusedName, refusedClaim, refusedGeometry atomic.Uint64
-	reservedConns, evictedConns                atomic.Uint64
-	logSuppressed                              atomic.Uint64
-}
-
-func (c *control) snapshot() map[string]uint64 {
-	m := map[string]uint64{
-		"conns_accepted": c.accepted.Load(), "accept_errors": c.acceptErrors.Load(),
-		"conns_refused_total_limit": c.refusedConns.Load(), "conns_refused_uid_limit": c.refusedConnsUID.Load(),
-		"first_message_timeouts": c.firstMessageTimeouts.Load(), "reply_timeouts": c.replyTimeouts.Load(),
-		"requests_too_large": c.tooLarge.Load(), "bad_requests": c.badRequests.Load(),
-		"attach_refused_tenant_limit": c.refusedTenants.Load(), "attach_refused_uid_limit": c.refusedTenantsUID.Load(),
-		"attach_refused_region_limit": c.refusedRegion.Load(), "attach_refused_memory_budget": c.refusedBudget.Load(),
-		"attach_refused_name": c.refusedName.Load(), "attach_refused_claim": c.refusedClaim.Load(),
-		"attach_refused_geometry": c.refusedGeometry.Load(),
-		"conns_admitted_reserved": c.reservedConns.Load(), "conns_evicted_reserved": c.evictedConns.Load(),
-		"log_lines_suppressed": c.logSuppressed.Load(),
-	}
-	return m
 }

@@ -96,7 +96,7 @@ func TestNamesAndClaims(t *testing.T) {
 		{client.AttachOptions{Name: "alpha", Match: client.Match{DstPortLo: 1}}, `"alpha" is taken by tenant 1`},
 		{client.AttachOptions{Name: "thief", Match: client.Match{DstPortLo: 7000}}, `tenant 1 "alpha"`},
 		{client.AttachOptions{Name: "thief", Match: client.Match{Dst: "0.0.0.0/0"}}, `tenant 1 "alpha"`},
-		{client.AttachOptions{Name: "thief", Match: client.Match{Proto: "udp", DstPortLo: 7005, DstPortHi: 8000}}, `tenant 2 "beta"`},
+		{client.AttachOptions{Name: "thief", Match: client.Match{Proto: "udp", DstPortLo: 7005, DstPortHi: 8000}}, `match rule {udp dport 7005-8000} overlaps the rule {udp dport 7001-7010 dst 198.19.0.0/16} of tenant 2 "beta"`},
 		{client.AttachOptions{Name: "thief", Match: client.Match{Dst: "198.19.1.2"}}, `overlaps`},
 	} {
 		_, err := client.Attach(ctx, td.socket, tc.o)

@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -124,6 +125,32 @@ type Match struct {
 	DstPortHi uint16 `json:"dst_port_hi,omitempty"`
 	Dst       string `json:"dst,omitempty"` // address prefix, e.g. 198.19.0.0/16
 	Default   bool   `json:"default,omitempty"`
+}
+
+// String renders the rule the way an operator writes it, e.g. "udp dport
+// 7000-7001 dst 198.19.0.0/16", "tcp dport 80" or "default"; a rule that
+// claims nothing in particular is "any".
+func (m Match) String() string {
+	var parts []string
+	if m.Proto != "" {
+		parts = append(parts, strings.ToLower(m.Proto))
+	}
+	switch {
+	case m.DstPortLo != 0 && (m.DstPortHi == 0 || m.DstPortHi == m.DstPortLo):
+		parts = append(parts, fmt.Sprintf("dport %d", m.DstPortLo))
+	case m.DstPortLo != 0 || m.DstPortHi != 0:
+		parts = append(parts, fmt.Sprintf("dport %d-%d", m.DstPortLo, m.DstPortHi))
+	}
+	if m.Dst != "" {
+		parts = append(parts, "dst "+m.Dst)
+	}
+	if m.Default {
+		parts = append(parts, "default")
+	}
+	if len(parts) == 0 {
+		return "any"
+	}
+	return strings.Join(parts, " ")
 }
 
 // Attach asks for a tenant with Queues queues.

@@ -107,3 +107,22 @@ func TestRecvRefusesLargeBeforeReading(t *testing.T) {
 		t.Fatalf("next datagram: %v %q %v", typ, body, err)
 	}
 }
+
+func TestMatchString(t *testing.T) {
+	for _, tc := range []struct {
+		m    Match
+		want string
+	}{
+		{Match{}, "any"},
+		{Match{Default: true}, "default"},
+		{Match{Proto: "UDP", DstPortLo: 7000}, "udp dport 7000"},
+		{Match{Proto: "tcp", DstPortLo: 80, DstPortHi: 80}, "tcp dport 80"},
+		{Match{Proto: "udp", DstPortLo: 7000, DstPortHi: 7001, Dst: "198.19.0.0/16"}, "udp dport 7000-7001 dst 198.19.0.0/16"},
+		{Match{DstPortHi: 9}, "dport 0-9"},
+		{Match{Dst: "198.18.0.1", Default: true}, "dst 198.18.0.1 default"},
+	} {
+		if got := tc.m.String(); got != tc.want {
+			t.Errorf("%#v.String() = %q, want %q", tc.m, got, tc.want)
+		}
+	}
+}

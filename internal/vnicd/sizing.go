@@ -10,47 +10,12 @@ import (
 	"github.com/vnic/vnic/shm"
 )
 
-// Ring sizing from burst tolerance.
-//
-// A ring between a producer that does not wait and a consumer thread that
-// can be off its CPU must hold what arrives while the consumer is away:
-//
-//	entries >= peak frame rate × the longest the consumer waits for a CPU
-//
-// A NIC driver sizes its descriptor rings the same way, from the line rate
-// and its interrupt latency. vnicd has two such rings per queue: the AF_XDP
-// socket's RX and fill rings (the kernel produces, vnicd's engine consumes;
-// past them the kernel drops, xsk_rx_dropped) and each tenant's Bx ring
-// (the engine produces, the application's thread consumes; past it the
-// engine drops, drops_bx_full). Both consumers sleep when idle (the engine
-// in epoll after --spin-budget, the client in Queue.Wait after its spin),
-// so the first frames of a burst find them asleep, and on a shared machine
-// they then wait for a CPU behind other work.
-//
-// The peak rate is the interface's: its link speed
-// (/sys/class/net/<iface>/speed) in minimum-size frames, 84 bytes on the
-// wire with preamble and inter-frame gap (14.88 Mpps at 10 Gb/s); an
-// interface that reports no speed counts as 10 Gb/s, and veth reports
-// 10 Gb/s itself. The synthetic source's peak is its --rate, or without one
-// the same 10 Gb/s. A single flow can take all of it, so every queue gets
-// the whole rate, as a driver's every ring does.
-//
-// The wait is --latency-budget, 10 ms by default. On the 2-vCPU test guest
-// an epoll sleeper's wake-up took 11-14 µs at the median but 3-5 ms at the
-// 99.9th percentile and up to 16-27 ms at a load average of 6 (other
-// builds on both CPUs); trafgen's back-to-back bursts there arrive at
-// 0.5-1.7 Mpps, so a 20,000-frame burst lasts 12-40 ms and a consumer
-// that misses 10 ms of it must find room for up to 17,000 frames.
-//
-// Memory bounds the result. An AF_XDP ring entry costs a UMEM chunk
-// (2 KiB at MTU 1500): each socket's ring stays within [2048, 32768]
-// entries and all sockets' UMEM within xskUMEMBudget. A Bx entry costs
-// about three packet buffers (the tenant's Ax rings fill a Bx ring, and
-// the default buffer count is queues × (|Ax| + |Tx|) + 2 × |Bx|): Bx
-// stays within [1024, 16384], about 100 MiB for a one-queue tenant at the
-// top, which --memory-budget and --max-region still bound. At the defaults
-// on veth both land on the upper bound: 32,768 AF_XDP entries hold 19 ms
-// at trafgen's 1.7 Mpps, 16,384 Bx entries 9.6 ms.
+// Ring sizing from burst tolerance: a ring whose consumer may be off its
+// CPU must hold what arrives meanwhile, so the AF_XDP rings and the
+// tenants' default Bx rings are sized as the peak frame rate (the link's,
+// in minimum-size frames, or --rate) times --latency-budget, rounded up to
+// a power of two and bounded by what their buffers cost in memory.
+// docs/operations.md, "Ring sizing", gives the rule and its bounds.
 const (
 	DefaultLatencyBudget = 10 * time.Millisecond // --latency-budget's default
 	minWireFrame         = 84                    // bytes: 64-byte frame, 8 preamble, 12 inter-frame gap

@@ -38,9 +38,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.StringFlag{Name: "exp", Value: "all", Usage: "experiment to run: a, b, c, d, e or all"},
 			&cli.StringFlag{Name: "out", Value: "docs/sim", Usage: "directory for <exp>.csv and <exp>.svg (created if missing)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "traffic seed; the same seed gives the same files"},
-			&cli.Float64Flag{Name: "scale", Value: 1, Usage: "multiply every experiment's virtual duration (smaller is faster and noisier)"},
+			&cli.Float64Flag{Name: "scale", Value: 1, Usage: "factor on every experiment's virtual duration"},
 			&cli.StringFlag{Name: "format", Value: "svg", Usage: "plot format: svg or png"},
-			&cli.IntFlag{Name: "parallel", Usage: "runs simulated at once (default GOMAXPROCS; results do not depend on it)"},
+			&cli.IntFlag{Name: "parallel", Usage: "runs simulated at once (default GOMAXPROCS)"},
 		},
 		HideVersion:    true,
 		ExitErrHandler: func(*cli.Context, error) {}, // main reports errors and exits

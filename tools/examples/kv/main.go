@@ -28,6 +28,22 @@
 //	vnicctl testbed up --hosts 4 --prefix kv      # primary, 2 secondaries, client
 //	bin/kv -testbed kv -rates 5000,10000,20000,40000 -csv kv.csv -plot kv.png
 //	vnicctl testbed down --prefix kv
+//
+// The replication networks (-transport) are hot (the bi-channel with its
+// acknowledgements on the fast path), bi (the bi-channel with its
+// acknowledgements over TCP), tcp (kernel TCP) and tcp-both (kernel TCP on
+// the host and NIC CPUs: its best case, the reference line). -place
+// host=CPUS,nic=CPUS puts every node and the client on the host CPUs and
+// the NIC process on the NIC CPUs; none pins nothing. -testbed PREFIX runs
+// node i in namespace PREFIX-h<i> of vnicctl testbed up --hosts N --prefix
+// PREFIX, and the client in the next host if there is one. The fast path
+// (-fast) is udp, vnic (each host's vnicd at /run/vnic/PREFIX-h<i>.sock),
+// auto, or fabric (every node a host of one vnicd run --source fabric that
+// the command starts on the NIC CPUs for each bi-channel step, control
+// paths on 127.0.0.x). -plot18 draws the spread p99 − minimum at half of
+// kernel TCP's most updates/s. -cpuprofile covers every node and the
+// client. -check compares every live replica with the acknowledged log
+// after each step, which -kill always does.
 package main
 
 import (
@@ -71,18 +87,18 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.runs, "runs", 1, "runs per rate and transport (interleaved)")
 	fs.Uint64Var(&o.keys, "keys", 100000, "keys, drawn uniformly")
 	rates := fs.String("rates", "2000,5000,10000,20000", "offered update rates per second, comma-separated, increasing")
-	tr := fs.String("transport", "hot,bi,tcp", "replication networks: hot (bi-channel, acknowledgements on the fast path), bi (bi-channel, acknowledgements over TCP), tcp (kernel TCP), tcp-both (kernel TCP on the host and NIC CPUs: its best case, the reference line)")
-	place := fs.String("place", "host=1,nic=0", "CPU placement: host=CPUS,nic=CPUS (every node and the client run on the host CPUs, whatever the transport; the NIC process on the NIC CPUs) or none (no pinning)")
+	tr := fs.String("transport", "hot,bi,tcp", "replication networks, comma-separated: hot, bi, tcp, tcp-both")
+	place := fs.String("place", "host=1,nic=0", "CPU placement: host=CPUS,nic=CPUS, or none (no pinning)")
 	fs.DurationVar(&o.duration, "duration", 2*time.Second, "offering time per rate")
-	fs.StringVar(&o.testbed, "testbed", "", "put node i in namespace PREFIX-h<i> of `vnicctl testbed up --hosts N --prefix PREFIX` (the client in the next host if there is one)")
-	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp, vnic (vnicd per host at /run/vnic/PREFIX-h<i>.sock), auto, or fabric (every node a host of one vnicd run --source fabric that this command starts on the NIC CPUs for each bi-channel step, control paths on 127.0.0.x)")
+	fs.StringVar(&o.testbed, "testbed", "", "run node i in namespace PREFIX-h<i> of vnicctl testbed up")
+	fs.StringVar(&o.fast, "fast", "udp", "bi-channel fast path: udp, vnic, auto or fabric")
 	fs.StringVar(&o.csv, "csv", "", "write the results to this CSV file")
-	fs.StringVar(&o.plot, "plot", "", "draw latency against rate (the paper's Figure 17) into this .png or .svg")
-	fs.StringVar(&o.plot18, "plot18", "", "draw the latency spread (p99 − minimum) at half of kernel TCP's most updates/s (the paper's Figure 18) into this .png or .svg")
+	fs.StringVar(&o.plot, "plot", "", "draw latency against rate (Figure 17) into this .png or .svg")
+	fs.StringVar(&o.plot18, "plot18", "", "draw the latency spread (Figure 18) into this .png or .svg")
 	fs.StringVar(&o.fromCSV, "from-csv", "", "run nothing: redraw -plot from this CSV (written by -csv)")
-	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (every node and the client) to this file")
-	fs.BoolVar(&o.check, "check", false, "after every step, check every live replica against the acknowledged log (always with -kill)")
-	fs.BoolVar(&o.kill, "kill", false, "kill secondary 2 half-way through each step and check every live replica against the acknowledged log")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.BoolVar(&o.check, "check", false, "after every step, check every live replica against the log")
+	fs.BoolVar(&o.kill, "kill", false, "kill secondary 2 half-way through each step, then check")
 	o.NICFlags.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err

@@ -67,7 +67,7 @@ var scales = map[string]scaleSet{
 func main() {
 	fig := flag.String("fig", "all", "figure: 8, 9a, 9b, 10a or all")
 	out := flag.String("out", "docs", "directory of the CSV and plot files (section4-fig<N>.csv, .svg, .png)")
-	scale := flag.String("scale", "full", "settings: full (docs/section4.md) or small (seconds, what the tests run)")
+	scale := flag.String("scale", "full", "settings: full, or small (seconds, what the tests run)")
 	vnicd := flag.String("vnicd", "", "vnicd binary (empty: build ./cmd/vnicd into a temporary directory)")
 	engineCPU := flag.Int("engine-cpu", 0, "CPU of vnicd's engine (-1: unpinned)")
 	appCPU := flag.Int("app-cpu", 1, "CPU of the senders and receivers (-1: unpinned)")

@@ -53,15 +53,15 @@ type options struct {
 func main() {
 	var o options
 	sizes := flag.String("sizes", "64,128,256,512,1024,2048,4096", "private ring sizes per queue")
-	flag.StringVar(&o.out, "out", "docs/cache", "output stem: writes STEM.csv, STEM-probe.csv, STEM-machine.txt, STEM.svg, STEM.png")
+	flag.StringVar(&o.out, "out", "docs/cache", "output stem: STEM.csv, STEM-probe.csv, STEM.svg, ...")
 	flag.IntVar(&o.queues, "queues", 8, "receive queues (one consumer thread polls them all)")
 	flag.IntVar(&o.frame, "frame", 1514, "frame bytes (without FCS)")
 	flag.IntVar(&o.reps, "reps", 5, "interleaved repetitions (medians are reported)")
 	flag.DurationVar(&o.warm, "warm", 200*time.Millisecond, "warm-up per run")
 	flag.DurationVar(&o.dur, "dur", 500*time.Millisecond, "measurement per run")
-	flag.Float64Var(&o.paced, "paced", 0.7, "the latency runs offer this fraction of privring's unpaced throughput at the smallest ring")
-	l3 := flag.String("l3", "32M", "L3 size to mark when sysfs gives none (CPUID's is invented by the hypervisor): bytes with an optional upper-case K, M or G (32M, 32MiB)")
-	probeMax := flag.String("probe-max", "256M", "largest size of the memory probe: bytes with an optional upper-case K, M or G (256M)")
+	flag.Float64Var(&o.paced, "paced", 0.7, "latency runs' offered load, a fraction of privring's top rate")
+	l3 := flag.String("l3", "32M", "L3 size to mark when sysfs gives none, e.g. 32M")
+	probeMax := flag.String("probe-max", "256M", "largest array of the memory probe, e.g. 256M")
 	flag.BoolVar(&o.smoke, "smoke", false, "tiny run: sizes 64,128, one repetition, short runs and probe")
 	flag.Parse()
 	var err error

@@ -22,11 +22,11 @@ type NICFlags struct {
 
 // Register defines the flags on fs.
 func (f *NICFlags) Register(fs *flag.FlagSet) {
-	fs.StringVar(&f.nicPids, "nic-pids", "", "pids of the NIC processes (each host's vnicd), comma-separated, whose CPU time is reported as NIC CPU-s")
-	fs.StringVar(&f.Vnicd, "vnicd", "", "with -fast fabric, the vnicd binary (default: vnicd on PATH, else built from this module)")
+	fs.StringVar(&f.nicPids, "nic-pids", "", "pids of the NIC processes, reported as NIC CPU-s (comma-separated)")
+	fs.StringVar(&f.Vnicd, "vnicd", "", "with -fast fabric, the vnicd binary (default: PATH, else built)")
 	fs.StringVar(&f.FabricIdle, "fabric-idle", "adaptive", "with -fast fabric, vnicd's --idle: adaptive or busy")
-	fs.DurationVar(&f.VnicSpin, "vnic-spin", 0, "with -fast vnic or fabric, how long a worker polls its queue before it sleeps (0: the bi-channel's default, 50µs; negative: sleep at once, which leaves a CPU that the hosts share to the ones with work)")
-	fs.StringVar(&f.fabricArgs, "fabric-args", "", "with -fast fabric, more vnicd run flags, space-separated (e.g. --fabric-delay 20us)")
+	fs.DurationVar(&f.VnicSpin, "vnic-spin", 0, "with -fast vnic or fabric, a worker's poll before it sleeps")
+	fs.StringVar(&f.fabricArgs, "fabric-args", "", "with -fast fabric, more vnicd run flags, space-separated")
 }
 
 // Check validates the parsed flags and fills NICPids and FabricArgs.
