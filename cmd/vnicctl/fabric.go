@@ -12,7 +12,7 @@ import (
 	"github.com/vnic/vnic/internal/proto"
 )
 
-// fabricColumns are the host ledger's columns (wire/fabric's Reason
+// fabricColumns are the host ledger's columns (nic/fabric's Reason
 // names) in table order, with their text-mode headings.
 var fabricColumns = []struct{ key, text, wide string }{
 	{"sent", "SENT", "SENT"},

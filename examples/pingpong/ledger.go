@@ -7,7 +7,7 @@ import (
 	"github.com/vnic/vnic/internal/proto"
 )
 
-// ledgerDrops are the fabric ledger's drop reasons (wire/fabric's Reason
+// ledgerDrops are the fabric ledger's drop reasons (nic/fabric's Reason
 // names) in vnicctl fabric's column order.
 var ledgerDrops = []string{"spoofed", "no_host", "flow_limit", "dpu_limit", "nic_cap", "loss", "delay_full"}
 

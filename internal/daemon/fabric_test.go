@@ -18,8 +18,9 @@ import (
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/internal/proto"
 	"github.com/vnic/vnic/internal/testutil"
+	"github.com/vnic/vnic/internal/vnicd"
+	"github.com/vnic/vnic/nic/fabric"
 	"github.com/vnic/vnic/rss"
-	"github.com/vnic/vnic/wire/fabric"
 )
 
 // startFabric runs a daemon whose source and TX sink are a fabric.
@@ -32,7 +33,7 @@ func startFabric(t *testing.T, fc fabric.Config, mutate ...func(*daemon.Config))
 	td := startDaemon(t, fab.Source(), func(c *daemon.Config) {
 		c.Engine.Tx = fab
 		c.RequireHost = true
-		c.Hooks = fab
+		c.Hooks = vnicd.FabricHooks(fab)
 		c.SourceName, c.HostLedger = "fabric", fab.Ledger
 		for _, m := range mutate {
 			m(c)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/nic"
-	"github.com/vnic/vnic/wire/fabric"
+	"github.com/vnic/vnic/nic/fabric"
 	"github.com/vnic/vnic/wire/synth"
 )
 
@@ -104,7 +104,7 @@ func buildFabric(cfg Config) (*Assembly, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Assembly{Source: fab.Source(), Tx: fab, Hooks: fab, Name: "fabric", Mode: fab.Describe(),
+	a := &Assembly{Source: fab.Source(), Tx: fab, Hooks: FabricHooks(fab), Name: "fabric", Mode: fab.Describe(),
 		BufSize: cfg.BufSize, RequireHost: true, HostLedger: fab.Ledger}
 	if cfg.FabricNote != "" {
 		a.Mode += "; " + cfg.FabricNote

@@ -14,9 +14,9 @@ import (
 	"github.com/vnic/vnic/bpf"
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/nic"
+	"github.com/vnic/vnic/nic/fabric"
 	"github.com/vnic/vnic/rss"
 	"github.com/vnic/vnic/shm"
-	"github.com/vnic/vnic/wire/fabric"
 	"github.com/vnic/vnic/wire/synth"
 )
 
@@ -47,7 +47,7 @@ func TestBuildSynthAndFabric(t *testing.T) {
 	}
 	dc = daemon.Config{}
 	a.Configure(&dc)
-	if _, ok := dc.Hooks.(*fabric.Fabric); !ok || dc.Engine.Tx == nil || !dc.RequireHost || dc.HostLedger == nil || !strings.HasSuffix(dc.SourceMode, "; scaled") {
+	if _, ok := dc.Engine.Tx.(*fabric.Fabric); !ok || dc.Hooks == nil || dc.Hooks.Stats()["fabric_sent"] != 0 || !dc.RequireHost || dc.HostLedger == nil || !strings.HasSuffix(dc.SourceMode, "; scaled") {
 		t.Fatalf("fabric: %+v", dc)
 	}
 	if _, err := Build(Config{Rings: Rings{Source: "pcap"}}); err == nil || !strings.Contains(err.Error(), "use synth, xsk or fabric") {
