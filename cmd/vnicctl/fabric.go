@@ -94,10 +94,10 @@ type hostRow struct {
 func hostRows(ts []proto.TenantStats, detached bool) []hostRow {
 	var out []hostRow
 	for _, t := range ts {
-		if t.Fabric == nil {
+		if t.Ledger == nil {
 			continue
 		}
-		r := hostRow{Tenant: t.ID, Name: t.Name, Detached: detached, Ledger: t.Fabric}
+		r := hostRow{Tenant: t.ID, Name: t.Name, Detached: detached, Ledger: t.Ledger}
 		if t.Host != nil {
 			r.Addr, r.MAC = t.Host.Addr, t.Host.MAC
 		}

@@ -18,6 +18,6 @@ func StartFabricDaemon(tb testing.TB, fc fabric.Config) (*Daemon, *fabric.Fabric
 		tb.Fatal(err)
 	}
 	cfg := DaemonConfig(tb, fab.Source())
-	cfg.SourceName, cfg.Engine.Tx, cfg.TxSize, cfg.RequireHost, cfg.Hooks, cfg.HostLedger = "fabric", fab, 256, true, vnicd.FabricHooks(fab), fab.Ledger
+	cfg.SourceName, cfg.Engine.Tx, cfg.TxSize, cfg.Hooks = "fabric", fab, 256, vnicd.FabricHooks(fab)
 	return StartDaemon(tb, cfg), fab
 }

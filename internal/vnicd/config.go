@@ -33,14 +33,12 @@ type Config struct {
 
 // Assembly is a built frame source with what the daemon needs of it.
 type Assembly struct {
-	Source      nic.Source
-	Tx          nic.TxSink   // where the engine sends tenants' frames (nil: counted and dropped)
-	Hooks       daemon.Hooks // nil for a source without attach work or counters
-	Name, Mode  string       // for the start-up line and vnicctl status
-	BufSize     int          // tenants' default buffer size
-	RequireHost bool         // tenants must name their host (the fabric routes by it)
-	HostLedger  func(t *nic.Tenant) func() map[string]uint64
-	close       func()
+	Source     nic.Source
+	Tx         nic.TxSink   // where the engine sends tenants' frames (nil: counted and dropped)
+	Hooks      daemon.Hooks // nil for a source without attach work or counters
+	Name, Mode string       // for the start-up line and vnicctl status
+	BufSize    int          // tenants' default buffer size
+	close      func()
 }
 
 // Close releases the interface (the XDP program, the sockets).
@@ -54,7 +52,6 @@ func (a *Assembly) Close() {
 func (a *Assembly) Configure(c *daemon.Config) {
 	c.Source, c.Engine.Tx, c.Hooks = a.Source, a.Tx, a.Hooks
 	c.SourceName, c.SourceMode, c.BufSize = a.Name, a.Mode, a.BufSize
-	c.RequireHost, c.HostLedger = a.RequireHost, a.HostLedger
 }
 
 // Build makes the source cfg describes. With Source "xsk" it loads and
@@ -105,7 +102,7 @@ func buildFabric(cfg Config) (*Assembly, error) {
 		return nil, err
 	}
 	a := &Assembly{Source: fab.Source(), Tx: fab, Hooks: FabricHooks(fab), Name: "fabric", Mode: fab.Describe(),
-		BufSize: cfg.BufSize, RequireHost: true, HostLedger: fab.Ledger}
+		BufSize: cfg.BufSize}
 	if cfg.FabricNote != "" {
 		a.Mode += "; " + cfg.FabricNote
 	}
