@@ -11,21 +11,15 @@ import (
 
 	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/internal/testutil"
-	"github.com/vnic/vnic/wire/fabric"
+	"github.com/vnic/vnic/nic/fabric"
 )
 
 // startFabricDaemon runs an in-process vnicd whose source and TX sink are
 // an emulated network (vnicd run --source fabric) and returns its socket.
 func startFabricDaemon(t testing.TB) (string, *fabric.Fabric) {
 	t.Helper()
-	fab, err := fabric.New(fabric.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := testutil.DaemonConfig(t, fab.Source())
-	cfg.SourceName, cfg.Engine.Tx, cfg.TxSize, cfg.RequireHost, cfg.Hooks = "fabric", fab, 256, true, fab
-	cfg.Offloads.TxChecksum = true // as vnicd run --source fabric
-	return testutil.StartDaemon(t, cfg).Socket, fab
+	d, fab := testutil.StartFabricDaemon(t, fabric.Config{})
+	return d.Socket, fab
 }
 
 // fabricVNIC is node i's fast path config on the fabric: host 198.18.0.<i+1>,

@@ -30,10 +30,10 @@ type Match struct {
 	Default   bool   // receive what no other tenant claims
 }
 
-// Host is a tenant's identity on vnicd's emulated network (vnicd run
-// --source fabric): frames other hosts send to Addr reach this tenant, and
-// the frames it sends must come from Addr and MAC (the fabric drops others
-// as spoofed).
+// Host is a tenant's identity when vnicd emulates a network between its
+// tenants: frames other hosts send to Addr reach this tenant, and the
+// frames it sends must come from Addr and MAC (the network drops others as
+// spoofed).
 type Host struct {
 	Addr string // unicast IPv4 address, e.g. "198.18.0.1"
 	// MAC is a unicast Ethernet address, e.g. "02:00:c6:12:00:01"; empty:
@@ -51,7 +51,7 @@ type AttachOptions struct {
 	Queues int    // receive queues (cores), default 1
 	Match  Match
 	// Host, if set, is the host this tenant is on vnicd's emulated network
-	// (required with --source fabric).
+	// (required when vnicd emulates one).
 	Host    *Host
 	AxSize  int // 0: vnicd's default
 	BxSize  int

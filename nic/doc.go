@@ -35,10 +35,16 @@
 // completes them. The wire is shared per tenant: tenants take turns of at
 // most 32 frames from all their rings together, so a tenant's share does
 // not grow with its queue count. A sink that implements [TenantTxSink]
-// also learns each frame's sender, and a sink may call Step from Send to
-// loop the frames into the receive path before they are completed
-// (wire/fabric's emulated network, which first copies each frame out of
-// the sender's buffer, so that it reads that buffer once).
+// also learns each frame's sender.
+//
+// A sink that implements [Link] carries the frames to other tenants of
+// the engine (an emulated network between them): New binds it,
+// handing it the receive path ([Rx]), and the engine tells it of every
+// tenant it adds or removes. From SendFrom it hands each frame, with the
+// tenant it chose for it, to Rx.Deliver, which is Step without the match
+// (steps 1 and 3 to 6), before the frames are completed. The link decides
+// and the engine steers: it never reaches for the Engine.
+//
 // A tenant may hash with its own RSS key (TenantConfig.Key): its frames
 // are hashed again with it after the match.
 //

@@ -57,6 +57,9 @@ type Engine struct {
 	// txFrames; fromSink is that sink (nil: Config.Tx is a plain TxSink).
 	txFrom   []*Tenant
 	fromSink TenantTxSink
+	// link is Config.Tx when it is a Link: bound in New, told of every
+	// tenant added or removed (link.go).
+	link Link
 
 	mu      sync.Mutex // guards ops
 	ops     []func()
@@ -109,12 +112,16 @@ func New(cfg Config) (*Engine, error) {
 		start := time.Now()
 		e.now = func() uint64 { return uint64(time.Since(start)) }
 	}
+	if l, ok := cfg.Tx.(Link); ok {
+		e.link = l
+		l.Bind(rxPath{e})
+	}
 	return e, nil
 }
 
 // Now returns the engine's clock, in nanoseconds (Config.Now, or the
 // monotonic time since New): the clock of the Bx entries' stamps, for
-// models that run on the engine's time (wire/fabric).
+// models that run on the engine's time (a Link has it as Rx.Now).
 func (e *Engine) Now() uint64 { return e.now() }
 
 // Config returns the engine's configuration.
@@ -161,6 +168,12 @@ func (e *Engine) AddTenant(cfg TenantConfig, r *shm.Region) (*Tenant, error) {
 			conflict = fmt.Errorf("nic: tenant %q has an empty match rule; give it a port range, address or protocol, or make it the default", cfg.Name)
 			return
 		}
+		if e.link != nil {
+			if conflict = e.link.Join(t); conflict != nil {
+				return
+			}
+		}
+		t.owner = e
 		e.tenants = append(e.tenants, t)
 		e.attachedOnce = true
 		if cfg.Match.Default {
@@ -183,6 +196,10 @@ func (e *Engine) AddTenant(cfg TenantConfig, r *shm.Region) (*Tenant, error) {
 // region, and t's counter blocks hold every count (pending deltas folded).
 func (e *Engine) RemoveTenant(t *Tenant) {
 	e.apply(func() {
+		if e.link != nil && t.owner == e {
+			e.link.Leave(t)
+		}
+		t.owner = nil
 		e.Fold()
 		for i, x := range e.tenants {
 			if x == t {
@@ -268,11 +285,10 @@ func (e *Engine) listSpecific() {
 // to 3 here, 4 to 6 in deliver or, for the common frame, in Step's one
 // fast path.
 //
-// Besides Run, a TxSink may call Step from its Send (it runs on the engine
-// goroutine) to loop transmitted frames back into the receive path, as
-// wire/fabric does: Step and TxStep share no scratch state, and the frames
-// (slices of the sender's buffers) are copied into the receiver's buffers
-// before Send returns and TxStep completes them.
+// A Link loops transmitted frames back into the receive path through its
+// Rx, whose Deliver is Step with the match made: it runs on the engine
+// goroutine, from the link's SendFrom, and Step and TxStep share no
+// scratch state.
 func (e *Engine) Step(frames [][]byte) int { return e.step(frames, true) }
 
 // step is Step; with inline false it sends every frame through deliver
@@ -289,6 +305,14 @@ func (e *Engine) step(frames [][]byte, inline bool) int {
 		}
 		return 0
 	}
+	return e.steer(frames, nil, inline)
+}
+
+// steer is Step for a batch that is not empty. With to (Rx.Deliver) the
+// tenant of frames[i] is to[i], the link's match, and step 2 is skipped:
+// a tenant the engine does not list (nil, or one that left) counts as
+// drops_no_tenant.
+func (e *Engine) steer(frames [][]byte, to []*Tenant, inline bool) int {
 	now := e.now()
 	t := &e.tuple
 	for i, f := range frames {
@@ -306,9 +330,14 @@ func (e *Engine) step(frames [][]byte, inline bool) int {
 			err = rss.Parse(f, t)
 		}
 
-		// 2. Pick the tenant: pick's loop, inline.
-		ten := e.deflt
-		if err == nil {
+		// 2. Pick the tenant: pick's loop, inline, unless the link made
+		// the match.
+		var ten *Tenant
+		if to != nil {
+			if ten = to[i]; ten != nil && ten.owner != e {
+				ten = nil
+			}
+		} else if ten = e.deflt; err == nil {
 			for _, x := range e.specific {
 				if x.claim.matches(t) {
 					ten = x

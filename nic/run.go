@@ -124,7 +124,7 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 		}
 		if len(pending) == 0 && txMoved {
 			// TX descriptors kept the engine busy (a transmitting tenant,
-			// or wire/fabric's loopback, whose source stays empty): not
+			// or a Link's loopback, whose source stays empty): not
 			// idle, so no fold per pass; every 16 passes, as Step folds.
 			if txBusy++; txBusy%16 == 0 {
 				e.Fold()

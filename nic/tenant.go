@@ -50,7 +50,8 @@ type TenantConfig struct {
 	// RemoveTenant returns.
 	Wake []int
 	// MAC is the tenant's Ethernet address, if it has one (zero: none).
-	// The engine does not use it; wire/fabric's hosts send from it.
+	// The engine does not use it; a Link may (an emulated network's hosts
+	// send from it).
 	MAC [6]byte
 }
 
@@ -83,6 +84,7 @@ type Tenant struct {
 	// and Bx rings).
 	postMin int
 	shared  []int                 // ShRing: the shared Ax ring of each queue
+	owner   *Engine               // the engine that lists the tenant; nil once removed (engine goroutine)
 	faulty  error                 // engine goroutine only
 	fault   atomic.Pointer[error] // the same, for other goroutines
 	check   *conserve.Checker

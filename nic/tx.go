@@ -23,8 +23,8 @@ type TxSink interface {
 
 // TenantTxSink is a TxSink that also learns which tenant transmitted each
 // frame: from[i] sent frames[i]. The engine calls SendFrom instead of Send
-// when Config.Tx implements it (wire/fabric keeps its ledger per sender
-// with it, whatever source address a tenant writes).
+// when Config.Tx implements it (a Link that keeps a ledger per sender,
+// whatever source address a tenant writes).
 type TenantTxSink interface {
 	TxSink
 	SendFrom(frames [][]byte, from []*Tenant) (int, error)

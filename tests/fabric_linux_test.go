@@ -110,7 +110,7 @@ func fabricRun(t *testing.T, seed string, extra ...string) uint64 {
 	ledger := func(st proto.Stats, name string) map[string]uint64 {
 		for _, ts := range st.Tenants {
 			if ts.Name == name {
-				return ts.Fabric
+				return ts.Ledger
 			}
 		}
 		t.Fatalf("no tenant %s in vnicd's stats", name)

@@ -73,7 +73,7 @@ type VNICConfig struct {
 	// round trip (docs/bichannel.md, "The split placement").
 	OwnCPU bool
 	// FabricHost attaches the tenant as a host of vnicd's emulated network
-	// (vnicd run --source fabric): IP and MAC become the host's identity,
+	// (when vnicd emulates one): IP and MAC become the host's identity,
 	// frames other hosts send to IP reach it, and its match rule claims
 	// the UDP ports on IP alone, so that several nodes on one vnicd use
 	// the same BasePort on different addresses. Peers are addressed by

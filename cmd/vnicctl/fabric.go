@@ -12,7 +12,7 @@ import (
 	"github.com/vnic/vnic/internal/proto"
 )
 
-// fabricColumns are the host ledger's columns (wire/fabric's Reason
+// fabricColumns are the host ledger's columns (nic/fabric's Reason
 // names) in table order, with their text-mode headings.
 var fabricColumns = []struct{ key, text, wide string }{
 	{"sent", "SENT", "SENT"},
@@ -94,10 +94,10 @@ type hostRow struct {
 func hostRows(ts []proto.TenantStats, detached bool) []hostRow {
 	var out []hostRow
 	for _, t := range ts {
-		if t.Fabric == nil {
+		if t.Ledger == nil {
 			continue
 		}
-		r := hostRow{Tenant: t.ID, Name: t.Name, Detached: detached, Ledger: t.Fabric}
+		r := hostRow{Tenant: t.ID, Name: t.Name, Detached: detached, Ledger: t.Ledger}
 		if t.Host != nil {
 			r.Addr, r.MAC = t.Host.Addr, t.Host.MAC
 		}

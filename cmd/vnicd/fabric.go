@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/vnic/vnic/wire/fabric"
+	"github.com/vnic/vnic/nic/fabric"
 )
 
 // fabricFlags are --source fabric's model (docs/operations.md, "The

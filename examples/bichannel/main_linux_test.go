@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/vnic/vnic/internal/testutil"
-	"github.com/vnic/vnic/wire/fabric"
+	"github.com/vnic/vnic/nic/fabric"
 )
 
 // The README's bi-channel example, built and run as a user would beside a

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/vnic/vnic/internal/testutil"
-	"github.com/vnic/vnic/wire/fabric"
+	"github.com/vnic/vnic/nic/fabric"
 )
 
 // -fast fabric runs both nodes in this process as hosts 198.18.0.1 and

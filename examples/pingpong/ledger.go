@@ -7,7 +7,7 @@ import (
 	"github.com/vnic/vnic/internal/proto"
 )
 
-// ledgerDrops are the fabric ledger's drop reasons (wire/fabric's Reason
+// ledgerDrops are the fabric ledger's drop reasons (nic/fabric's Reason
 // names) in vnicctl fabric's column order.
 var ledgerDrops = []string{"spoofed", "no_host", "flow_limit", "dpu_limit", "nic_cap", "loss", "delay_full"}
 
@@ -32,7 +32,7 @@ func printLedger(o options, ids ...int) {
 			fmt.Fprintf(o.out, "  node %d: not attached to vnicd at %s\n", id, o.socket)
 			continue
 		}
-		fmt.Fprintf(o.out, "  %s (node %d): %s\n", t.Host.Addr, id, ledgerLine(t.Fabric))
+		fmt.Fprintf(o.out, "  %s (node %d): %s\n", t.Host.Addr, id, ledgerLine(t.Ledger))
 	}
 	fmt.Fprintf(o.out, "every host, and detached ones: vnicctl fabric --all --socket %s\n", o.socket)
 }
@@ -71,7 +71,7 @@ func fabricLedger(socket string) (proto.Status, map[string]proto.TenantStats, er
 	}
 	hosts := make(map[string]proto.TenantStats)
 	for _, t := range st.Tenants {
-		if t.Fabric != nil && t.Host != nil {
+		if t.Ledger != nil && t.Host != nil {
 			hosts[t.Name] = t
 		}
 	}

@@ -105,9 +105,9 @@ func (d *Daemon) attachCheck(req proto.Attach, pid int32, uid uint32, log zerolo
 			d.ctl.refusedClaim.Add(1)
 			return nil, err
 		}
-	} else if d.cfg.RequireHost {
+	} else if d.requireHost {
 		d.ctl.refusedClaim.Add(1)
-		return nil, fmt.Errorf("vnicd emulates a network (--source fabric): say which host this tenant is, with its IPv4 address (client.AttachOptions.Host), e.g. 198.18.0.1")
+		return nil, fmt.Errorf("vnicd's source (%s) routes between hosts: say which host this tenant is, with its IPv4 address (client.AttachOptions.Host), e.g. 198.18.0.1", d.cfg.SourceName)
 	}
 	p.match = match
 	pick := func(v, def int) int {
@@ -335,8 +335,8 @@ func (d *Daemon) attachBuild(p *attachPlan, id int, conn *proto.Conn) (*tenant, 
 		return nil, nil, err
 	}
 	var ledger func() map[string]uint64
-	if d.cfg.HostLedger != nil {
-		ledger = d.cfg.HostLedger(nt)
+	if d.ledgers != nil {
+		ledger = d.ledgers.HostLedger(nt)
 	}
 	info := p.info(id)
 	info.Attached = time.Now().UTC().Format(time.RFC3339)

@@ -32,19 +32,12 @@ type Config struct {
 	SourceName  string // "synth", "xsk", ...
 	SourceMode  string // e.g. "xdp native, af_xdp copy"
 	// Hooks, if set, joins the source to the tenants' lifecycle and
-	// reports its counters (see Hooks).
+	// reports its counters; it may also require hosts, keep their
+	// ledgers and describe its metrics (see Hooks).
 	Hooks Hooks
 	// Offloads is what the NIC does for tenants' frames, told to each in
 	// its attach reply.
 	Offloads proto.Offloads
-	// RequireHost refuses tenants that do not say which host they are
-	// (proto.Attach.Host): the emulated network (--source fabric) routes
-	// by host address.
-	RequireHost bool
-	// HostLedger, if set, returns for an attached tenant a function that
-	// reads its ledger on the emulated network (TenantStats.Fabric); the
-	// function keeps working after the tenant detached (its history).
-	HostLedger func(t *nic.Tenant) func() map[string]uint64
 	// Defaults for tenants that do not ask for sizes.
 	AxSize, BxSize, TxSize, BufSize int
 	// BuffersPerQueue is the default buffer count per queue (0: ax+2*bx... see Attach).
@@ -93,9 +86,13 @@ type Daemon struct {
 	histSeq  uint64
 	histSeqs []uint64 // sequence of each hist entry
 	// histLedgers holds each hist entry's ledger function (nil: none):
-	// a detached host's ledger may still change (frames it sent wait in
-	// the fabric's delay line), so it is read again for each report.
+	// a detached host's ledger may still change (HostLedgerer), so it is
+	// read again for each report.
 	histLedgers []func() map[string]uint64
+	// What the Hooks' optional interfaces say (hooks.go), asked in New:
+	// tenants must name their host; the host ledgers (nil: none).
+	requireHost bool
+	ledgers     HostLedgerer
 	dumps       dumpState // vnicctl dump sessions (dump.go)
 	logLim      *logLimiter
 	holes       holeState // tenants that punch holes (faults_linux.go)
@@ -112,7 +109,7 @@ type tenant struct {
 	match  nic.Match
 	size   int64                    // region bytes counted against the memory budget
 	dump   *dumpSession             // the running dump of this tenant, under mu
-	ledger func() map[string]uint64 // Config.HostLedger's; nil: none
+	ledger func() map[string]uint64 // HostLedgerer's; nil: none
 }
 
 // New checks the configuration and builds the engine.
@@ -139,6 +136,10 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Log, live: map[int]*tenant{}, open: map[*proto.Conn]*connState{}, byUID: map[uint32]int{}, nextID: 1,
 		dumps: dumpState{live: map[*dumpSession]struct{}{}}}
+	if r, ok := cfg.Hooks.(HostRequirer); ok {
+		d.requireHost = r.RequireHost()
+	}
+	d.ledgers, _ = cfg.Hooks.(HostLedgerer)
 	d.reserve[classAdmin] = map[*proto.Conn]*connState{}
 	d.reserve[classRoot] = map[*proto.Conn]*connState{}
 	d.logLim = newLogLimiter(cfg.Limits.LogBurst, cfg.Limits.LogInterval)

@@ -23,8 +23,6 @@ type Config struct {
 	Source                          nic.Source
 	SourceName, SourceMode          string
 	Hooks                           Hooks
-	RequireHost                     bool
-	HostLedger                      func(t *nic.Tenant) func() map[string]uint64
 	Offloads                        proto.Offloads
 	AxSize, BxSize, TxSize, BufSize int
 	BuffersPerQueue                 int

@@ -18,8 +18,9 @@ import (
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/internal/proto"
 	"github.com/vnic/vnic/internal/testutil"
+	"github.com/vnic/vnic/internal/vnicd"
+	"github.com/vnic/vnic/nic/fabric"
 	"github.com/vnic/vnic/rss"
-	"github.com/vnic/vnic/wire/fabric"
 )
 
 // startFabric runs a daemon whose source and TX sink are a fabric.
@@ -31,9 +32,8 @@ func startFabric(t *testing.T, fc fabric.Config, mutate ...func(*daemon.Config))
 	}
 	td := startDaemon(t, fab.Source(), func(c *daemon.Config) {
 		c.Engine.Tx = fab
-		c.RequireHost = true
-		c.Hooks = fab
-		c.SourceName, c.HostLedger = "fabric", fab.Ledger
+		c.Hooks = vnicd.FabricHooks(fab)
+		c.SourceName = "fabric"
 		c.Offloads.TxChecksum = true
 		for _, m := range mutate {
 			m(c)
@@ -116,11 +116,11 @@ func TestFabricTwoHosts(t *testing.T) {
 	}
 	for _, ts := range st.Tenants {
 		want := map[string]uint64{"a": 370, "b": 0}[ts.Name]
-		if ts.Fabric["sent"] != want || ts.Host == nil {
-			t.Fatalf("tenant %s: host %+v, ledger %v: want %d sent", ts.Name, ts.Host, ts.Fabric, want)
+		if ts.Ledger["sent"] != want || ts.Host == nil {
+			t.Fatalf("tenant %s: host %+v, ledger %v: want %d sent", ts.Name, ts.Host, ts.Ledger, want)
 		}
-		if ts.Name == "b" && ts.Fabric["received"] != 300 {
-			t.Fatalf("host b's ledger %v: want 300 received", ts.Fabric)
+		if ts.Name == "b" && ts.Ledger["received"] != 300 {
+			t.Fatalf("host b's ledger %v: want 300 received", ts.Ledger)
 		}
 	}
 	var status proto.Status
@@ -146,8 +146,8 @@ func TestFabricTwoHosts(t *testing.T) {
 	// A detached host's ledger stays in the history.
 	a.Close()
 	testutil.WaitFor(t, 5*time.Second, "len(td.d.Stats().History) == 1", func() bool { return len(td.d.Stats().History) == 1 })
-	if h := td.d.Stats().History[0]; h.Name != "a" || h.Fabric["sent"] != 370 {
-		t.Fatalf("history %s: ledger %v", h.Name, h.Fabric)
+	if h := td.d.Stats().History[0]; h.Name != "a" || h.Ledger["sent"] != 370 {
+		t.Fatalf("history %s: ledger %v", h.Name, h.Ledger)
 	}
 	if g := st.Global["drops_no_tenant"]; g != 0 {
 		t.Fatalf("the engine saw %d unclaimed frames: the fabric should have dropped them as no_host", g)
@@ -243,7 +243,7 @@ func TestFabricDetachWithFramesDelayed(t *testing.T) {
 	history := func(name string) map[string]uint64 {
 		for _, h := range td.d.Stats().History {
 			if h.Name == name {
-				return h.Fabric
+				return h.Ledger
 			}
 		}
 		return nil

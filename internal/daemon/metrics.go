@@ -24,8 +24,17 @@ type collector struct {
 	axf   *prometheus.Desc
 	src   *prometheus.Desc
 	ctl   *prometheus.Desc
-	fab   *prometheus.Desc // a host's ledger on the emulated network
-	delay *prometheus.Desc
+	// The Hooks' own metrics (StatsDescriber): its Stats entries that are
+	// metrics of their own, by name, and the host ledgers' (nil: no
+	// ledgers).
+	hook   map[string]hookMetric
+	ledger *prometheus.Desc
+}
+
+// hookMetric is a Stats entry exported as a metric of its own.
+type hookMetric struct {
+	desc *prometheus.Desc
+	kind prometheus.ValueType
 }
 
 func newCollector(d *Daemon) *collector {
@@ -40,9 +49,28 @@ func newCollector(d *Daemon) *collector {
 	}
 	c.axf = prometheus.NewDesc("vnicd_ax_fill", "Buffers posted in the Ax ring (as the tenant last published).", []string{"tenant", "ring"}, nil)
 	c.src = prometheus.NewDesc("vnicd_source_total", "Counters of the frame source (AF_XDP statistics).", []string{"counter"}, nil)
-	c.fab = prometheus.NewDesc("vnicd_fabric_total", "A host's ledger on the emulated network (--source fabric): frames sent, delivered, received, dropped by reason, and bytes sent.", []string{"tenant", "host", "ledger"}, nil)
-	c.delay = prometheus.NewDesc("vnicd_fabric_delayed", "Frames waiting in the emulated network's delay line.", nil, nil)
 	c.ctl = prometheus.NewDesc("vnicd_control_total", "Control-plane events: connections accepted and refused by each limit, accept errors, timeouts, refused attaches.", []string{"event"}, nil)
+	c.hook = map[string]hookMetric{}
+	var sd []StatDesc
+	if h, ok := d.cfg.Hooks.(StatsDescriber); ok {
+		sd = h.DescribeStats()
+	}
+	ledgerLabels := []string{"tenant", "host", "ledger"}
+	for _, s := range sd {
+		switch s.Kind {
+		case StatGauge:
+			c.hook[s.Name] = hookMetric{prometheus.NewDesc("vnicd_"+s.Name, s.Help, nil, nil), prometheus.GaugeValue}
+		case StatCounter:
+			c.hook[s.Name] = hookMetric{prometheus.NewDesc("vnicd_"+s.Name+"_total", s.Help, nil, nil), prometheus.CounterValue}
+		case StatLedger:
+			if d.ledgers != nil {
+				c.ledger = prometheus.NewDesc("vnicd_"+s.Name+"_total", s.Help, ledgerLabels, nil)
+			}
+		}
+	}
+	if d.ledgers != nil && c.ledger == nil {
+		c.ledger = prometheus.NewDesc("vnicd_host_ledger_total", "A host's ledger: its frames by what became of them.", ledgerLabels, nil)
+	}
 	return c
 }
 
@@ -63,8 +91,12 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.axf
 	ch <- c.src
 	ch <- c.ctl
-	ch <- c.fab
-	ch <- c.delay
+	for _, m := range c.hook {
+		ch <- m.desc
+	}
+	if c.ledger != nil {
+		ch <- c.ledger
+	}
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -101,13 +133,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(c.axf, prometheus.GaugeValue, float64(r.AxFill), tl, rl)
 		}
-		if t.Fabric != nil {
+		if t.Ledger != nil && c.ledger != nil {
 			host := ""
 			if t.Host != nil {
 				host = t.Host.Addr
 			}
-			for name, v := range t.Fabric {
-				ch <- prometheus.MustNewConstMetric(c.fab, prometheus.CounterValue, float64(v), tl, host, name)
+			for name, v := range t.Ledger {
+				ch <- prometheus.MustNewConstMetric(c.ledger, prometheus.CounterValue, float64(v), tl, host, name)
 			}
 		}
 	}
@@ -117,8 +149,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for name, v := range st.Source {
-		if name == "fabric_delayed" { // a gauge
-			ch <- prometheus.MustNewConstMetric(c.delay, prometheus.GaugeValue, float64(v))
+		if m, ok := c.hook[name]; ok { // described by the Hooks
+			ch <- prometheus.MustNewConstMetric(m.desc, m.kind, float64(v))
 			continue
 		}
 		ch <- prometheus.MustNewConstMetric(c.src, prometheus.CounterValue, float64(v), name)

@@ -21,7 +21,7 @@ import (
 func tenantStats(t *tenant) proto.TenantStats {
 	st := proto.TenantStats{TenantInfo: t.info}
 	if t.ledger != nil {
-		st.Fabric = t.ledger()
+		st.Ledger = t.ledger()
 	}
 	for q := 0; q < int(t.region.Geo.NumBx); q++ {
 		g := t.region.Geo
@@ -58,7 +58,7 @@ func (d *Daemon) Stats() proto.Stats {
 func (d *Daemon) histStats(i int) proto.TenantStats {
 	st := d.hist[i]
 	if l := d.histLedgers[i]; l != nil {
-		st.Fabric = l()
+		st.Ledger = l()
 	}
 	return st
 }

@@ -277,9 +277,10 @@ type RingStats struct {
 type TenantStats struct {
 	TenantInfo
 	Rings []RingStats `json:"rings"`
-	// Fabric is the host's ledger on vnicd's emulated network (--source
-	// fabric): frames sent, delivered, received, and dropped by reason.
-	Fabric map[string]uint64 `json:"fabric,omitempty"`
+	// Ledger is the tenant's ledger as a host, when vnicd's source keeps
+	// one (the emulated network, --source fabric, whose name the JSON
+	// keeps): frames sent, delivered, received, and dropped by reason.
+	Ledger map[string]uint64 `json:"fabric,omitempty"`
 }
 
 // Stats answers TStats.

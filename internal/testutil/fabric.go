@@ -3,7 +3,8 @@ package testutil
 import (
 	"testing"
 
-	"github.com/vnic/vnic/wire/fabric"
+	"github.com/vnic/vnic/internal/vnicd"
+	"github.com/vnic/vnic/nic/fabric"
 )
 
 // StartFabricDaemon runs an in-process daemon whose source and TX sink are
@@ -17,7 +18,7 @@ func StartFabricDaemon(tb testing.TB, fc fabric.Config) (*Daemon, *fabric.Fabric
 		tb.Fatal(err)
 	}
 	cfg := DaemonConfig(tb, fab.Source())
-	cfg.SourceName, cfg.Engine.Tx, cfg.TxSize, cfg.RequireHost, cfg.Hooks, cfg.HostLedger = "fabric", fab, 256, true, fab, fab.Ledger
+	cfg.SourceName, cfg.Engine.Tx, cfg.TxSize, cfg.Hooks = "fabric", fab, 256, vnicd.FabricHooks(fab)
 	cfg.Offloads.TxChecksum = true // as vnicd run --source fabric
 	return StartDaemon(tb, cfg), fab
 }

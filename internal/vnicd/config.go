@@ -8,7 +8,7 @@ import (
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/internal/proto"
 	"github.com/vnic/vnic/nic"
-	"github.com/vnic/vnic/wire/fabric"
+	"github.com/vnic/vnic/nic/fabric"
 	"github.com/vnic/vnic/wire/synth"
 )
 
@@ -34,15 +34,13 @@ type Config struct {
 
 // Assembly is a built frame source with what the daemon needs of it.
 type Assembly struct {
-	Source      nic.Source
-	Tx          nic.TxSink   // where the engine sends tenants' frames (nil: counted and dropped)
-	Hooks       daemon.Hooks // nil for a source without attach work or counters
-	Name, Mode  string       // for the start-up line and vnicctl status
-	BufSize     int          // tenants' default buffer size
-	RequireHost bool         // tenants must name their host (the fabric routes by it)
-	HostLedger  func(t *nic.Tenant) func() map[string]uint64
-	Offloads    proto.Offloads // what the NIC does for tenants' frames
-	close       func()
+	Source     nic.Source
+	Tx         nic.TxSink     // where the engine sends tenants' frames (nil: counted and dropped)
+	Hooks      daemon.Hooks   // nil for a source without attach work or counters
+	Name, Mode string         // for the start-up line and vnicctl status
+	BufSize    int            // tenants' default buffer size
+	Offloads   proto.Offloads // what the NIC does for tenants' frames
+	close      func()
 }
 
 // Close releases the interface (the XDP program, the sockets).
@@ -56,7 +54,7 @@ func (a *Assembly) Close() {
 func (a *Assembly) Configure(c *daemon.Config) {
 	c.Source, c.Engine.Tx, c.Hooks = a.Source, a.Tx, a.Hooks
 	c.SourceName, c.SourceMode, c.BufSize = a.Name, a.Mode, a.BufSize
-	c.RequireHost, c.HostLedger, c.Offloads = a.RequireHost, a.HostLedger, a.Offloads
+	c.Offloads = a.Offloads
 }
 
 // Build makes the source cfg describes. With Source "xsk" it loads and
@@ -106,8 +104,8 @@ func buildFabric(cfg Config) (*Assembly, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Assembly{Source: fab.Source(), Tx: fab, Hooks: fab, Name: "fabric", Mode: fab.Describe(),
-		BufSize: cfg.BufSize, RequireHost: true, HostLedger: fab.Ledger,
+	a := &Assembly{Source: fab.Source(), Tx: fab, Hooks: FabricHooks(fab), Name: "fabric", Mode: fab.Describe(),
+		BufSize: cfg.BufSize,
 		// Its frames never reach a wire, and nothing on it checks UDP
 		// checksums: tenants may leave them out.
 		Offloads: proto.Offloads{TxChecksum: true}}

@@ -14,9 +14,9 @@ import (
 	"github.com/vnic/vnic/bpf"
 	"github.com/vnic/vnic/internal/daemon"
 	"github.com/vnic/vnic/nic"
+	"github.com/vnic/vnic/nic/fabric"
 	"github.com/vnic/vnic/rss"
 	"github.com/vnic/vnic/shm"
-	"github.com/vnic/vnic/wire/fabric"
 	"github.com/vnic/vnic/wire/synth"
 )
 
@@ -34,7 +34,7 @@ func TestBuildSynthAndFabric(t *testing.T) {
 	defer a.Close()
 	var dc daemon.Config
 	a.Configure(&dc)
-	if dc.SourceName != "synth" || dc.BufSize != 2112 || dc.Hooks != nil || dc.Engine.Tx != nil || dc.RequireHost || dc.Offloads.TxChecksum ||
+	if dc.SourceName != "synth" || dc.BufSize != 2112 || dc.Hooks != nil || dc.Engine.Tx != nil || dc.Offloads.TxChecksum ||
 		!strings.Contains(dc.SourceMode, "synthetic 64-byte UDP to ports 9000-9099, 8 flows") {
 		t.Fatalf("synth: %+v", dc)
 	}
@@ -47,8 +47,26 @@ func TestBuildSynthAndFabric(t *testing.T) {
 	}
 	dc = daemon.Config{}
 	a.Configure(&dc)
-	if _, ok := dc.Hooks.(*fabric.Fabric); !ok || dc.Engine.Tx == nil || !dc.RequireHost || dc.HostLedger == nil || !dc.Offloads.TxChecksum || !strings.HasSuffix(dc.SourceMode, "; scaled") {
+	if _, ok := dc.Engine.Tx.(*fabric.Fabric); !ok || !dc.Offloads.TxChecksum || !strings.HasSuffix(dc.SourceMode, "; scaled") {
 		t.Fatalf("fabric: %+v", dc)
+	}
+	// The fabric's hooks: hosts required, their ledgers, the delay line a
+	// gauge and the ledgers a metric of their own.
+	rh, _ := dc.Hooks.(daemon.HostRequirer)
+	hl, _ := dc.Hooks.(daemon.HostLedgerer)
+	sd, _ := dc.Hooks.(daemon.StatsDescriber)
+	if _, ok := dc.Hooks.Stats()["fabric_sent"]; !ok || rh == nil || !rh.RequireHost() || hl == nil || sd == nil {
+		t.Fatalf("fabric hooks %T: stats %v, host requirer %v, ledgerer %v, describer %v", dc.Hooks, dc.Hooks.Stats(), rh != nil, hl != nil, sd != nil)
+	}
+	kinds := map[string]daemon.StatKind{}
+	for _, s := range sd.DescribeStats() {
+		kinds[s.Name] = s.Kind
+	}
+	if k, ok := kinds["fabric_delayed"]; !ok || k != daemon.StatGauge {
+		t.Fatalf("fabric_delayed is not described as a gauge: %v", kinds)
+	}
+	if k, ok := kinds["fabric"]; !ok || k != daemon.StatLedger {
+		t.Fatalf("the host ledgers are not described as vnicd_fabric_total: %v", kinds)
 	}
 	if _, err := Build(Config{Rings: Rings{Source: "pcap"}}); err == nil || !strings.Contains(err.Error(), "use synth, xsk or fabric") {
 		t.Fatalf("unknown source: %v", err)

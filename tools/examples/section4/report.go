@@ -10,8 +10,8 @@ import (
 
 	"gonum.org/v1/plot/vg"
 
+	"github.com/vnic/vnic/nic/fabric"
 	"github.com/vnic/vnic/tools/internal/figure"
-	"github.com/vnic/vnic/wire/fabric"
 )
 
 // runNote is the run's scale, placement, time and load, a comment line of

@@ -57,7 +57,7 @@ const engineBatch = 64
 // bitBucketMost is the most frames of frameBytes bytes a bucket of the
 // fabric's bit-rate limit flag (flag, as vnicd is given it: Gbit/s)
 // admits in span: the bucket's cost per byte is 8e9 x 1024 / bps,
-// truncated (wire/fabric newRate), taken one lower so the bound holds
+// truncated (nic/fabric newRate), taken one lower so the bound holds
 // whichever way vnicd's parsing rounds; plus the one frame the depth
 // admits at its edge.
 func bitBucketMost(t *testing.T, flag string, frameBytes int, span time.Duration) float64 {
@@ -140,7 +140,7 @@ func TestFig8LinearThenFlat(t *testing.T) {
 	}
 }
 
-// fabricFlowHash and fabricDPUOf are wire/fabric's flowHash and dpuOf
+// fabricFlowHash and fabricDPUOf are nic/fabric's flowHash and dpuOf
 // (fabric.go; unexported there), copied: the DPU the fabric's model puts
 // a frame's 5-tuple on.
 func fabricFlowHash(t *rss.Tuple) uint64 {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vnic/vnic/wire/fabric"
+	"github.com/vnic/vnic/nic/fabric"
 )
 
 // aws-c7gn is the paper's figures times one stated factor.

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/vnic/vnic/nic"
-	"github.com/vnic/vnic/wire/fabric"
+	"github.com/vnic/vnic/nic/fabric"
 )
 
 // Under Run, a pass that moved TX frames while the source had none (the

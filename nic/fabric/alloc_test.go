@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/nic"
-	"github.com/vnic/vnic/wire/fabric"
+	"github.com/vnic/vnic/nic/fabric"
 )
 
 // The per-frame path (the engine's TX pass, the copy out of the sender's

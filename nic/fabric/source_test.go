@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/vnic/vnic/nic"
+	"github.com/vnic/vnic/nic/fabric"
 	"github.com/vnic/vnic/rss"
-	"github.com/vnic/vnic/wire/fabric"
 )
 
 // arp is an ARP request (Ethernet, IPv4) from MAC sha, address spa, for
@@ -145,24 +145,20 @@ func TestHostIdentityRefused(t *testing.T) {
 		{"198.18.0.1", [6]byte{2, 0, 0, 0, 0, 9}, "address 198.18.0.1 is already host 1"},
 	} {
 		ten, err := r.eng.AddTenant(nic.TenantConfig{ID: 99, Name: "x", Match: nic.Match{Dst: netip.PrefixFrom(netip.MustParseAddr(c.addr), 32)}, MAC: c.mac}, a.region)
-		if err != nil {
-			t.Fatal(err)
+		if err == nil {
+			r.eng.RemoveTenant(ten)
 		}
-		err = r.fab.Attach(r.eng, ten)
-		r.eng.RemoveTenant(ten)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Fatalf("host %s MAC %x: %v, want %q", c.addr, c.mac, err, c.want)
 		}
 	}
-	ten, err := r.eng.AddTenant(nic.TenantConfig{ID: 99, Name: "x", Match: nic.Match{Dst: netip.MustParsePrefix("198.18.0.9/32")}}, a.region)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.eng.RemoveTenant(ten)
-	if err := r.fab.Attach(r.eng, ten); err == nil || !strings.Contains(err.Error(), "has no MAC") {
+	if _, err := r.eng.AddTenant(nic.TenantConfig{ID: 99, Name: "x", Match: nic.Match{Dst: netip.MustParsePrefix("198.18.0.9/32")}}, a.region); err == nil || !strings.Contains(err.Error(), "has no MAC") {
 		t.Fatalf("a host without a MAC: %v", err)
 	}
-	if len(r.fab.Hosts()) != 1 {
+	if _, err := r.eng.AddTenant(nic.TenantConfig{ID: 99, Name: "x", Match: nic.Match{Proto: rss.ProtoUDP}, MAC: [6]byte{2, 0, 0, 0, 0, 9}}, a.region); err == nil || !strings.Contains(err.Error(), "has no host address") {
+		t.Fatalf("a tenant without a host address: %v", err)
+	}
+	if len(r.eng.Tenants()) != 1 || len(r.fab.Hosts()) != 1 {
 		t.Fatalf("hosts %v", r.fab.Hosts())
 	}
 }

@@ -230,12 +230,12 @@ func (t *table) sender(ten *nic.Tenant) *host {
 }
 
 // Fabric is the emulated network between the hosts (tenants) of one
-// engine: a nic.TenantTxSink that loops transmitted frames into the
-// engine's receive path, and (Source) a nic.Source that releases delayed
+// engine: a nic.Link, which the engine binds to its receive path and
+// tells of its tenants, and (Source) a nic.Source that releases delayed
 // frames when they are due.
 type Fabric struct {
 	cfg Config
-	eng atomic.Pointer[nic.Engine]
+	rx  nic.Rx // the engine's receive path (Bind); nil: frames are routed and charged, not delivered
 
 	mu    sync.Mutex // serialises host changes
 	hosts atomic.Pointer[table]
@@ -258,8 +258,9 @@ type Fabric struct {
 	outIdx []int
 	outSrc []*host
 	outDst []*host
-	srcs   []*host  // per batch frame: its sender
-	dec    []Reason // per batch frame: its drop, Delivered (to Step) or Sent (delayed)
+	outTen []*nic.Tenant // outDst's tenants, for Rx.Deliver
+	srcs   []*host       // per batch frame: its sender
+	dec    []Reason      // per batch frame: its drop, Delivered (to Rx.Deliver) or Sent (delayed)
 	// copies holds the batch's frames, copied out of the senders' buffers
 	// one after the other (frames bound for the delay line are copied
 	// into its slots instead).
@@ -270,8 +271,9 @@ type Fabric struct {
 	senderTab *table
 }
 
-// New builds a fabric with model cfg. Bind it to its engine (built with
-// Config.Tx set to the fabric) before the engine runs.
+// New builds a fabric with model cfg. Build the engine with it as
+// nic.Config.Tx: the engine binds it (Bind) and tells it of every tenant
+// (Join, Leave).
 func New(cfg Config) (*Fabric, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -293,7 +295,7 @@ func New(cfg Config) (*Fabric, error) {
 		flowRate: newRate(cfg.FlowBps, cfg.FlowPps, depth),
 		dpuRate:  newRate(0, cfg.DPUPps, depth),
 		nicRate:  newRate(cfg.NICBps, 0, depth),
-		out:      make([][]byte, 0, 64), outIdx: make([]int, 0, 64), outSrc: make([]*host, 0, 64), outDst: make([]*host, 0, 64),
+		out:      make([][]byte, 0, 64), outIdx: make([]int, 0, 64), outSrc: make([]*host, 0, 64), outDst: make([]*host, 0, 64), outTen: make([]*nic.Tenant, 0, 64),
 		srcs: make([]*host, 64), dec: make([]Reason, 64),
 		copies: make([]byte, 64*cfg.SlotSize),
 	}
@@ -319,26 +321,28 @@ func New(cfg Config) (*Fabric, error) {
 // Config returns the model (defaults filled in).
 func (f *Fabric) Config() Config { return f.cfg }
 
-// Bind gives the fabric the engine whose receive path it delivers to (the
-// engine built with Config.Tx = f). Attach binds it too.
-func (f *Fabric) Bind(e *nic.Engine) { f.eng.Store(e) }
+// Bind gives the fabric the receive path it delivers to: nic.New calls it
+// when the engine is built with Config.Tx = f (nic.Link), before the
+// engine runs.
+func (f *Fabric) Bind(rx nic.Rx) { f.rx = rx }
 
-// Attach and Detach are the fabric's daemon.Hooks: a tenant attached with a host
-// identity claims its address (its match rule's destination, a /32) and
-// becomes that host, sending from its MAC (nic.TenantConfig.MAC).
-func (f *Fabric) Attach(e *nic.Engine, t *nic.Tenant) error {
-	f.Bind(e)
+// Join and Leave are the fabric's side of nic.Link: the engine calls them
+// as it adds and removes tenants. A tenant with a host identity claims its
+// address (its match rule's destination, a /32) and becomes that host,
+// sending from its MAC (nic.TenantConfig.MAC); a tenant without one is
+// refused.
+func (f *Fabric) Join(t *nic.Tenant) error {
 	if !t.Match.Dst.IsValid() || t.Match.Dst.Bits() != 32 {
 		return fmt.Errorf("fabric: tenant %q has no host address; attach it with one (client.AttachOptions.Host)", t.Name)
 	}
 	if t.MAC == ([6]byte{}) {
 		return fmt.Errorf("fabric: tenant %q has no MAC; attach it with one (nic.TenantConfig.MAC; vnicd gives every host one)", t.Name)
 	}
-	return f.AddHost(t, t.Match.Dst.Addr(), t.MAC)
+	return f.addHost(t, t.Match.Dst.Addr(), t.MAC)
 }
 
-// Detach takes t off the fabric (RemoveHost).
-func (f *Fabric) Detach(_ *nic.Engine, t *nic.Tenant) { f.RemoveHost(t) }
+// Leave takes t off the fabric (removeHost).
+func (f *Fabric) Leave(t *nic.Tenant) { f.removeHost(t) }
 
 // checkHost refuses what cannot be a host's address or MAC, with a
 // sentence that says what to give instead.
@@ -376,13 +380,13 @@ func checkHost(a netip.Addr, mac [6]byte) error {
 	return nil
 }
 
-// AddHost makes tenant t the host at address a (IPv4) with MAC mac: frames
+// addHost makes tenant t the host at address a (IPv4) with MAC mac: frames
 // to a that t's match rule claims are delivered to it, and (unless
 // Config.NoSourceCheck) it sends only from a and mac. Broadcast,
 // multicast, loopback, unspecified, link-local and reserved addresses and
 // broadcast or multicast MACs are refused, and so are an address or a MAC
 // another host has. Safe while the engine runs.
-func (f *Fabric) AddHost(t *nic.Tenant, a netip.Addr, mac [6]byte) error {
+func (f *Fabric) addHost(t *nic.Tenant, a netip.Addr, mac [6]byte) error {
 	if !a.Is4() {
 		return fmt.Errorf("fabric: host address %v: give an IPv4 address, e.g. 198.18.0.1", a)
 	}
@@ -409,12 +413,10 @@ func (f *Fabric) AddHost(t *nic.Tenant, a netip.Addr, mac [6]byte) error {
 	return nil
 }
 
-// RemoveHost takes tenant t off the fabric. Frames to it still in the
+// removeHost takes tenant t off the fabric. Frames to it still in the
 // delay line are dropped when due (no_host); frames from it are delivered
-// as usual. Its ledger stays in the totals (Totals), and the frames it
-// transmits until the engine lets it go are charged to the not-a-host
-// row.
-func (f *Fabric) RemoveHost(t *nic.Tenant) {
+// as usual. Its ledger stays in the totals (Totals).
+func (f *Fabric) removeHost(t *nic.Tenant) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	old := f.hosts.Load()
@@ -533,8 +535,9 @@ func (f *Fabric) drop(i int, h *host, r Reason) {
 func (f *Fabric) grow(n int) { f.copies = make([]byte, 2*n) }
 
 // SendFrom applies the model to each frame, in order, and hands the
-// survivors to the engine's receive path (nic.Engine.Step) before it
-// returns. Each frame is read from the sender's buffer once: copied out
+// survivors, each with its destination host's tenant, to the engine's
+// receive path (nic.Rx.Deliver: the fabric's routing is the match) before
+// it returns. Each frame is read from the sender's buffer once: copied out
 // first (into the fabric's scratch, or with a delay into the delay line),
 // then checked, routed, charged and delivered from the copy, so a sender
 // that rewrites its buffers in flight changes nothing. It returns how
@@ -556,15 +559,15 @@ func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 	if tab != f.senderTab {
 		f.sender, f.senderT, f.senderTab = nil, nil, tab
 	}
-	eng := f.eng.Load()
+	rx := f.rx
 	if len(frames) > len(f.srcs) {
 		f.srcs, f.dec = make([]*host, len(frames)), make([]Reason, len(frames)) // once: batches are bounded
 	}
 	var now uint64
-	if eng != nil {
-		now = eng.Now()
+	if rx != nil {
+		now = rx.Now()
 	}
-	out, outIdx, outSrc, outDst := f.out[:0], f.outIdx[:0], f.outSrc[:0], f.outDst[:0]
+	out, outIdx, outSrc, outDst, outTen := f.out[:0], f.outIdx[:0], f.outSrc[:0], f.outDst[:0], f.outTen[:0]
 	t := &f.tuple
 	check := !f.cfg.NoSourceCheck
 	used := 0
@@ -652,12 +655,13 @@ func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 		outIdx = append(outIdx, i)
 		outSrc = append(outSrc, src)
 		outDst = append(outDst, dst)
+		outTen = append(outTen, dst.ten)
 	}
 	took := len(frames)
 	if len(out) > 0 {
 		n := len(out)
-		if eng != nil {
-			n = eng.Step(out)
+		if rx != nil {
+			n = rx.Deliver(out, outTen)
 		}
 		for j := 0; j < n; j++ {
 			f.charge(outSrc[j], Delivered)
@@ -672,8 +676,9 @@ func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 	}
 	clear(outSrc)
 	clear(outDst)
+	clear(outTen)
 	clear(f.srcs[:len(frames)])
-	f.out, f.outIdx, f.outSrc, f.outDst = out[:0], outIdx[:0], outSrc[:0], outDst[:0]
+	f.out, f.outIdx, f.outSrc, f.outDst, f.outTen = out[:0], outIdx[:0], outSrc[:0], outDst[:0], outTen[:0]
 	f.publish(tab)
 	return took, nil
 }
@@ -681,7 +686,7 @@ func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 // uncount takes back the ledger entries of batch frames took.. that were
 // not taken: they will be offered again and decided again (the token
 // buckets are not refunded: a re-offered frame is charged twice). Only
-// frames handed to Step can be refused, so none of them is in the delay
+// frames handed to Deliver can be refused, so none of them is in the delay
 // line.
 func (f *Fabric) uncount(frames [][]byte, took int) {
 	for i := took; i < len(frames); i++ {

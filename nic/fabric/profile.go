@@ -98,9 +98,10 @@ func (c Config) Limits() string {
 }
 
 // Stats returns the ledger's totals for vnicctl counters and /metrics
-// (daemon.Hooks.Stats), named fabric_<column>, with the frames
-// waiting in the delay line as fabric_delayed and, with a flow limit,
-// the frames whose flow shared another's bucket as fabric_flow_collisions.
+// (the source's counters, through vnicd.FabricHooks), named
+// fabric_<column>, with the frames waiting in the delay line as
+// fabric_delayed and, with a flow limit, the frames whose flow shared
+// another's bucket as fabric_flow_collisions.
 func (f *Fabric) Stats() map[string]uint64 {
 	tot := f.Totals()
 	m := make(map[string]uint64, len(tot)+1)
@@ -115,8 +116,9 @@ func (f *Fabric) Stats() map[string]uint64 {
 }
 
 // Ledger returns a function that reads tenant t's ledger as a host
-// (daemon.Config.HostLedger), by column name; it keeps reading the same
-// host after t detached. It returns nil for a tenant that is not a host.
+// (daemon.HostLedgerer, through vnicd.FabricHooks), by column name; it
+// keeps reading the same host after t detached. It returns nil for a
+// tenant that is not a host.
 func (f *Fabric) Ledger(t *nic.Tenant) func() map[string]uint64 {
 	h := f.hosts.Load().sender(t)
 	if h == nil {

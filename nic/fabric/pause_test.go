@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/vnic/vnic/nic"
-	"github.com/vnic/vnic/wire/fabric"
+	"github.com/vnic/vnic/nic/fabric"
 )
 
 // Under Policy Pause a receiver out of buffers holds the sender's frames

@@ -7,7 +7,7 @@ import (
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/nic"
-	"github.com/vnic/vnic/wire/fabric"
+	"github.com/vnic/vnic/nic/fabric"
 )
 
 // offer sends frames from src to the rig's other hosts pass after pass,

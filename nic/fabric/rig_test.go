@@ -6,9 +6,9 @@ import (
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/nic"
+	"github.com/vnic/vnic/nic/fabric"
 	"github.com/vnic/vnic/rss"
 	"github.com/vnic/vnic/shm"
-	"github.com/vnic/vnic/wire/fabric"
 )
 
 // rig is an engine whose TX sink is a fabric, with hosts the test drives
@@ -68,11 +68,8 @@ func (r *rig) addHostGeo(addr string, g shm.Geometry, port uint16, key rss.Key) 
 	}
 	r.t.Cleanup(func() { region.Close() })
 	m := nic.Match{Proto: rss.ProtoUDP, Dst: netip.PrefixFrom(a, 32), DstPortLo: port, DstPortHi: port}
-	ten, err := r.eng.AddTenant(nic.TenantConfig{ID: len(r.hosts) + 1, Name: addr, Match: m, Key: key, MAC: macOf(a)}, region)
+	ten, err := r.eng.AddTenant(nic.TenantConfig{ID: len(r.hosts) + 1, Name: addr, Match: m, Key: key, MAC: macOf(a)}, region) // Join makes it a host
 	if err != nil {
-		r.t.Fatal(err)
-	}
-	if err := r.fab.Attach(r.eng, ten); err != nil {
 		r.t.Fatal(err)
 	}
 	cl, err := client.Local(region, client.Options{})

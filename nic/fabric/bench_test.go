@@ -10,7 +10,7 @@ import (
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/nic"
-	"github.com/vnic/vnic/wire/fabric"
+	"github.com/vnic/vnic/nic/fabric"
 )
 
 // hostFrames is 64-byte UDP frames from 198.18.0.1 to 198.18.0.2 on n

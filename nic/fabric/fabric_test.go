@@ -6,7 +6,7 @@ import (
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/nic"
-	"github.com/vnic/vnic/wire/fabric"
+	"github.com/vnic/vnic/nic/fabric"
 )
 
 func TestDeliverHostToHost(t *testing.T) {

@@ -5,13 +5,13 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/nic"
-	"github.com/vnic/vnic/wire/fabric"
+	"github.com/vnic/vnic/nic/fabric"
 )
 
-// detach takes h off the fabric, then off the engine, as vnicd does.
+// detach takes h off the engine, which takes it off the fabric first
+// (Leave).
 func (r *rig) detach(h *rhost) {
 	r.t.Helper()
-	r.fab.Detach(r.eng, h.ten)
 	r.eng.RemoveTenant(h.ten)
 }
 

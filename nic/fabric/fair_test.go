@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/vnic/vnic/nic"
+	"github.com/vnic/vnic/nic/fabric"
 	"github.com/vnic/vnic/shm"
-	"github.com/vnic/vnic/wire/fabric"
 )
 
 // pairRun runs a pair of hosts, a and b, each offering 16 frames per

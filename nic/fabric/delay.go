@@ -65,8 +65,8 @@ func (l *delayLine) release() {
 
 // take appends the frames due by now, up to cap(dst), and lends them out
 // until the next take. A due frame whose destination host detached while
-// it waited is dropped (no_host) instead: the tenant may be gone from the
-// engine when the frame would reach it.
+// it waited is dropped (no_host) instead: its tenant is gone from the
+// engine.
 func (l *delayLine) take(dst [][]byte, now uint64, f *Fabric) [][]byte {
 	l.release()
 	for p := l.head; p != l.tail && len(dst) < cap(dst); p++ {
@@ -115,8 +115,8 @@ type delayed struct{ f *Fabric }
 func (d delayed) Recv(dst [][]byte) ([][]byte, error) {
 	f := d.f
 	var now uint64
-	if e := f.eng.Load(); e != nil {
-		now = e.Now()
+	if f.rx != nil {
+		now = f.rx.Now()
 	}
 	dst = f.delay.take(dst, now, f)
 	if tab := f.hosts.Load(); f.delay.lent > 0 || len(tab.left) > 0 {

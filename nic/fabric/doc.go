@@ -2,13 +2,20 @@
 // the engine's one core, as the paper's authors emulated the NIC on a
 // dedicated core: vnicd run --source fabric.
 //
+// A Fabric is a nic.Link: built into the engine as its nic.Config.Tx, it
+// is bound to the engine's receive path (nic.Rx) and told of every tenant
+// the engine adds or removes. It decides where each frame goes and what
+// becomes of it on the way; the engine steers it. It never holds the
+// engine.
+//
 // # Hosts
 //
 // Each tenant says at attach which host it is (client.AttachOptions.Host:
-// an IPv4 address, a MAC, optionally its own RSS key). vnicd narrows the
-// tenant's match rule to that address (a /32, with whatever protocol and
-// ports it asked for), so two hosts may claim the same ports on different
-// addresses, and no two hosts share an address or a MAC. An address must
+// an IPv4 address, a MAC, optionally its own RSS key), and the engine
+// refuses a tenant the fabric cannot make a host (Fabric.Join). vnicd
+// narrows the tenant's match rule to that address (a /32, with whatever
+// protocol and ports it asked for), so two hosts may claim the same ports
+// on different addresses, and no two hosts share an address or a MAC. An address must
 // be one a host can have: broadcast (255.255.255.255), multicast,
 // loopback, unspecified (0.0.0.0/8), link-local and reserved (240.0.0.0/4)
 // addresses are refused at attach, and so are broadcast and multicast
@@ -29,22 +36,24 @@
 // buffer before anything else, the one read of that buffer (the sender may
 // rewrite it at any time): it checks, routes, charges and delivers the
 // copy. It applies the model to each frame in order and hands the
-// survivors to the engine's receive path (nic.Engine.Step: RSS, Ax/Bx,
-// borrowing, counters) before it returns, that is before the engine
-// completes the senders' buffers; no system call is made per frame. Under
-// --policy pause a receiver out of buffers stops the pass: the frames from
+// survivors, each with its destination host's tenant, to the engine's
+// receive path (nic.Rx.Deliver: RSS with that tenant's key and RETA,
+// Ax/Bx, borrowing, counters; the route is the match, made once) before
+// it returns, that is before the engine completes the senders' buffers;
+// no system call is made per frame. Under --policy pause a receiver out of buffers stops the pass: the frames from
 // the first one not delivered stay on their TX rings (back-pressure), and
 // the ledger takes back what it had counted for them (their token-bucket
 // charges are not refunded).
 //
 // With a one-way delay, frames must outlive the TX completion: the one
 // copy goes into a delay line of fixed slots, and the fabric's Source
-// hands them to the engine when due. The delay is the same for every
-// frame, so the line is in due order. While frames wait the source is
-// polled: Run loops while work flows, and while it sleeps it looks every
-// millisecond, so a frame that falls due while the engine sleeps waits up
-// to that long more (--idle busy avoids it). Without
-// a delay the source has nothing of its own and is nic.Waitable with no
+// hands them to the engine when due, which matches them as frames from a
+// wire (their host may have left while they waited). The delay is the
+// same for every frame, so the line is in due order. While frames wait
+// the source is polled: Run loops while work flows, and while it sleeps
+// it looks every millisecond, so a frame that falls due while the engine
+// sleeps waits up to that long more (--idle busy avoids it). Without a
+// delay the source has nothing of its own and is nic.Waitable with no
 // descriptor: an idle engine sleeps until a tenant's doorbell.
 //
 // # The model
@@ -79,7 +88,7 @@
 // paper's queue buffers are the receivers' Ax rings: a receiver that does
 // not keep up drops in its own counters (drops_ax_starved, drops_bx_full).
 //
-// Token buckets run on the engine's clock (nic.Engine.Now, ns) in integer
+// Token buckets run on the engine's clock (nic.Rx.Now, ns) in integer
 // fixed point (GCRA: one word per bucket), with a depth of Config.Burst
 // (1 ms by default) at their rate. The flow table is direct mapped by a
 // 64-bit hash of the 5-tuple (Config.FlowBuckets slots, 16384 by default):
@@ -99,15 +108,14 @@
 // received column counts them too. The engine writes the ledger; readers
 // (vnicctl fabric, /metrics) see it as of the last pass.
 //
-// Hosts may detach with frames in the delay line. A frame whose
+// Hosts may detach with frames in the delay line. The engine takes a host
+// off the fabric (Leave) as it removes its tenant, between two passes, so
+// no frame it transmits or is sent is left between the two. A frame whose
 // destination detached while it waited is dropped when due and counted as
-// no_host (the tenant may already be gone from the engine). A detached
-// sender's frames are delivered when due and counted in its ledger, which
-// stays readable (Ledger) and in the totals: the fabric folds a detached
-// host's ledger into the totals once no frame to or from it waits. Frames
-// a tenant transmits after its host detached, before the engine lets it
-// go, are charged to the not-a-host row of the totals (and, with the
-// source check, dropped as spoofed: it is no host). One case stays
+// no_host (the tenant is gone from the engine). A detached sender's frames
+// are delivered when due and counted in its ledger, which stays readable
+// (Ledger) and in the totals: the fabric folds a detached host's ledger
+// into the totals once no frame to or from it waits. One case stays
 // approximate: under --policy pause, delayed frames the engine took for a
 // host and had not delivered when the host was removed (a starved host's
 // paused batch) are counted as delivered, and the engine counts them as

@@ -6,8 +6,8 @@ import (
 	"github.com/vnic/vnic/ax"
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/nic"
+	"github.com/vnic/vnic/nic/fabric"
 	"github.com/vnic/vnic/ring"
-	"github.com/vnic/vnic/wire/fabric"
 )
 
 // nextAxBuffer returns the buffer the engine will take next from h's Ax
