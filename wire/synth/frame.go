@@ -16,7 +16,6 @@ const (
 	headersLen    = ethHeaderLen + ipv4HeaderLen + udpHeaderLen
 )
 
-// Locally administered unicast MAC addresses.
 var (
 	srcMAC = [6]byte{0x02, 0x00, 0x5e, 0x10, 0x00, 0x01}
 	dstMAC = [6]byte{0x02, 0x00, 0x5e, 0x10, 0x00, 0x02}
@@ -28,10 +27,8 @@ type Flow struct {
 	SrcPort, DstPort uint16
 }
 
-// flowFor returns flow i's tuple. Sources walk 198.18.0.1..198.18.255.254;
-// source ports walk 1024..65535 and destination ports the same range
-// downwards. Because 65534 and 64512 have lcm > 3·10^8, (Src, SrcPort) is
-// unique for every i below MaxFlows.
+// flowFor returns flow i's tuple. lcm(65534, 64512) > 3·10^8 keeps
+// (Src, SrcPort) unique for every i below MaxFlows.
 func flowFor(i int) Flow {
 	h := 1 + i%65534
 	p := i % 64512
@@ -43,9 +40,7 @@ func flowFor(i int) Flow {
 	}
 }
 
-// flowIn is flowFor(i) with the destination port walking lo..hi upwards
-// (Config.DstPortLo, DstPortHi) instead; the source tuple is flowFor's, so
-// (Src, SrcPort) stays unique.
+// flowIn is flowFor(i) with the destination port walking lo..hi upwards.
 func flowIn(i int, lo, hi uint16) Flow {
 	f := flowFor(i)
 	if lo != 0 {
@@ -54,9 +49,8 @@ func flowIn(i int, lo, hi uint16) Flow {
 	return f
 }
 
-// buildFrame writes an Ethernet/IPv4/UDP frame for f into b, which must be
-// between MinFrameSize and MaxFrameSize long. tag goes at the start of the
-// payload.
+// buildFrame writes a frame for f into b (MinFrameSize..MaxFrameSize long)
+// with tag at the start of the payload.
 func buildFrame(b []byte, f Flow, tag uint32) {
 	be := binary.BigEndian
 	copy(b[0:6], dstMAC[:])

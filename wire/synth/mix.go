@@ -13,8 +13,7 @@ type SizeWeight struct {
 	Weight float64
 }
 
-// IMIX is the classic "simple IMIX": 7 frames of 64 bytes, 4 of 576 and 1
-// of 1514 (a full 1500-byte MTU packet) in every 12; 355.5 bytes on average.
+// IMIX is the classic simple IMIX, 7:4:1 of 64, 576 and 1514 bytes.
 var IMIX = []SizeWeight{{64, 7}, {576, 4}, {MaxFrameSize, 1}}
 
 // MeanSize returns the weighted mean frame size of a mix.
@@ -54,13 +53,11 @@ func (c *Config) checkMix(haveQueueOf bool) error {
 	if c.Flows >= 1 && c.Flows <= MaxFlows && c.Flows*bytes > MaxTemplateBytes {
 		return fmt.Errorf("synth: %d flows with %d size classes need %d MiB of frame templates, more than the %d MiB limit; lower Flows", c.Flows, len(c.Sizes), c.Flows*bytes>>20, MaxTemplateBytes>>20)
 	}
-	// The rest is checked with a nominal size.
 	cc := *c
 	cc.Sizes, cc.FrameSize = nil, MinFrameSize
 	return cc.check(haveQueueOf)
 }
 
-// buildMix builds a template per flow and size class.
 func (g *Generator) buildMix(cfg Config) {
 	per := 0
 	for _, s := range cfg.Sizes {
@@ -88,16 +85,11 @@ func (g *Generator) buildMix(cfg Config) {
 	g.sizes = newTable(cdf)
 }
 
-// Migrating returns a profile of changing flow affinity: the shares start
-// even, and at the end of every interval flows carrying `step` of the
-// traffic (a fraction, 0 < step < 1) migrate from one queue to another,
-// both drawn at random: a random walk of the per-queue load. No queue's
-// share exceeds maxShare (a fraction of the traffic, at least 1/queues);
-// a move that would exceed it goes to another queue. Interval is 1 s; set
-// it to the timescale wanted. The result depends only on the arguments.
-//
-// It panics if queues < 2, intervals < 1, step is not in (0, 1) or
-// maxShare is not in [1/queues, 1].
+// Migrating returns a profile of changing flow affinity: shares start even,
+// and at each interval's end flows carrying a fraction step of the traffic
+// move between two random queues, no queue's share exceeding maxShare.
+// Interval is 1 s; the result depends only on the arguments. It panics
+// unless queues >= 2, intervals >= 1, 0 < step < 1, 1/queues <= maxShare <= 1.
 func Migrating(queues, intervals int, step, maxShare float64, seed uint64) *Profile {
 	if queues < 2 || intervals < 1 || !(step > 0 && step < 1) || !(maxShare >= 1/float64(queues) && maxShare <= 1) {
 		panic(fmt.Sprintf("synth: Migrating(%d, %d, %v, %v, _): need 2+ queues, 1+ intervals, 0 < step < 1, 1/queues <= maxShare <= 1", queues, intervals, step, maxShare))

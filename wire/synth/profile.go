@@ -7,8 +7,7 @@ import (
 	"time"
 )
 
-// Profile is a time-varying spread of traffic over receive queues, for
-// Dist Replay.
+// Profile is a time-varying spread of traffic over queues, for Replay.
 type Profile struct {
 	// Interval is how long each share vector lasts when Next advances by the
 	// clock; 0 leaves advancing to SetInterval.
@@ -18,22 +17,17 @@ type Profile struct {
 	Shares [][]float64
 }
 
-// CAIDA imbalance band: the RxBisect paper measured a per-core max/min
-// packet-rate ratio of 325% to 433% on its CAIDA trace.
+// CAIDA imbalance band: per-core max/min packet-rate ratios measured by the
+// RxBisect paper.
 const (
 	CAIDAMinImbalance = 3.25
 	CAIDAMaxImbalance = 4.33
 )
 
-// CAIDALike returns a synthetic profile with the imbalance the RxBisect paper
-// measured on a CAIDA trace: in every interval the ratio between the busiest
-// and the idlest queue lies in [CAIDAMinImbalance, CAIDAMaxImbalance] (it is
-// drawn uniformly from [3.26, 4.32], keeping clear of rounding at the edges),
-// the other queues fall in between, and the hottest queue changes from one
-// interval to the next. Interval is 1 s; set it to taste. The result depends
-// only on the arguments.
-//
-// It panics if queues < 2 (one queue cannot be imbalanced) or intervals < 1.
+// CAIDALike returns a profile whose busiest/idlest queue ratio lies in
+// [CAIDAMinImbalance, CAIDAMaxImbalance] in every interval, with the hottest
+// queue changing each interval. Interval is 1 s; the result depends only on
+// the arguments. It panics if queues < 2 or intervals < 1.
 func CAIDALike(queues, intervals int, seed uint64) *Profile {
 	if queues < 2 || intervals < 1 {
 		panic(fmt.Sprintf("synth: CAIDALike(%d, %d, _): need at least 2 queues and 1 interval", queues, intervals))
@@ -51,7 +45,7 @@ func CAIDALike(queues, intervals int, seed uint64) *Profile {
 		if cold >= hot {
 			cold++
 		}
-		ratio := 3.26 + float64(1.06*rng.Float64()) // explicit rounding: no fused multiply-add, same result on every architecture
+		ratio := 3.26 + float64(1.06*rng.Float64()) // no FMA: same result on every arch; clear of the band's edges
 		s := make([]float64, queues)
 		total := 0.0
 		for q := range s {
@@ -73,9 +67,8 @@ func CAIDALike(queues, intervals int, seed uint64) *Profile {
 	return p
 }
 
-// Imbalance returns max(shares)/min(shares): 1 for perfect balance, +Inf when
-// some queue gets nothing while another gets traffic, NaN for an empty or
-// all-zero vector.
+// Imbalance returns max(shares)/min(shares); NaN for an empty or all-zero
+// vector.
 func Imbalance(shares []float64) float64 {
 	if len(shares) == 0 {
 		return math.NaN()

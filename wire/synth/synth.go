@@ -10,29 +10,19 @@ import (
 
 // Limits on a Config.
 const (
-	// MaxFlows bounds Config.Flows.
-	MaxFlows = 1 << 20
-	// MaxTemplateBytes bounds Flows × FrameSize, the memory of the templates.
-	MaxTemplateBytes = 256 << 20
-	// DefaultBucket is the token-bucket depth, in frames, when Config.Bucket
-	// is 0: the usual receive batch size.
-	DefaultBucket = 32
+	MaxFlows         = 1 << 20   // bounds Config.Flows
+	MaxTemplateBytes = 256 << 20 // bounds Flows × FrameSize, the templates' memory
+	DefaultBucket    = 32        // token-bucket depth when Config.Bucket is 0
 )
 
 // Dist chooses how a Generator spreads frames over flows.
 type Dist int
 
 const (
-	// Uniform picks every flow with the same probability.
-	Uniform Dist = iota
-	// Zipf picks flow k with probability proportional to 1/(k+1)^ZipfS.
-	Zipf
-	// QueueShare picks a receive queue by Config.Share, then one of that
-	// queue's flows uniformly.
-	QueueShare
-	// Replay is QueueShare with the share vector of the current interval of
-	// Config.Profile.
-	Replay
+	Uniform    Dist = iota // every flow equally likely
+	Zipf                   // flow k with probability ∝ 1/(k+1)^ZipfS
+	QueueShare             // a queue by Config.Share, then one of its flows
+	Replay                 // QueueShare with Config.Profile's current shares
 )
 
 var distNames = [...]string{Uniform: "uniform", Zipf: "zipf", QueueShare: "queue-share", Replay: "replay"}
@@ -55,51 +45,34 @@ func ParseDist(s string) (Dist, error) {
 	return 0, fmt.Errorf("synth: unknown distribution %q; use one of %s", s, strings.Join(distNames[:], ", "))
 }
 
-// Config describes the traffic. The zero value is not valid: at least
-// FrameSize and Flows must be set.
+// Config describes the traffic. At least FrameSize (or Sizes) and Flows
+// must be set.
 type Config struct {
-	// FrameSize is the frame length without FCS, MinFrameSize..MaxFrameSize.
-	// Leave it 0 when Sizes is set.
-	FrameSize int
-	// Sizes, if set, is a mix of frame sizes (IMIX, for example): every
-	// frame's size is drawn from it by weight, independently of its flow.
-	Sizes []SizeWeight
-	// Flows is the number of distinct UDP flows, 1..MaxFlows.
-	Flows int
-	// DstPortLo..DstPortHi, inclusive, is the range the flows' destination
-	// ports walk (flow i goes to DstPortLo + i mod the range's size). Both
-	// 0: the ports walk down from 65535 over 64,512 ports.
+	FrameSize int          // frame length without FCS; 0 when Sizes is set
+	Sizes     []SizeWeight // a mix (IMIX, say) each frame's size is drawn from
+	Flows     int          // distinct UDP flows, 1..MaxFlows
+	// DstPortLo..DstPortHi, inclusive, is the range destination ports walk;
+	// both 0: down from 65535.
 	DstPortLo, DstPortHi uint16
-	// Dist spreads frames over flows.
-	Dist Dist
-	// ZipfS is the Zipf exponent, > 0; only with Dist Zipf.
-	ZipfS float64
-	// Share is each queue's share of the frames (any nonnegative weights,
-	// normalised); only with Dist QueueShare, one entry per queue.
-	Share []float64
-	// Profile gives the shares per interval; only with Dist Replay.
-	Profile *Profile
-	// Queues is the number of receive queues queueOf maps flows to. Needed
-	// by QueueShare and Replay, and whenever queueOf is given.
-	Queues int
-	// Burst > 0 makes the traffic on/off: after every Burst frames Next
-	// stays silent for BurstGap. Both or neither must be set.
+	Dist                 Dist      // spreads frames over flows
+	ZipfS                float64   // Zipf exponent, > 0; only with Zipf
+	Share                []float64 // per-queue weights; only with QueueShare
+	Profile              *Profile  // only with Replay
+	Queues               int       // receive queues; needed with queueOf
+	// Burst > 0 makes traffic on/off: after every Burst frames Next is silent
+	// for BurstGap. Both or neither must be set.
 	Burst    int
 	BurstGap time.Duration
-	// Rate limits Next to Rate frames per second on average (0 = unlimited)
-	// with a token bucket of Bucket frames (0 = DefaultBucket), initially
-	// full: after an idle spell up to Bucket frames go out back to back.
+	// Rate limits Next to Rate frames/s (0 = unlimited) with a token bucket
+	// of Bucket frames (0 = DefaultBucket), initially full.
 	Rate   float64
 	Bucket int
-	// Seed makes the flow sequence reproducible.
-	Seed uint64
-	// Now is the clock for Rate, Burst and Replay's Profile.Interval;
-	// nil means time.Now. Tests inject a fake clock.
+	Seed   uint64 // makes the flow sequence reproducible
+	// Now is the clock for Rate, Burst and Profile.Interval; nil: time.Now.
 	Now func() time.Time
 }
 
-// Generator produces frames according to a Config. See the package
-// documentation for its concurrency contract.
+// Generator produces frames according to a Config.
 type Generator struct {
 	flows  []Flow
 	frames [][]byte
@@ -377,8 +350,7 @@ func (t *table) sample(u float64) int {
 }
 
 // NextFlow returns the index of the next flow by the distribution. It never
-// reads the clock and ignores Rate and Burst: it is the simulator's entry
-// point, which schedules arrivals in virtual time.
+// reads the clock and ignores Rate and Burst.
 func (g *Generator) NextFlow() int {
 	switch g.dist {
 	case Zipf:
@@ -391,14 +363,10 @@ func (g *Generator) NextFlow() int {
 	}
 }
 
-// Next appends up to cap(dst)-len(dst) frames to dst and returns it. It may
-// append fewer, or none, when Rate or the Burst off-period says so: call it
-// again later. The frames are shared templates; see the package
-// documentation. Next allocates nothing.
-//
-// With a Replay profile whose Interval is positive, Next first moves to the
-// interval the clock is in (time since New divided by Interval, wrapping
-// around the profile), overriding SetInterval.
+// Next appends up to cap(dst)-len(dst) shared frame templates to dst and
+// returns it; fewer, or none, when Rate or a Burst off-period says so. It
+// allocates nothing. With a Replay profile whose Interval is positive, it
+// first moves to the clock's interval, overriding SetInterval.
 func (g *Generator) Next(dst [][]byte) [][]byte {
 	n := cap(dst) - len(dst)
 	if n <= 0 {
