@@ -1,18 +1,15 @@
 package fabric
 
 // bucket is a token bucket kept as GCRA's theoretical arrival time, in
-// 1/1024 ns on the engine's clock: a frame costing c is admitted when the
-// bucket's time is at most tau (the depth) ahead of now, and moves it c
-// on. Integer arithmetic only, one word of state, no allocation.
+// fixed-point ns: a frame costing c is admitted when it is at most tau (the
+// depth) ahead of now, and moves it c on.
 type bucket struct {
 	tat uint64
 }
 
-// fixed is the clock's fixed-point scale: costs are 1/1024 ns.
-const fixed = 1024
+const fixed = 1024 // fixed-point scale: costs are 1/1024 ns
 
-// take admits a frame of cost c (fixed-point ns) at now (ns) within depth
-// tau (fixed-point ns).
+// take admits a frame of cost c at now (ns) within depth tau.
 func (b *bucket) take(now, c, tau uint64) bool {
 	t := now * fixed
 	tat := b.tat
@@ -26,7 +23,6 @@ func (b *bucket) take(now, c, tau uint64) bool {
 	return true
 }
 
-// rate is a limiter's cost model: per frame and per byte, fixed-point ns.
 type rate struct {
 	on      bool
 	perPkt  uint64 // fixed-point ns per frame (packet-rate limit)
@@ -34,8 +30,7 @@ type rate struct {
 	tau     uint64 // depth, fixed-point ns
 }
 
-// newRate builds the cost model of a limit of bps bits/s and pps
-// frames/s (either 0: not limited by it) with burst depth depthNs.
+// newRate builds a limit of bps bits/s and pps frames/s (0: none).
 func newRate(bps, pps float64, depthNs uint64) rate {
 	r := rate{tau: depthNs * fixed}
 	if bps > 0 {
@@ -55,8 +50,7 @@ func newRate(bps, pps float64, depthNs uint64) rate {
 	return r
 }
 
-// cost is what a frame of n bytes costs. With both limits set, a frame
-// pays the larger of the two (the tighter limit binds).
+// cost is what a frame of n bytes costs: the tighter limit binds.
 func (r *rate) cost(n int) uint64 {
 	return max(r.perPkt, r.perByte*uint64(n))
 }

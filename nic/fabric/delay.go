@@ -6,9 +6,7 @@ import (
 	"github.com/vnic/vnic/nic"
 )
 
-// delayLine holds delayed frames in order of their due time (one delay
-// for all frames, so arrival order is due order): a ring of fixed slots,
-// allocated once.
+// delayLine is a ring of fixed slots holding delayed frames in due order.
 type delayLine struct {
 	slots []slot
 	data  []byte
@@ -31,10 +29,8 @@ func newDelayLine(n, size int, delay uint64) *delayLine {
 	return &delayLine{slots: make([]slot, n), data: make([]byte, n*size), size: size, mask: uint64(n - 1), delay: delay}
 }
 
-// room returns the next free slot's first n bytes for a frame of n bytes,
-// or nil when the line is full (or the frame longer than a slot). The
-// frame copied there joins the line with commit; until then the slot
-// stays free.
+// room returns the next free slot's first n bytes, or nil when the line is
+// full or n exceeds a slot; the slot stays free until commit.
 func (l *delayLine) room(n int) []byte {
 	if l.tail-l.head == uint64(len(l.slots)) || n > l.size {
 		return nil
@@ -43,8 +39,7 @@ func (l *delayLine) room(n int) []byte {
 	return l.data[off : off+n : off+n]
 }
 
-// commit adds the frame of n bytes copied into the slot room returned, due
-// delay after now.
+// commit adds the frame copied into room's slot, due delay after now.
 func (l *delayLine) commit(n int, now uint64, src, dst *host) {
 	l.slots[l.tail&l.mask] = slot{due: now + l.delay, n: n, src: src, dst: dst}
 	src.line++
@@ -53,7 +48,6 @@ func (l *delayLine) commit(n int, now uint64, src, dst *host) {
 	l.count.Add(1)
 }
 
-// release frees the slots the last take lent out.
 func (l *delayLine) release() {
 	for k := 0; k < l.lent; k++ {
 		s := &l.slots[l.head&l.mask]
@@ -63,10 +57,8 @@ func (l *delayLine) release() {
 	l.lent = 0
 }
 
-// take appends the frames due by now, up to cap(dst), and lends them out
-// until the next take. A due frame whose destination host detached while
-// it waited is dropped (no_host) instead: its tenant is gone from the
-// engine.
+// take appends the frames due by now, up to cap(dst), lent out until the
+// next take; frames to a detached host are dropped as no_host.
 func (l *delayLine) take(dst [][]byte, now uint64, f *Fabric) [][]byte {
 	l.release()
 	for p := l.head; p != l.tail && len(dst) < cap(dst); p++ {
@@ -87,17 +79,13 @@ func (l *delayLine) take(dst [][]byte, now uint64, f *Fabric) [][]byte {
 		l.lent++
 	}
 	if l.lent > 0 {
-		l.count.Add(int64(-l.lent)) // delivered now: no longer waiting
+		l.count.Add(int64(-l.lent))
 	}
 	return dst
 }
 
 // Source returns the fabric's nic.Source, for nic.Engine.Run: it releases
-// delayed frames once due. Without a delay it has nothing of its own and
-// is nic.Waitable with no descriptor, so an idle engine sleeps until a
-// tenant's doorbell; with a delay it is polled (every millisecond while
-// the engine sleeps: a frame that falls due while the engine sleeps waits
-// up to that long more).
+// delayed frames once due (see the package doc).
 func (f *Fabric) Source() nic.Source {
 	if f.delay == nil {
 		return quiet{}

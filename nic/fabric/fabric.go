@@ -19,8 +19,7 @@ import (
 // Reason is a ledger column: what became of a transmitted frame.
 type Reason int
 
-// The ledger's columns. Sent = Delivered + every drop + Delayed (the
-// frames in the delay line) holds at every fold.
+// The ledger's columns: Sent = Delivered + drops + Delayed at every fold.
 const (
 	Sent      Reason = iota // frames the host transmitted
 	Delivered               // handed to the destination host's receive path
@@ -56,40 +55,24 @@ func Reasons() []Reason {
 
 // Config is the fabric's model. Every limit is off at its zero value.
 type Config struct {
-	// FlowBps and FlowPps limit each 5-tuple flow (bits and frames per
-	// second; the paper: 8 Gbit/s per UDP port pair, 10 Gbit/s in a
-	// cluster placement group).
+	// FlowBps and FlowPps limit each 5-tuple flow (bits, frames per second).
 	FlowBps, FlowPps float64
-	// DPUs is how many processing units frames are hashed onto by
-	// 5-tuple, DPUPps each one's packet rate (the paper's Figure 7: one
-	// flow stalls near 2.4 Mpps).
-	DPUs   int
-	DPUPps float64
-	// NICBps caps each host's transmit rate (bits per second).
-	NICBps float64
-	// Delay is the one-way delay. Frames then wait in a delay line of
-	// DelaySlots frames of SlotSize bytes each (an extra copy).
-	Delay      time.Duration
-	DelaySlots int
-	SlotSize   int
-	// Loss drops each frame with this probability, from a generator
-	// seeded with Seed (the same seed and traffic give the same drops).
+	DPUs             int // processing units flows are hashed onto, DPUPps each
+	DPUPps           float64
+	NICBps           float64       // each host's transmit cap, bits per second
+	Delay            time.Duration // one-way; a line of DelaySlots × SlotSize bytes
+	DelaySlots       int
+	SlotSize         int
+	// Loss drops each frame with this probability, seeded with Seed.
 	Loss float64
 	Seed uint64
-	// Burst is every token bucket's depth in time at its rate (default
-	// 1ms): a limiter admits that much traffic back to back after a pause,
-	// so an engine that was descheduled catches up.
-	Burst time.Duration
-	// FlowBuckets is the flow table's size, a power of two (default
-	// 16384): flows are placed by their 5-tuple hash; two flows active at
-	// once in one slot share its bucket (see Fabric.flow).
-	FlowBuckets int
-	// NoSourceCheck turns the source check off: hosts may then send from
-	// any MAC and address (experiments only; see SendFrom).
-	NoSourceCheck bool
+	// Burst is every token bucket's depth in time at its rate.
+	Burst         time.Duration
+	FlowBuckets   int  // flow table size, a power of two
+	NoSourceCheck bool // hosts may send from any MAC and address
 }
 
-// DefaultDelaySlots and DefaultSlotSize are Config's delay-line defaults.
+// Config's defaults.
 const (
 	DefaultDelaySlots  = 8192
 	DefaultSlotSize    = 2048
@@ -134,7 +117,6 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// host is one attached tenant's place on the fabric.
 type host struct {
 	id   int
 	name string
@@ -143,20 +125,15 @@ type host struct {
 	mac  [6]byte
 	ten  *nic.Tenant
 	nic  bucket
-	// left is set when the host detaches: frames to it that still wait in
-	// the delay line are then dropped (no_host), not delivered.
-	left atomic.Bool
-	// line counts the frames in the delay line from or to the host: the
-	// ledger entries still to come (engine goroutine).
-	line int
+	left atomic.Bool // detached: delayed frames to it are dropped
+	line int         // delayed frames from or to it (engine goroutine)
 	// c is the ledger, written by the engine goroutine only; pub is its
-	// copy for readers, stored once per Send for every host it touched.
+	// copy for readers, stored once per Send.
 	c       [numReasons]uint64
 	pub     [numReasons]atomic.Uint64
 	touched bool
 }
 
-// publish stores h's ledger for readers if it changed.
 func (h *host) publish() {
 	if h.touched {
 		h.touched = false
@@ -166,9 +143,7 @@ func (h *host) publish() {
 	}
 }
 
-// arpOwn reports whether frame c, from h's MAC and not IPv4, is h's own
-// (the source check, SendFrom): ARP for IPv4 over Ethernet must name h's
-// MAC and address as its sender; any other frame is.
+// arpOwn reports whether non-IPv4 frame c is h's own (ARP names h).
 func (h *host) arpOwn(c []byte) bool {
 	if c[12] == 0x08 && c[13] == 0x06 && len(c) >= 42 && binary.BigEndian.Uint64(c[14:22])>>16 == 0x0001_0800_0604 {
 		return [6]byte(c[22:28]) == h.mac && binary.BigEndian.Uint32(c[28:32]) == h.a4
@@ -176,19 +151,15 @@ func (h *host) arpOwn(c []byte) bool {
 	return true
 }
 
-// table is an immutable snapshot of the hosts: replaced whole (under
-// Fabric.mu) when one attaches or detaches, or when the engine folds
-// detached hosts' ledgers; loaded once per Send.
+// table is an immutable snapshot of the hosts, replaced whole under
+// Fabric.mu; loaded once per Send.
 type table struct {
 	hosts []*host
-	// left are detached hosts whose ledgers may still change (frames to or
-	// from them in the delay line, or a pass under way with an older
-	// table); the engine folds each into closed once nothing can charge
-	// it any more. Totals counts both.
+	// left are detached hosts whose ledgers may still change; fold moves
+	// each into closed once nothing can charge it.
 	left   []*host
 	closed [numReasons]uint64
-	// byAddr is open-addressed by the IPv4 address: len a power of two,
-	// at least twice the hosts; nil slots end a probe.
+	// byAddr is open-addressed by IPv4 address, len a power of two ≥ 2×hosts.
 	byAddr []*host
 	mask   uint32
 }
@@ -230,9 +201,7 @@ func (t *table) sender(ten *nic.Tenant) *host {
 }
 
 // Fabric is the emulated network between the hosts (tenants) of one
-// engine: a nic.Link, which the engine binds to its receive path and
-// tells of its tenants, and (Source) a nic.Source that releases delayed
-// frames when they are due.
+// engine: a nic.Link and, through Source, a nic.Source.
 type Fabric struct {
 	cfg Config
 	rx  nic.Rx // the engine's receive path (Bind); nil: frames are routed and charged, not delivered
@@ -261,19 +230,14 @@ type Fabric struct {
 	outTen []*nic.Tenant // outDst's tenants, for Rx.Deliver
 	srcs   []*host       // per batch frame: its sender
 	dec    []Reason      // per batch frame: its drop, Delivered (to Rx.Deliver) or Sent (delayed)
-	// copies holds the batch's frames, copied out of the senders' buffers
-	// one after the other (frames bound for the delay line are copied
-	// into its slots instead).
-	copies []byte
+	copies []byte        // the batch's frames copied out of the senders' buffers
 	// The last sender, valid for the table senderTab.
 	sender    *host
 	senderT   *nic.Tenant
 	senderTab *table
 }
 
-// New builds a fabric with model cfg. Build the engine with it as
-// nic.Config.Tx: the engine binds it (Bind) and tells it of every tenant
-// (Join, Leave).
+// New builds a fabric with model cfg, to be the engine's nic.Config.Tx.
 func New(cfg Config) (*Fabric, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -321,16 +285,10 @@ func New(cfg Config) (*Fabric, error) {
 // Config returns the model (defaults filled in).
 func (f *Fabric) Config() Config { return f.cfg }
 
-// Bind gives the fabric the receive path it delivers to: nic.New calls it
-// when the engine is built with Config.Tx = f (nic.Link), before the
-// engine runs.
+// Bind gives the fabric the receive path it delivers to; nic.New calls it.
 func (f *Fabric) Bind(rx nic.Rx) { f.rx = rx }
 
-// Join and Leave are the fabric's side of nic.Link: the engine calls them
-// as it adds and removes tenants. A tenant with a host identity claims its
-// address (its match rule's destination, a /32) and becomes that host,
-// sending from its MAC (nic.TenantConfig.MAC); a tenant without one is
-// refused.
+// Join makes t the host at its match rule's /32 destination with its MAC.
 func (f *Fabric) Join(t *nic.Tenant) error {
 	if !t.Match.Dst.IsValid() || t.Match.Dst.Bits() != 32 {
 		return fmt.Errorf("fabric: tenant %q has no host address; attach it with one (client.AttachOptions.Host)", t.Name)
@@ -341,11 +299,10 @@ func (f *Fabric) Join(t *nic.Tenant) error {
 	return f.addHost(t, t.Match.Dst.Addr(), t.MAC)
 }
 
-// Leave takes t off the fabric (removeHost).
+// Leave takes t off the fabric.
 func (f *Fabric) Leave(t *nic.Tenant) { f.removeHost(t) }
 
-// checkHost refuses what cannot be a host's address or MAC, with a
-// sentence that says what to give instead.
+// checkHost refuses what cannot be a host's address or MAC.
 func checkHost(a netip.Addr, mac [6]byte) error {
 	const use = "give each host a unicast address such as 198.18.0.1"
 	b := a.As4()
@@ -380,12 +337,7 @@ func checkHost(a netip.Addr, mac [6]byte) error {
 	return nil
 }
 
-// addHost makes tenant t the host at address a (IPv4) with MAC mac: frames
-// to a that t's match rule claims are delivered to it, and (unless
-// Config.NoSourceCheck) it sends only from a and mac. Broadcast,
-// multicast, loopback, unspecified, link-local and reserved addresses and
-// broadcast or multicast MACs are refused, and so are an address or a MAC
-// another host has. Safe while the engine runs.
+// addHost makes t the host at a with MAC mac. Safe while the engine runs.
 func (f *Fabric) addHost(t *nic.Tenant, a netip.Addr, mac [6]byte) error {
 	if !a.Is4() {
 		return fmt.Errorf("fabric: host address %v: give an IPv4 address, e.g. 198.18.0.1", a)
@@ -413,9 +365,7 @@ func (f *Fabric) addHost(t *nic.Tenant, a netip.Addr, mac [6]byte) error {
 	return nil
 }
 
-// removeHost takes tenant t off the fabric. Frames to it still in the
-// delay line are dropped when due (no_host); frames from it are delivered
-// as usual. Its ledger stays in the totals (Totals).
+// removeHost takes tenant t off the fabric; its ledger stays in the totals.
 func (f *Fabric) removeHost(t *nic.Tenant) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -433,11 +383,8 @@ func (f *Fabric) removeHost(t *nic.Tenant) {
 	f.hosts.Store(newTable(keep, left, old.closed))
 }
 
-// fold moves into the closed totals the ledgers of the detached hosts of
-// tab that nothing can charge any more: no frame to or from them waits in
-// the delay line, and tab (what the engine routes with now) no longer
-// lists them as hosts, so no pass routes to them or charges them as
-// senders. Engine goroutine, after publish.
+// fold moves into closed the ledgers of tab's detached hosts that no
+// delayed frame or pass can charge. Engine goroutine, after publish.
 func (f *Fabric) fold(tab *table) {
 	done := false
 	for _, h := range tab.left {
@@ -475,8 +422,7 @@ type HostStats struct {
 // Get returns one ledger column.
 func (s HostStats) Get(r Reason) uint64 { return s.Count[r] }
 
-// Hosts returns every attached host's ledger, as of the engine's last
-// Send (or delay-line release).
+// Hosts returns every attached host's ledger as of the engine's last pass.
 func (f *Fabric) Hosts() []HostStats {
 	t := f.hosts.Load()
 	out := make([]HostStats, 0, len(t.hosts)+1)
@@ -490,8 +436,7 @@ func (f *Fabric) Hosts() []HostStats {
 	return out
 }
 
-// Totals returns the sum of every host's ledger, detached hosts and
-// frames of tenants that are not hosts included.
+// Totals returns the sum of every ledger, detached and non-hosts included.
 func (f *Fabric) Totals() [numReasons]uint64 {
 	t := f.hosts.Load()
 	tot := t.closed
@@ -513,8 +458,7 @@ func (f *Fabric) Delayed() int {
 	return int(f.delay.count.Load())
 }
 
-// Send is SendFrom without senders: every frame is charged to the
-// not-a-host row (and, with the source check, dropped as spoofed).
+// Send is SendFrom without senders: frames are charged to the not-a-host row.
 func (f *Fabric) Send(frames [][]byte) (int, error) { return f.SendFrom(frames, nil) }
 
 func (f *Fabric) charge(h *host, r Reason) {
@@ -522,38 +466,19 @@ func (f *Fabric) charge(h *host, r Reason) {
 	h.touched = true
 }
 
-// drop charges frame i's drop to its sender and remembers the decision
-// (uncount needs it).
+// drop charges frame i's drop and remembers it for uncount.
 func (f *Fabric) drop(i int, h *host, r Reason) {
 	h.c[r]++
 	f.dec[i] = r
 }
 
-// grow makes room in the copies for a batch larger than 64 slots of
-// Config.SlotSize (once: batches are bounded); the copies made so far
-// stay where they are.
+// grow replaces the copies buffer; copies made so far stay valid.
 func (f *Fabric) grow(n int) { f.copies = make([]byte, 2*n) }
 
-// SendFrom applies the model to each frame, in order, and hands the
-// survivors, each with its destination host's tenant, to the engine's
-// receive path (nic.Rx.Deliver: the fabric's routing is the match) before
-// it returns. Each frame is read from the sender's buffer once: copied out
-// first (into the fabric's scratch, or with a delay into the delay line),
-// then checked, routed, charged and delivered from the copy, so a sender
-// that rewrites its buffers in flight changes nothing. It returns how
-// many frames it took: all of them, unless the engine paused on a starved
-// receiver (Policy Pause), in which case the frames from the first one
-// not delivered on stay on their TX rings and are offered again.
-//
-// The source check (unless Config.NoSourceCheck) drops as spoofed a frame
-// that is not the sending host's own. As a cloud network's source check
-// looks at the IP source, an IPv4 packet must come from the host's
-// address; as its virtual switch refuses a MAC that is not the
-// instance's, every frame must come from the host's MAC (a frame too short
-// for an Ethernet header has no source), and ARP must name the host's MAC
-// and address as its sender. Other frames that are not IPv4 pass the
-// check on their MAC, and are then dropped as no_host. A tenant that is
-// not a host sends nothing.
+// SendFrom applies the model to each frame in order (see the package
+// doc) and hands the survivors to nic.Rx.Deliver before it returns. It
+// returns how many frames it took: all, unless the engine paused on a
+// starved receiver, when the rest stay on their TX rings.
 func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 	tab := f.hosts.Load()
 	if tab != f.senderTab {
@@ -585,9 +510,7 @@ func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 		src.c[SentBytes] += uint64(len(fr))
 		src.touched = true
 		f.srcs[i], f.dec[i] = src, Delivered
-		// The one read of the frame: copy it out of the sender's buffer,
-		// into the delay line's next slot when there is a delay and the
-		// slot takes it (inLine), else after the batch's other copies.
+		// The one read of the frame: into the delay line or the copies.
 		var c []byte
 		inLine := false
 		if f.delay != nil {
@@ -668,8 +591,7 @@ func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 			f.charge(outDst[j], Received)
 		}
 		if n < len(out) {
-			// Paused: the frames from out[n] on stay on their TX rings;
-			// take back what the ledger counted for them.
+			// Paused: frames from out[n] on stay on their TX rings.
 			took = outIdx[n]
 			f.uncount(frames, took)
 		}
@@ -683,11 +605,7 @@ func (f *Fabric) SendFrom(frames [][]byte, from []*nic.Tenant) (int, error) {
 	return took, nil
 }
 
-// uncount takes back the ledger entries of batch frames took.. that were
-// not taken: they will be offered again and decided again (the token
-// buckets are not refunded: a re-offered frame is charged twice). Only
-// frames handed to Deliver can be refused, so none of them is in the delay
-// line.
+// uncount takes back the ledger entries of frames took.., none delayed.
 func (f *Fabric) uncount(frames [][]byte, took int) {
 	for i := took; i < len(frames); i++ {
 		src := f.srcs[i]
@@ -699,8 +617,7 @@ func (f *Fabric) uncount(frames [][]byte, took int) {
 	}
 }
 
-// publish stores the touched hosts' ledgers for readers, then folds the
-// detached hosts it can.
+// publish stores the touched ledgers for readers, then folds.
 func (f *Fabric) publish(tab *table) {
 	for _, h := range tab.hosts {
 		h.publish()
@@ -714,18 +631,13 @@ func (f *Fabric) publish(tab *table) {
 	}
 }
 
-// flowEntry is one slot of the flow table: a flow's bucket and the hash
-// of the flow that owns it.
+// flowEntry is a flow table slot: a bucket and its owner's hash.
 type flowEntry struct {
 	bucket
 	key uint64
 }
 
-// flow returns the bucket of the flow of hash k. The table is direct
-// mapped; a flow that finds its slot owned by another takes it over when
-// the owner's bucket is full (it has no debt to keep: replacing it loses
-// nothing), and otherwise shares the owner's bucket until then, the two
-// flows limited together (counted as a collision).
+// flow returns hash k's bucket, taking over or sharing an owned slot.
 func (f *Fabric) flow(k, now uint64) *bucket {
 	e := &f.flows[k&f.flowMask]
 	if e.key != k {
@@ -738,11 +650,9 @@ func (f *Fabric) flow(k, now uint64) *bucket {
 	return &e.bucket
 }
 
-// next is splitmix64: the loss model's generator.
 func (f *Fabric) next() uint64 { return splitmix.Next(&f.rng) }
 
-// flowHash mixes a frame's 5-tuple (IPv4) into 64 bits, never 0: the
-// flow table's index and tag, and the DPU choice.
+// flowHash mixes an IPv4 5-tuple into 64 bits, never 0.
 func flowHash(t *rss.Tuple) uint64 {
 	a := uint64(binary.LittleEndian.Uint32(t.Src[:4])) | uint64(binary.LittleEndian.Uint32(t.Dst[:4]))<<32
 	b := uint64(t.SrcPort)<<24 | uint64(t.DstPort)<<8 | uint64(t.Proto)
@@ -750,8 +660,7 @@ func flowHash(t *rss.Tuple) uint64 {
 	return (x ^ x>>29) | 1
 }
 
-// dpuOf picks one of n DPUs for hash k (the high bits: the flow table
-// uses the low ones).
+// dpuOf picks one of n DPUs by k's high bits; the flow table uses the low.
 func dpuOf(k uint64, n int) uint64 {
 	return (k >> 32) * uint64(n) >> 32
 }

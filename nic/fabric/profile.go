@@ -11,10 +11,8 @@ import (
 type Profile struct {
 	Name   string
 	Config Config
-	// Scale is the factor the paper's rates were multiplied by, Note says
-	// so in one line (logs, vnicctl status).
-	Scale float64
-	Note  string
+	Scale  float64 // the factor the paper's rates were multiplied by
+	Note   string  // Scale in one line, for logs and vnicctl status
 }
 
 // The paper's c7gn.16xlarge figures (200 Gbit/s ENA, cluster placement
@@ -25,12 +23,8 @@ const (
 	paperNICBps  = 200e9 // the ENA's line rate
 	paperMaxPps  = 25e6  // 64 flows of 64-byte frames, sending
 	paperDPUs    = 16    // port scaling is flat past 16 port pairs
-	// engineMpps is what one engine core carries here, host to host, in
-	// 64-byte frames with every limit on (BenchmarkHostToHost/limits:
-	// 12.2-13.8 Mpps of engine CPU on a 2-CPU AMD EPYC guest under a load
-	// average of 6; docs/operations.md, "The fabric").
-	engineMpps  = 12.0
-	engineScale = engineMpps * 1e6 / paperMaxPps
+	engineMpps   = 12.0  // one engine core, host to host, every limit on (BENCHMARKS.md)
+	engineScale  = engineMpps * 1e6 / paperMaxPps
 )
 
 // Profiles lists the built-in profiles.
@@ -97,11 +91,8 @@ func (c Config) Limits() string {
 	return strings.Join(parts, ", ")
 }
 
-// Stats returns the ledger's totals for vnicctl counters and /metrics
-// (the source's counters, through vnicd.FabricHooks), named
-// fabric_<column>, with the frames waiting in the delay line as
-// fabric_delayed and, with a flow limit, the frames whose flow shared
-// another's bucket as fabric_flow_collisions.
+// Stats returns the ledger's totals as fabric_<column>, plus
+// fabric_delayed and, with a flow limit, fabric_flow_collisions.
 func (f *Fabric) Stats() map[string]uint64 {
 	tot := f.Totals()
 	m := make(map[string]uint64, len(tot)+1)
@@ -115,10 +106,8 @@ func (f *Fabric) Stats() map[string]uint64 {
 	return m
 }
 
-// Ledger returns a function that reads tenant t's ledger as a host
-// (daemon.HostLedgerer, through vnicd.FabricHooks), by column name; it
-// keeps reading the same host after t detached. It returns nil for a
-// tenant that is not a host.
+// Ledger returns a function that reads tenant t's host ledger by column
+// name, even after t detached; nil if t is not a host.
 func (f *Fabric) Ledger(t *nic.Tenant) func() map[string]uint64 {
 	h := f.hosts.Load().sender(t)
 	if h == nil {
