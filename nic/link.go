@@ -54,5 +54,9 @@ func (r rxPath) Deliver(frames [][]byte, to []*Tenant) int {
 	if len(frames) == 0 {
 		return 0
 	}
-	return r.e.steer(frames, to[:len(frames)], true)
+	e := r.e
+	e.route = to[:len(frames)]
+	n := e.steer(frames, true)
+	e.route = nil
+	return n
 }

@@ -84,7 +84,6 @@ type Tenant struct {
 	// and Bx rings).
 	postMin int
 	shared  []int                 // ShRing: the shared Ax ring of each queue
-	owner   *Engine               // the engine that lists the tenant; nil once removed (engine goroutine)
 	faulty  error                 // engine goroutine only
 	fault   atomic.Pointer[error] // the same, for other goroutines
 	check   *conserve.Checker
@@ -133,6 +132,9 @@ type Tenant struct {
 	txCredit int
 	txPass   uint64
 	txSeen   int
+	// owner is the engine that lists the tenant, nil once removed (engine
+	// goroutine): Rx.Deliver checks it.
+	owner *Engine
 }
 
 func (t *Tenant) setInline() {
