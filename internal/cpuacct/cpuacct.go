@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -294,4 +295,14 @@ func Format(cpus []int) string {
 		i = j + 1
 	}
 	return strings.Join(parts, ",")
+}
+
+// LoadAvg is /proc/loadavg's first three fields, or "unknown" where there
+// is none: the load a measurement ran under, for its report.
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }

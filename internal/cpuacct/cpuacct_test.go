@@ -116,3 +116,17 @@ func TestParsePlacement(t *testing.T) {
 		t.Errorf("Format = %s", got)
 	}
 }
+
+// LoadAvg reads three numbers from /proc/loadavg (where there is one).
+func TestLoadAvg(t *testing.T) {
+	la := LoadAvg()
+	if _, err := os.Stat("/proc/loadavg"); err != nil {
+		if la != "unknown" {
+			t.Fatalf("LoadAvg without /proc/loadavg: %q", la)
+		}
+		return
+	}
+	if f := strings.Fields(la); len(f) != 3 {
+		t.Fatalf("LoadAvg %q: want three fields", la)
+	}
+}

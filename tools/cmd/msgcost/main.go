@@ -202,9 +202,9 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "msgcost:", err)
 		return 2
 	}
-	load0 := loadavg()
+	load0 := cpuacct.LoadAvg()
 	results, errs := measure(o, stderr, nil)
-	report(stdout, o, results, load0, loadavg())
+	report(stdout, o, results, load0, cpuacct.LoadAvg())
 	for _, err := range errs {
 		fmt.Fprintln(stderr, "msgcost:", err)
 	}

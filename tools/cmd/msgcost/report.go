@@ -33,19 +33,6 @@ func machine(load0, load1 string) string {
 		runtime.NumCPU(), model, time.Now().UTC().Format("2006-01-02 15:04Z"), load0, load1)
 }
 
-// loadavg is /proc/loadavg's first three fields.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
 // A row is one case over every run.
 type row struct {
 	kase

@@ -21,11 +21,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/vnic/vnic/internal/cpuacct"
 	"github.com/vnic/vnic/tools/internal/fabricd"
 )
 
@@ -118,10 +118,10 @@ func run(fig, out, scale, vnicd string, engineCPU, appCPU int) error {
 	e := env{vnicd: vnicd, engineCPU: engineCPU, appCPU: appCPU, log: func(format string, args ...any) { fmt.Printf(format+"\n", args...) }}
 	for _, f := range figs {
 		stem := filepath.Join(out, "section4-fig"+f)
-		fmt.Printf("section4: figure %s, %s scale, engine on CPU %d, senders and receivers on CPU %d; load average %s\n", f, scale, engineCPU, appCPU, loadavg())
+		fmt.Printf("section4: figure %s, %s scale, engine on CPU %d, senders and receivers on CPU %d; load average %s\n", f, scale, engineCPU, appCPU, cpuacct.LoadAvg())
 		start := time.Now()
 		runNote = fmt.Sprintf("%s scale; vnicd's engine on CPU %d, senders and receivers on CPU %d (GOMAXPROCS 1); %s; load average %s at the start",
-			scale, engineCPU, appCPU, start.UTC().Format("2006-01-02T15:04Z"), loadavg())
+			scale, engineCPU, appCPU, start.UTC().Format("2006-01-02T15:04Z"), cpuacct.LoadAvg())
 		var err error
 		switch f {
 		case "8":
@@ -152,15 +152,7 @@ func run(fig, out, scale, vnicd string, engineCPU, appCPU int) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("section4: wrote %s.csv, .svg, .png in %v; load average %s\n", stem, time.Since(start).Round(time.Millisecond), loadavg())
+		fmt.Printf("section4: wrote %s.csv, .svg, .png in %v; load average %s\n", stem, time.Since(start).Round(time.Millisecond), cpuacct.LoadAvg())
 	}
 	return nil
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
 }

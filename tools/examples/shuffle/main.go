@@ -284,7 +284,7 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 		Seconds: res.Elapsed.Seconds(), GBps: res.GBps(), CPUs: res.CPU.Seconds(), CPUPerGB: res.CPUPerGB(),
 		UserCPUs: res.UserCPU.Seconds(), SysCPUs: res.SystemCPU.Seconds(), Msg: o.msg, HostCPUs: cpuacct.Format(hostCPUs),
 		NICCPUs: u.NIC.Seconds(), NICPerGB: cpuacct.PerGB(u.NIC, res.NetBytes), HostBusy: u.MeanBusy(hostCPUs), NICBusy: u.MeanBusy(o.Place.NIC),
-		Busy: u.BusyString(), Load: loadAvg()}
+		Busy: u.BusyString(), Load: cpuacct.LoadAvg()}
 	if len(o.Place.NIC) > 0 && t != "tcp-both" && (tr == "tcp" || fast == bichannel.FastUDP) {
 		ok, _ := u.Idle(o.Place.NIC, nicIdleLimit)
 		row.NICIdle = map[bool]string{true: "yes", false: "no"}[ok]
@@ -306,19 +306,6 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 // HeaderOverhead is what a message's frame adds on the vNIC fast path:
 // Ethernet, IPv4, UDP and the bi-channel's header.
 const HeaderOverhead = 14 + udpIPHeaders + bichannel.HeaderLen
-
-// loadAvg is /proc/loadavg's first three fields ("" where there is none).
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return ""
-	}
-	return strings.Join(f[:3], " ")
-}
 
 func writeCSV(path string, rows []Row) error {
 	var b strings.Builder

@@ -35,6 +35,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vnic/vnic/internal/cpuacct"
 	"github.com/vnic/vnic/nic"
 	"github.com/vnic/vnic/numa"
 )
@@ -187,14 +188,6 @@ func (r *row) record() []string {
 	}
 }
 
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
-}
-
 func sweep(o options) error {
 	if dir := filepath.Dir(o.out); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -210,7 +203,7 @@ func sweep(o options) error {
 	kernel, _ := exec.Command("uname", "-r").Output()
 	say("date: %s", time.Now().UTC().Format("2006-01-02T15:04Z"))
 	say("nproc: %d, kernel %s, %s", runtime.NumCPU(), strings.TrimSpace(string(kernel)), runtime.Version())
-	say("load average at start: %s", loadavg())
+	say("load average at start: %s", cpuacct.LoadAvg())
 	calibrateClock()
 	caches := readCaches(o.l3)
 	for _, l := range caches.Lines {
@@ -294,7 +287,7 @@ func sweep(o options) error {
 		return err
 	}
 	rows := append(unpaced, paced...)
-	say("load average at end: %s", loadavg())
+	say("load average at end: %s", cpuacct.LoadAvg())
 	recs := make([][]string, len(rows))
 	for i, r := range rows {
 		recs[i] = r.record()

@@ -31,6 +31,7 @@ import (
 
 	"gonum.org/v1/plot/vg"
 
+	"github.com/vnic/vnic/internal/cpuacct"
 	"github.com/vnic/vnic/tools/internal/figure"
 )
 
@@ -56,14 +57,6 @@ func main() {
 	}
 }
 
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
-}
-
 func run(count int, benchtime, out, pkg string) error {
 	if count < 1 {
 		return fmt.Errorf("-count %d: give at least 1", count)
@@ -80,7 +73,7 @@ func run(count int, benchtime, out, pkg string) error {
 		return fmt.Errorf("go test -c %s: %w", pkg, err)
 	}
 	fmt.Printf("coreside: %s, %d runs of BenchmarkCoreSide -benchtime %s; load average %s\n",
-		time.Now().UTC().Format("2006-01-02T15:04Z"), count, benchtime, loadavg())
+		time.Now().UTC().Format("2006-01-02T15:04Z"), count, benchtime, cpuacct.LoadAvg())
 	samples := map[string][]sample{} // "rate/model" -> one per run
 	var loads []string
 	for i := range count {
@@ -97,7 +90,7 @@ func run(count int, benchtime, out, pkg string) error {
 		for k, s := range got {
 			samples[k] = append(samples[k], s)
 		}
-		loads = append(loads, loadavg())
+		loads = append(loads, cpuacct.LoadAvg())
 		var line []string
 		for _, r := range rates {
 			for _, m := range models {
@@ -213,6 +206,6 @@ func report(out string, samples map[string][]sample, loads []string) error {
 	); err != nil {
 		return err
 	}
-	fmt.Printf("coreside: wrote %s.csv, %s.svg, %s.png (load average at end %s)\n", out, out, out, loadavg())
+	fmt.Printf("coreside: wrote %s.csv, %s.svg, %s.png (load average at end %s)\n", out, out, out, cpuacct.LoadAvg())
 	return nil
 }
