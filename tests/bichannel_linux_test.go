@@ -186,6 +186,31 @@ func (l ledger) balanced() bool {
 	return l.XDP == l.XskRx+l.XskDrop && l.XskRx == l.Engine && l.Engine == l.Global+l.Delivered+l.Drops && l.Received == l.Delivered
 }
 
+// settle polls node 1's workers until vnicd's ledger balances, the
+// client saw every frame it took, and more(l) holds; it fails the test if
+// a message comes out (every one was already received). The endpoint polls
+// its fast path only inside Recv (run to completion), so a frame that
+// arrives after a worker's last call (a duplicate the impairment made, a
+// credit record) stays in the ring until a poll takes it.
+func (p *biPair) settle(b *biBed, workers int, more func(ledger) bool) (ledger, bool) {
+	b.tb.Helper()
+	var l ledger
+	var extra []bichannel.Message
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		for w := range workers {
+			var err error
+			if extra, err = p.n1.Recv(w, extra[:0]); err != nil || len(extra) != 0 {
+				b.tb.Fatalf("node 1 worker %d after the run: %d more messages, %v", w, len(extra), err)
+			}
+		}
+		l = b.ledger(p.tenant)
+		if l.balanced() && p.v1.FastStats().Received == l.Received && (more == nil || more(l)) {
+			return l, true
+		}
+	}
+	return l, false
+}
+
 // biNSUDP is the kernel UDP fast path whose sockets all live in one
 // namespace: Endpoint.Connect calls FastPath.Connect (which opens the
 // flows' source-port sockets) from its own goroutines, on threads of the
@@ -440,28 +465,11 @@ func biNetemRun(t *testing.T, spec string, lossPct, dupPct int) {
 	// delivered to the tenant (whose client took it) or counted as dropped;
 	// every frame the peer's veth end sent (after the impairment) reached XDP. VNICFast saw exactly
 	// what the client took.
-	var l ledger
 	var tx uint64
-	// The endpoint polls its fast path only inside Recv (run to
-	// completion), so a duplicate the impairment delivered after the last
-	// message would stay in the ring: poll each worker while settling. No
-	// message may come out: every one was already received once.
-	settled := false
-	var extra []bichannel.Message
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		for w := range workers {
-			var err error
-			if extra, err = p.n1.Recv(w, extra[:0]); err != nil || len(extra) != 0 {
-				t.Fatalf("node 1 worker %d after the run: %d more messages, %v", w, len(extra), err)
-			}
-		}
-		l = b.ledger(p.tenant)
+	l, settled := p.settle(b, workers, func(l ledger) bool {
 		tx = b.peerTx() - txBefore
-		if l.balanced() && l.XDP+l.XDPPass-before.XDP-before.XDPPass == tx && p.v1.FastStats().Received == l.Received {
-			settled = true
-			break
-		}
-	}
+		return l.XDP+l.XDPPass-before.XDP-before.XDPPass == tx
+	})
 	fs0, fs1 := p.u0.FastStats(), p.v1.FastStats()
 	t.Logf("node 0 (kernel UDP) sent %d datagrams; the peer's veth sent %d frames after the impairment (UDP, TCP, ARP)", fs0.Sent, tx)
 	t.Logf("vnicd: XDP claimed %d (+%d passed: TCP, ARP), AF_XDP %d (+%d dropped), engine %d (%d before any tenant), tenant delivered %d + %d dropped, client took %d, VNICFast saw %d (%d not UDP); node 1 sent %d frames",
