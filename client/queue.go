@@ -76,6 +76,7 @@ type Queue struct {
 	engSleep *uint32 // vnicd's word: 1 while it sleeps and wants doorbells
 	gen      uint32  // last sleep generation
 	wst      WaitStats
+	poll     time.Duration // the current safety-net bound of Wait's sleep (0: waitPoll)
 	local    [counters.NumIDs]uint64
 	touched  uint64 // bit i: local[i] is not zero (count)
 }
@@ -576,8 +577,27 @@ func (q *Queue) WaitStats() WaitStats { return q.wst }
 
 // waitPoll bounds one sleep: a safety net that no correct run needs (the
 // signal, a cancelled context and vnicd going away all wake the sleep). A
-// packet found after such a timeout is counted as TimedOut.
-const waitPoll = time.Second
+// packet found after such a timeout is counted as TimedOut. While a queue
+// stays idle with nothing owed (no Ax refill, no stashed buffer), the
+// bound doubles after each empty timeout up to waitPollIdle, so that an
+// idle queue wakes its thread every few seconds, not every second.
+const (
+	waitPoll     = time.Second
+	waitPollIdle = 8 * time.Second
+)
+
+// nextPoll is the safety-net bound of the next sleep after one with bound
+// cur (0: none yet) that timed out or not; owed: the queue has a refill or
+// a stashed buffer to retry, or shares its Ax ring.
+func nextPoll(cur time.Duration, owed, timedOut bool) time.Duration {
+	switch {
+	case cur == 0 || owed:
+		return waitPoll
+	case timedOut:
+		return min(2*cur, waitPollIdle)
+	}
+	return cur
+}
 
 // rawFD returns f's descriptor without switching it to blocking mode (as
 // os.File.Fd does).
@@ -698,6 +718,7 @@ func (q *Queue) Wait(ctx context.Context) error {
 			case woke:
 				q.wst.Signalled++
 			}
+			q.poll = waitPoll
 			return nil
 		}
 		if woke {
@@ -716,7 +737,8 @@ func (q *Queue) Wait(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		timeout := waitPoll
+		q.poll = nextPoll(q.poll, q.debt > 0 || len(q.stash) > 0 || q.sh != nil, timedOut)
+		timeout := q.poll
 		if dl, ok := ctx.Deadline(); ok {
 			timeout = max(min(timeout, time.Until(dl)+time.Millisecond), time.Microsecond)
 		}
@@ -727,7 +749,7 @@ func (q *Queue) Wait(ctx context.Context) error {
 		}
 		// Only the safety net's timeout is a lost wake-up: a sleep cut
 		// short by the context's deadline is not.
-		timedOut = !woke && timeout == waitPoll
+		timedOut = !woke && timeout == q.poll
 	}
 }
 
