@@ -384,9 +384,15 @@ func (p *peer) readLoop() {
 			return
 		}
 		p.lastRecv.Store(e.now())
+		if typ != msgHeartbeat {
+			p.touch()
+		}
 		r := wireReader{b: body}
 		switch typ {
 		case msgHeartbeat:
+			if ms := r.u32(); !r.bad {
+				p.peerIdle.Store(int64(e.announced(ms)))
+			}
 		case msgAck:
 			for len(r.b) > 0 && !r.bad {
 				sel = r.nextAck(&a, sel)

@@ -152,7 +152,9 @@ type Config struct {
 	// credits to batch them (default 1ms).
 	AckDelay time.Duration
 	// HeartbeatInterval and HeartbeatTimeout: a peer from which nothing
-	// arrived for HeartbeatTimeout is dead (defaults 100ms and 1s).
+	// arrived for HeartbeatTimeout is dead (defaults 100ms and 1s). On a
+	// connection idle both ways the interval backs off to at most 10s,
+	// announced to the peer, which then waits that much longer.
 	HeartbeatInterval, HeartbeatTimeout time.Duration
 	// SendTimeout bounds how long Send waits for credits (0: until the
 	// peer dies or the Endpoint closes).

@@ -101,7 +101,8 @@
 //
 // A peer whose TCP connection fails, who closes, or from whom nothing
 // (heartbeats included) arrived for [Config.HeartbeatTimeout] is dead for
-// good: its datagrams are refused from that moment ([Stats.DeadPeer]; a
+// good (on a connection idle both ways, heartbeats back off to at most 10s
+// and the peer waits that much longer; any traffic restores them): its datagrams are refused from that moment ([Stats.DeadPeer]; a
 // process that binds its freed source ports cannot speak as it), and Send,
 // Recv, RecvWait and Flush then return a [*PeerError]
 // (errors.Is(err, [ErrPeerDown])) instead of hanging. With

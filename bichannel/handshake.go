@@ -421,6 +421,7 @@ func (e *Endpoint) newPeer(conn net.Conn, br *bufio.Reader, h *hello) (*peer, er
 		dead:       make(chan struct{}),
 		ackKick:    make(chan struct{}, 1),
 		retxKick:   make(chan struct{}, 1),
+		hbKick:     make(chan struct{}, 1),
 	}
 	if ap, err := netip.ParseAddrPort(conn.RemoteAddr().String()); err == nil {
 		p.ctlAddr = ap

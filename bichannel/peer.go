@@ -44,6 +44,14 @@ type peer struct {
 	err      error // a *PeerError, set before dead is closed
 
 	lastRecv atomic.Int64 // Endpoint.now of the last frame read
+	// Heartbeats back off while nothing else goes either way (see
+	// heartbeatLoop). active: a message or a control record since the last
+	// tick; quiet: backed off, so touch kicks hbKick; peerIdle: the
+	// interval the peer's last heartbeat announced (ns).
+	active   atomic.Bool
+	quiet    atomic.Bool
+	hbKick   chan struct{}
+	peerIdle atomic.Int64
 	unacked  atomic.Int64 // messages sent to it not yet acknowledged
 	rto      atomic.Int64 // current retransmission timeout (ns)
 	rttMu    sync.Mutex   // guards srtt and rttvar (hot acknowledgements come from the workers)

@@ -208,6 +208,7 @@ func (e *Endpoint) onRecord(w int, src netip.AddrPort, rec []byte, h *dgHeader) 
 		e.dropped(dropBadTag, src)
 		return
 	}
+	p.touch()
 	if h.typ == dgCredit {
 		e.onCredit(p, h, payload, src)
 		return

@@ -1,6 +1,7 @@
 package bichannel
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -175,23 +176,91 @@ func (p *peer) retxLoop() {
 	}
 }
 
-// heartbeatLoop sends heartbeats and fails a peer silent for
-// HeartbeatTimeout.
+// Heartbeats back off on an idle connection, so that an idle Endpoint
+// costs about what an idle TCP connection does: after hbQuietAfter ticks
+// with nothing else sent or received to or from the peer (no message, no
+// acknowledgement, nothing unacknowledged), the interval doubles up to
+// hbQuietMax. Each heartbeat announces the interval to the next one, and
+// the peer waits that much longer before it declares this node dead. Any
+// activity brings the interval back at once: touch kicks the loop, which
+// sends a heartbeat announcing the normal interval.
+const (
+	hbQuietAfter = 10
+	hbQuietMax   = 10 * time.Second
+)
+
+// touch records activity with the peer: a message sent or received, or a
+// control record. It stores at most once per heartbeat tick.
+func (p *peer) touch() {
+	if !p.active.Load() {
+		p.active.Store(true)
+		if p.quiet.Load() {
+			signal(p.hbKick)
+		}
+	}
+}
+
+// announced is the interval to the next heartbeat that a heartbeat's body
+// gives in ms, bounded: a hostile peer cannot buy more than hbQuietMax (or
+// HeartbeatTimeout, if longer) of silence.
+func (e *Endpoint) announced(ms uint32) time.Duration {
+	return min(time.Duration(ms)*time.Millisecond, max(hbQuietMax, e.cfg.HeartbeatTimeout))
+}
+
+// silence is how long nothing may arrive from the peer before it is dead:
+// HeartbeatTimeout, plus the interval its last heartbeat announced when
+// that is longer than ours.
+func (p *peer) silence() time.Duration {
+	limit := p.e.cfg.HeartbeatTimeout
+	if pi := time.Duration(p.peerIdle.Load()); pi > p.e.cfg.HeartbeatInterval {
+		limit += pi
+	}
+	return limit
+}
+
+// heartbeatLoop sends heartbeats and fails a peer silent for longer than
+// silence().
 func (p *peer) heartbeatLoop() {
 	e := p.e
 	defer e.wg.Done()
-	hb, start := appendFrameHdr(nil, msgHeartbeat)
-	hb = endFrame(hb, start)
-	tk := time.NewTicker(e.cfg.HeartbeatInterval)
-	defer tk.Stop()
-	for wait(p, tk.C) {
-		if idle := time.Duration(e.now() - p.lastRecv.Load()); idle > e.cfg.HeartbeatTimeout {
-			p.fail(fmt.Errorf("%w for %v (timeout %v)", errHeartbeatTimeout, idle.Round(time.Millisecond), e.cfg.HeartbeatTimeout))
+	base := e.cfg.HeartbeatInterval
+	interval, idleTicks := base, 0
+	var hb []byte
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-p.hbKick:
+		case <-p.dead:
+			return
+		case <-e.closing:
 			return
 		}
+		if idle, limit := time.Duration(e.now()-p.lastRecv.Load()), p.silence(); idle > limit {
+			p.fail(fmt.Errorf("%w for %v (timeout %v)", errHeartbeatTimeout, idle.Round(time.Millisecond), limit))
+			return
+		}
+		if p.active.Swap(false) || p.unacked.Load() > 0 {
+			interval, idleTicks = base, 0
+		} else if idleTicks++; idleTicks >= hbQuietAfter {
+			interval = min(2*interval, max(hbQuietMax, base))
+		}
+		// Set quiet before the last look at active; touch stores active
+		// before it looks at quiet: one of the two sees the other.
+		p.quiet.Store(interval > base)
+		if interval > base && p.active.Load() {
+			interval, idleTicks = base, 0
+			p.quiet.Store(false)
+		}
+		var start int
+		hb, start = appendFrameHdr(hb[:0], msgHeartbeat)
+		hb = binary.BigEndian.AppendUint32(hb, uint32(interval/time.Millisecond))
+		hb = endFrame(hb, start)
 		if p.write(hb) == nil {
 			e.st.heartbeats.Add(1)
 		}
+		t.Reset(interval)
 	}
 }
 

@@ -63,6 +63,7 @@ func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int,
 		}
 	}
 	ss := p.send[w]
+	p.touch()
 	if e.poller != nil {
 		// Credits come back on worker w's fast-path queue: a worker that
 		// only sends must still drain it.

@@ -18,7 +18,7 @@ import (
 const (
 	msgHello     = 1  // hello: who I am, how to reach my workers
 	msgReady     = 2  // my state for you is set up: you may send
-	msgHeartbeat = 3  // liveness
+	msgHeartbeat = 3  // liveness; body: u32 ms to the next heartbeat
 	msgAck       = 4  // acknowledgements and credits, one record per flow
 	msgRetx      = 5  // messages retransmitted over TCP
 	msgBye       = 6  // orderly close
@@ -37,7 +37,7 @@ const (
 	// MaxWorkers workers and the largest RSS configuration.
 	maxHelloLen  = 160 << 10
 	helloMagic   = "BICH"
-	helloVersion = 3
+	helloVersion = 4
 
 	rejectFatal = 0 // the handshake cannot succeed: give up
 	rejectRetry = 1 // the acceptor is not ready (Connect not called yet): dial again
