@@ -28,7 +28,7 @@ type kase struct {
 	Path    string // fabric, udp, tcp
 	Size    int    // bytes per message
 	Batch   int    // messages per call
-	Pattern string // stream, pingpong
+	Pattern string // stream, pingpong, idle
 	Place   string // one, per-node
 }
 
@@ -40,13 +40,16 @@ type trial struct {
 	Timeout          time.Duration // bound on the whole trial
 	Socket           string        // vnicd's, for fabric
 	VnicSpin         time.Duration
+	// IdleSettle is how long an idle trial waits after its warm-up
+	// traffic before the measured interval.
+	IdleSettle time.Duration
 }
 
 // A result is what node 0 measured.
 type result struct {
 	kase
 	Run      int
-	Msgs     int64 // messages delivered in the measured interval (both directions in ping-pong)
+	Msgs     int64 // messages delivered in the measured interval (both directions in ping-pong; none when idle)
 	Wall     time.Duration
 	Host     time.Duration // schedstat CPU of the node processes
 	Cross    time.Duration // getrusage + /proc/<pid>/stat, the cross-check
@@ -58,24 +61,47 @@ type result struct {
 	Echoes   int64 // ping-pong: echoes node 0 received
 }
 
-// HostPerMsg is host CPU per message in µs (NaN if none delivered).
-func (r *result) HostPerMsg() float64 { return perMsg(r.Host, r.Msgs) }
+// ok reports whether the trial measured something: messages delivered,
+// or (idle) an interval.
+func (r *result) ok() bool {
+	if r.Pattern == "idle" {
+		return r.Wall > 0
+	}
+	return r.Msgs > 0
+}
 
-// CrossPerMsg is the cross-check's CPU per message in µs.
-func (r *result) CrossPerMsg() float64 { return perMsg(r.Cross, r.Msgs) }
+// HostPerMsg is host CPU per message in µs (NaN if none delivered); for
+// an idle trial, host CPU per second of the interval in µs.
+func (r *result) HostPerMsg() float64 { return r.per(r.Host, r.Msgs) }
+
+// CrossPerMsg is the cross-check's CPU per message in µs (idle: per
+// second).
+func (r *result) CrossPerMsg() float64 { return r.per(r.Cross, r.Msgs) }
 
 // NICPerFrame is vnicd's CPU per frame it carried in µs: every message
-// that came by the fast path is one frame.
+// that came by the fast path is one frame. For an idle trial it is
+// vnicd's CPU per second of the interval in µs.
 func (r *result) NICPerFrame() float64 {
 	if r.Path != "fabric" {
 		return math.NaN()
 	}
-	return perMsg(r.NIC, max(r.Msgs-r.ViaTCP, 1))
+	return r.per(r.NIC, max(r.Msgs-r.ViaTCP, 1))
 }
 
-// Rate is messages delivered per second.
+// per is d per message, or per second of the interval for an idle trial.
+func (r *result) per(d time.Duration, n int64) float64 {
+	if r.Pattern == "idle" {
+		if r.Wall <= 0 {
+			return math.NaN()
+		}
+		return float64(d.Nanoseconds()) / 1e3 / r.Wall.Seconds()
+	}
+	return perMsg(d, n)
+}
+
+// Rate is messages delivered per second (NaN for an idle trial).
 func (r *result) Rate() float64 {
-	if r.Wall <= 0 {
+	if r.Wall <= 0 || r.Pattern == "idle" {
 		return math.NaN()
 	}
 	return float64(r.Msgs) / r.Wall.Seconds()
@@ -161,7 +187,9 @@ func (p *pinger) step() error {
 }
 
 // drive is node 0: warm-up, the measured interval between two samples,
-// then stop and wait for node 1's count.
+// then stop and wait for node 1's count. An idle trial streams during
+// the warm-up, then sends nothing: its interval measures what two
+// connected nodes that wait for messages cost.
 func drive(l link, t trial, s sampler) (result, error) {
 	res := result{kase: t.kase, RTT: hist.New()}
 	var stop atomic.Bool
@@ -198,6 +226,10 @@ func drive(l link, t trial, s sampler) (result, error) {
 	if _, err := run(t.Warmup, 0, nil); err != nil {
 		return res, fmt.Errorf("warm-up: %w", err)
 	}
+	idle := t.Pattern == "idle"
+	if idle {
+		time.Sleep(t.IdleSettle)
+	}
 	c0, err := s.sample()
 	if err != nil {
 		return res, err
@@ -210,9 +242,18 @@ func drive(l link, t trial, s sampler) (result, error) {
 	if pp != nil {
 		rtt = res.RTT
 	}
-	calls, err := run(t.Duration, limit, rtt)
-	if err != nil {
+	var calls int64
+	if idle {
+		time.Sleep(t.Duration)
+	} else if calls, err = run(t.Duration, limit, rtt); err != nil {
 		return res, fmt.Errorf("measured interval: %w", err)
+	}
+	var c1 cpuSnap
+	if idle {
+		// The interval ends before the stop: its messages are not idle.
+		if c1, err = s.sample(); err != nil {
+			return res, err
+		}
 	}
 	// Stop: node 1 answers once every data message is in, so that the
 	// interval ends with the last one delivered.
@@ -241,9 +282,10 @@ func drive(l link, t trial, s sampler) (result, error) {
 			}
 		}
 	}
-	c1, err := s.sample()
-	if err != nil {
-		return res, err
+	if !idle {
+		if c1, err = s.sample(); err != nil {
+			return res, err
+		}
 	}
 	res.Msgs = calls * int64(t.Batch)
 	if pp != nil {

@@ -51,6 +51,7 @@ type options struct {
 	vnicd, fabricIdle       string
 	fabricArgs              []string
 	vnicSpin                time.Duration
+	idleSettle              time.Duration
 	out                     string
 	keep                    func(kase) bool // tests: the cases to run (nil: all)
 }
@@ -62,11 +63,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	paths := fs.String("paths", "fabric,udp,tcp", "data paths: fabric (bi-channel through vnicd --source fabric), udp (bi-channel over kernel UDP), tcp (Go's net, one connection)")
 	sizes := fs.String("sizes", "64,1400", "message sizes in bytes (17 to 1400)")
 	batches := fs.String("batch", "1,32", "messages per call: 1, or up to 32")
-	patterns := fs.String("patterns", "stream,pingpong", "stream (node 0 sends as fast as credits allow) and/or pingpong (node 1 echoes, one call's messages in flight)")
+	patterns := fs.String("patterns", "stream,pingpong,idle", "stream (node 0 sends as fast as credits allow), pingpong (node 1 echoes each call), idle (connected, no messages)")
 	places := fs.String("placement", "one,per-node", "one (both nodes in this process) and/or per-node (node 1 in a child process)")
 	fs.IntVar(&o.runs, "runs", 2, "repeats of the whole matrix (the table gives the median and min–max over them)")
 	fs.DurationVar(&o.duration, "duration", time.Second, "measured interval per trial (at most)")
 	fs.DurationVar(&o.warmup, "warmup", 200*time.Millisecond, "warm-up before each measured interval")
+	// The default outlasts every adaptive spin and delayed acknowledgement
+	// and the bi-channel's heartbeat back-off (10 intervals of 100 ms, then
+	// doubling).
+	fs.DurationVar(&o.idleSettle, "idle-settle", 3*time.Second, "idle: wait after the warm-up traffic before the measured interval")
 	fs.Int64Var(&o.n, "n", 0, "messages node 0 sends per measured interval (0: as many as -duration allows; else the interval ends at n or -duration, whichever first)")
 	fs.DurationVar(&o.limit, "timeout", time.Minute, "bound on one trial, set-up included")
 	host := fs.String("host-cpus", "1", "CPUs of the node processes (taskset -c list), or none")
@@ -86,7 +91,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.paths, err = words("paths", *paths, "fabric", "udp", "tcp"); err != nil {
 		return o, err
 	}
-	if o.patterns, err = words("patterns", *patterns, "stream", "pingpong"); err != nil {
+	if o.patterns, err = words("patterns", *patterns, "stream", "pingpong", "idle"); err != nil {
 		return o, err
 	}
 	if o.places, err = words("placement", *places, "one", "per-node"); err != nil {
@@ -122,8 +127,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.n < 0 {
 		return o, fmt.Errorf("-n %d: give 0 or more", o.n)
 	}
-	if o.limit < o.duration+o.warmup {
-		return o, fmt.Errorf("-timeout %v is shorter than -warmup + -duration", o.limit)
+	if o.idleSettle < 0 || o.idleSettle > time.Hour {
+		return o, fmt.Errorf("-idle-settle %v: give 0 to an hour", o.idleSettle)
+	}
+	if o.limit < o.duration+o.warmup || slices.Contains(o.patterns, "idle") && o.limit < o.duration+o.warmup+o.idleSettle {
+		return o, fmt.Errorf("-timeout %v is shorter than -warmup + -duration (+ -idle-settle)", o.limit)
 	}
 	switch o.out {
 	case "table", "wide", "csv":
@@ -178,13 +186,17 @@ func (o options) matrix() []trial {
 	for _, size := range o.sizes {
 		for _, b := range o.batches {
 			for _, pat := range o.patterns {
+				if pat == "idle" && (size != o.sizes[0] || b != o.batches[0]) {
+					continue // size and batch only shape the warm-up
+				}
 				for _, pl := range o.places {
 					for _, p := range o.paths {
 						if o.keep != nil && !o.keep(kase{Path: p, Size: size, Batch: b, Pattern: pat, Place: pl}) {
 							continue
 						}
 						ts = append(ts, trial{kase: kase{Path: p, Size: size, Batch: b, Pattern: pat, Place: pl},
-							Warmup: o.warmup, Duration: o.duration, N: o.n, Timeout: o.limit, VnicSpin: o.vnicSpin})
+							Warmup: o.warmup, Duration: o.duration, N: o.n, Timeout: o.limit, VnicSpin: o.vnicSpin,
+							IdleSettle: o.idleSettle})
 					}
 				}
 			}
@@ -254,7 +266,7 @@ func measure(o options, log io.Writer, env []string) ([]result, []error) {
 			res.kase, res.Run = t.kase, run
 			if err != nil {
 				errs = append(errs, fmt.Errorf("run %d, %s: %w", run+1, t.kase, err))
-				res.Msgs = 0
+				res.Msgs, res.Wall = 0, 0
 			}
 			results = append(results, res)
 		}

@@ -38,6 +38,54 @@ func vnicdOrReason(t *testing.T) (string, string) {
 	return bin, ""
 }
 
+// The idle pattern: two connected nodes that send nothing during the
+// interval; it measures CPU per second, every warm-up message arrives, and
+// the table gives it a row per path and placement.
+func TestIdle(t *testing.T) {
+	paths := "fabric,udp,tcp"
+	bin, reason := vnicdOrReason(t)
+	if reason != "" {
+		fmt.Printf("TestIdle: fabric left out: %s\n", reason)
+		paths = "udp,tcp"
+	}
+	o, err := parseFlags([]string{"-paths", paths, "-patterns", "idle", "-sizes", "64", "-batch", "32", "-runs", "1",
+		"-duration", "200ms", "-warmup", "20ms", "-idle-settle", "50ms", "-timeout", "30s",
+		"-host-cpus", "none", "-nic-cpus", "none", "-vnicd", bin}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, errs := measure(o, nil, nil)
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if want := 2 * len(strings.Split(paths, ",")); len(results) != want {
+		t.Fatalf("%d results, want %d", len(results), want)
+	}
+	for _, r := range results {
+		if !r.ok() {
+			continue // failed: reported above
+		}
+		if r.Sent == 0 || r.Sent != r.Received || r.Msgs != 0 {
+			t.Errorf("%s: warm-up sent %d, received %d; %d messages in the interval, want none", r.kase, r.Sent, r.Received, r.Msgs)
+		}
+		if r.Wall < 200*time.Millisecond {
+			t.Errorf("%s: interval %v, want at least 200ms", r.kase, r.Wall)
+		}
+		if v := r.HostPerMsg(); !(v > 0) || math.IsInf(v, 0) || v > 2e6 {
+			t.Errorf("%s: host µs per second %v, want positive and at most two CPUs' worth", r.kase, v)
+		}
+		if !math.IsNaN(r.Rate()) {
+			t.Errorf("%s: a message rate %v for an idle trial", r.kase, r.Rate())
+		}
+	}
+	var b strings.Builder
+	report(&b, o, results, "-", "-")
+	if n := strings.Count(b.String(), " idle "); n != len(results) {
+		t.Errorf("the table has %d idle rows, want %d:\n%s", n, len(results), b.String())
+	}
+	t.Logf("\n%s", b.String())
+}
+
 // A tiny matrix, every path once per pattern and placement: every message
 // sent is received, ping-pong completes its round trips, and the CPU per
 // message is positive and finite.
@@ -48,7 +96,7 @@ func TestTinyMatrix(t *testing.T) {
 		fmt.Printf("TestTinyMatrix: fabric left out: %s\n", reason)
 		paths = "udp,tcp"
 	}
-	o, err := parseFlags([]string{"-paths", paths, "-sizes", "64", "-batch", "1,32", "-runs", "1",
+	o, err := parseFlags([]string{"-paths", paths, "-sizes", "64", "-batch", "1,32", "-runs", "1", "-patterns", "stream,pingpong",
 		"-n", "320", "-duration", "3s", "-warmup", "20ms", "-timeout", "30s",
 		"-host-cpus", "none", "-nic-cpus", "none", "-vnicd", bin}, io.Discard)
 	if err != nil {

@@ -61,7 +61,7 @@ func summarize(v []float64) stats {
 func rows(results []result) []row {
 	tcp := map[kase]map[int]float64{}
 	for _, r := range results {
-		if r.Path == "tcp" && r.Msgs > 0 {
+		if r.Path == "tcp" && r.ok() {
 			k := r.kase
 			k.Path = ""
 			if tcp[k] == nil {
@@ -83,7 +83,7 @@ func rows(results []result) []row {
 		rw := row{kase: k}
 		var rate, host, ratio, p50, p99, nic, cross []float64
 		for _, r := range by[k] {
-			if r.Msgs <= 0 {
+			if !r.ok() {
 				rw.failed++
 				continue
 			}
@@ -220,7 +220,7 @@ func writeCSV(w io.Writer, results []result) {
 		"rtt_p50_us", "rtt_p99_us", "by_tcp", "sent", "received"})
 	tcp := map[kase]float64{}
 	for _, r := range results {
-		if r.Path == "tcp" && r.Msgs > 0 {
+		if r.Path == "tcp" && r.ok() {
 			k := r.kase
 			k.Path = strconv.Itoa(r.Run)
 			tcp[k] = r.HostPerMsg()
@@ -236,7 +236,7 @@ func writeCSV(w io.Writer, results []result) {
 		k := r.kase
 		k.Path = strconv.Itoa(r.Run)
 		ratio := math.NaN()
-		if t, ok := tcp[k]; ok && r.Msgs > 0 {
+		if t, ok := tcp[k]; ok && r.ok() {
 			ratio = r.HostPerMsg() / t
 		}
 		p50, p99 := math.NaN(), math.NaN()
