@@ -51,7 +51,7 @@ type options struct {
 	vnicd, fabricIdle       string
 	fabricArgs              []string
 	vnicSpin                time.Duration
-	idleSettle              time.Duration
+	idleSettle, idleFor     time.Duration
 	out                     string
 	keep                    func(kase) bool // tests: the cases to run (nil: all)
 }
@@ -72,6 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	// and the bi-channel's heartbeat back-off (10 intervals of 100 ms, then
 	// doubling).
 	fs.DurationVar(&o.idleSettle, "idle-settle", 3*time.Second, "idle: wait after the warm-up traffic before the measured interval")
+	fs.DurationVar(&o.idleFor, "idle-for", 5*time.Second, "idle: the measured interval (the bi-channel's heartbeats back off to 10s)")
 	fs.Int64Var(&o.n, "n", 0, "messages node 0 sends per measured interval (0: as many as -duration allows; else the interval ends at n or -duration, whichever first)")
 	fs.DurationVar(&o.limit, "timeout", time.Minute, "bound on one trial, set-up included")
 	host := fs.String("host-cpus", "1", "CPUs of the node processes (taskset -c list), or none")
@@ -127,11 +128,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.n < 0 {
 		return o, fmt.Errorf("-n %d: give 0 or more", o.n)
 	}
-	if o.idleSettle < 0 || o.idleSettle > time.Hour {
-		return o, fmt.Errorf("-idle-settle %v: give 0 to an hour", o.idleSettle)
+	if o.idleSettle < 0 || o.idleSettle > time.Hour || o.idleFor <= 0 || o.idleFor > time.Hour {
+		return o, fmt.Errorf("-idle-settle %v, -idle-for %v: give 0 to an hour, and a positive duration up to an hour", o.idleSettle, o.idleFor)
 	}
-	if o.limit < o.duration+o.warmup || slices.Contains(o.patterns, "idle") && o.limit < o.duration+o.warmup+o.idleSettle {
-		return o, fmt.Errorf("-timeout %v is shorter than -warmup + -duration (+ -idle-settle)", o.limit)
+	if o.limit < o.duration+o.warmup || slices.Contains(o.patterns, "idle") && o.limit < o.idleFor+o.warmup+o.idleSettle {
+		return o, fmt.Errorf("-timeout %v is shorter than -warmup + -duration (or -idle-settle + -idle-for)", o.limit)
 	}
 	switch o.out {
 	case "table", "wide", "csv":
@@ -194,8 +195,12 @@ func (o options) matrix() []trial {
 						if o.keep != nil && !o.keep(kase{Path: p, Size: size, Batch: b, Pattern: pat, Place: pl}) {
 							continue
 						}
+						d := o.duration
+						if pat == "idle" {
+							d = o.idleFor
+						}
 						ts = append(ts, trial{kase: kase{Path: p, Size: size, Batch: b, Pattern: pat, Place: pl},
-							Warmup: o.warmup, Duration: o.duration, N: o.n, Timeout: o.limit, VnicSpin: o.vnicSpin,
+							Warmup: o.warmup, Duration: d, N: o.n, Timeout: o.limit, VnicSpin: o.vnicSpin,
 							IdleSettle: o.idleSettle})
 					}
 				}

@@ -49,7 +49,7 @@ func TestIdle(t *testing.T) {
 		paths = "udp,tcp"
 	}
 	o, err := parseFlags([]string{"-paths", paths, "-patterns", "idle", "-sizes", "64", "-batch", "32", "-runs", "1",
-		"-duration", "200ms", "-warmup", "20ms", "-idle-settle", "50ms", "-timeout", "30s",
+		"-idle-for", "200ms", "-warmup", "20ms", "-idle-settle", "50ms", "-timeout", "30s",
 		"-host-cpus", "none", "-nic-cpus", "none", "-vnicd", bin}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
