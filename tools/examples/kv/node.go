@@ -430,6 +430,12 @@ type pshard struct {
 	acked []uint64  // per node: the version it acknowledged up to
 	dead  []bool    // per node
 	peers []int     // the secondaries' ids
+
+	// The arrays queue and sent lie in (pushBack), and the tickets of
+	// committed messages, for the next ones.
+	queueBase []pending
+	sentBase  []sentMsg
+	spare     [][]bichannel.Ticket
 }
 
 // sentMsg is a replication message sent over a TrackedRepl: its
@@ -555,6 +561,9 @@ func (p *Primary) onAcked(sh int, ps *pshard, peer int, tag uint64) {
 		return
 	}
 	last := ps.sent[n-1].last
+	for i := range n {
+		ps.spare = append(ps.spare, ps.sent[i].tickets)
+	}
 	ps.sent = dropFront(ps.sent, n)
 	q := 0
 	for q < len(ps.queue) && ps.queue[q].Version <= last {
@@ -621,6 +630,25 @@ func dropFront[T any](s []T, n int) []T {
 	return s[n:]
 }
 
+// pushBack appends v to s, a suffix (what dropFront left) of the array
+// base starts. When s's capacity runs out, it moves s's elements to the
+// front of base if they fill less than half of it, else appends into a
+// new array (base then): a queue of steady length allocates nothing, and
+// each element moves amortised a constant number of times.
+func pushBack[T any](base *[]T, s []T, v T) []T {
+	if len(s) < cap(s) {
+		return append(s, v)
+	}
+	if b := (*base)[:cap(*base)]; 2*len(s) < len(b) {
+		n := copy(b, s)
+		clear(b[n:])
+		return append(b[:n], v)
+	}
+	s = append(s, v)
+	*base = s[:0]
+	return s
+}
+
 // replicate is shard sh's core worker: it takes the requests the client
 // connections routed to it, gives each the shard's next version and sends
 // them, batched, to shard sh of every live secondary.
@@ -640,7 +668,7 @@ func (p *Primary) replicate(ctx context.Context, sh int, ps *pshard) {
 		for {
 			u := Update{Version: ps.next, Key: r.key, Value: r.value}
 			ps.next++
-			ps.queue = append(ps.queue, pending{Update: u, id: r.id, c: r.c})
+			ps.queue = pushBack(&ps.queueBase, ps.queue, pending{Update: u, id: r.id, c: r.c})
 			b := msg[len(msg) : len(msg)+UpdLen]
 			binary.LittleEndian.PutUint64(b, u.Version)
 			binary.LittleEndian.PutUint64(b[8:], u.Key)
@@ -659,7 +687,13 @@ func (p *Primary) replicate(ctx context.Context, sh int, ps *pshard) {
 		msg[1] = byte((len(msg) - 2) / UpdLen)
 		tag := replTag(first, int(msg[1]))
 		if p.tracked != nil {
-			ps.sent = append(ps.sent, sentMsg{first: first, last: ps.next - 1, tickets: make([]bichannel.Ticket, p.Secondaries+1)})
+			var tickets []bichannel.Ticket
+			if k := len(ps.spare); k > 0 {
+				tickets, ps.spare = ps.spare[k-1], ps.spare[:k-1] // read only where known says
+			} else {
+				tickets = make([]bichannel.Ticket, p.Secondaries+1)
+			}
+			ps.sent = pushBack(&ps.sentBase, ps.sent, sentMsg{first: first, last: ps.next - 1, tickets: tickets})
 		}
 		dead := ps.dead
 		ps.mu.Unlock()
