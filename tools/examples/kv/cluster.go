@@ -24,6 +24,8 @@ type ClusterConfig struct {
 	// in the TCP control path's batches) or "tcp" (kernel TCP).
 	casestudy.ClusterConfig
 	Shards int
+	// Sizing is the load the nodes' shards are sized for up front.
+	Sizing
 }
 
 // Cluster is a running KV cluster.
@@ -92,9 +94,9 @@ func NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		cl.cancels[i] = cancel
 		if i == 0 {
 			cl.pctx = nctx
-			cl.Primary = StartPrimary(nctx, cfg.Shards, N-1, cl.repls[0])
+			cl.Primary = StartPrimary(nctx, cfg.Shards, N-1, cfg.Sizing, cl.repls[0])
 		} else {
-			cl.Secondary[i] = StartSecondary(nctx, i, cfg.Shards, cl.repls[i])
+			cl.Secondary[i] = StartSecondary(nctx, i, cfg.Shards, cfg.Sizing, cl.repls[i])
 		}
 	}
 	ln, err := cfg.Places[0].ListenTCP()

@@ -27,7 +27,7 @@ import (
 func TestKVQuorumOneReplicaDead(t *testing.T) {
 	for _, tr := range []string{"hot", "bi", "tcp"} {
 		t.Run(tr, func(t *testing.T) {
-			cfg := ClusterConfig{Shards: 2, ClusterConfig: casestudy.ClusterConfig{Places: casestudy.Loopback(3), Transport: tr,
+			cfg := ClusterConfig{Shards: 2, Sizing: Sizing{Keys: 50, Updates: 6000}, ClusterConfig: casestudy.ClusterConfig{Places: casestudy.Loopback(3), Transport: tr,
 				Bi: bichannel.Config{Flows: 2, BuffersPerFlow: 64, RetransmitTimeout: 10 * time.Millisecond,
 					HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 5 * time.Second}}}
 			if tr != "tcp" {

@@ -309,7 +309,7 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 		}
 		nicPids = append(slices.Clone(nicPids), fab.Pid)
 	}
-	cl, err := NewCluster(ctx, ClusterConfig{Shards: o.shards, ClusterConfig: casestudy.ClusterConfig{Places: places[:nodes], Transport: repl, Fast: fast,
+	cl, err := NewCluster(ctx, ClusterConfig{Shards: o.shards, Sizing: Sizing{Keys: o.keys, Updates: uint64(rate * o.duration.Seconds())}, ClusterConfig: casestudy.ClusterConfig{Places: places[:nodes], Transport: repl, Fast: fast,
 		Bi: bichannel.Config{Flows: 2, BuffersPerFlow: 256, RetransmitTimeout: 5 * time.Millisecond, AckDelay: time.Millisecond, HeartbeatTimeout: 10 * time.Second}}})
 	if err != nil {
 		return Row{}, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -68,7 +69,7 @@ func ShardOf(key uint64, shards int) int {
 // of applied updates (the test compares it with the acknowledged log).
 type Replica struct {
 	mu      sync.Mutex
-	Table   map[uint64]Entry
+	Table   *Table
 	Log     UpdateLog // applied, in version order
 	Applied uint64    // every version up to this is applied
 	// OrderViolations counts updates that would have replaced a key's
@@ -84,20 +85,31 @@ type Replica struct {
 // without copying what it holds (a slice doubling its array copied the
 // whole log: a third of the process's CPU at 40 000 updates/s).
 type UpdateLog struct {
-	chunks [][]Update
+	chunks [][]Update // each logChunk long
 	n      int
 }
 
 const logChunk = 4096
 
-// Append adds u.
+// Append adds u; it allocates a chunk every logChunk updates unless
+// Reserve did.
 func (l *UpdateLog) Append(u *Update) {
-	if l.n%logChunk == 0 {
-		l.chunks = append(l.chunks, make([]Update, 0, logChunk))
+	if l.n == len(l.chunks)*logChunk {
+		l.chunks = append(l.chunks, make([]Update, logChunk))
 	}
-	c := &l.chunks[len(l.chunks)-1]
-	*c = append(*c, *u)
+	l.chunks[l.n/logChunk][l.n%logChunk] = *u
 	l.n++
+}
+
+// Reserve allocates room for n more updates and faults its pages in.
+func (l *UpdateLog) Reserve(n int) {
+	for len(l.chunks)*logChunk < l.n+n {
+		c := make([]Update, logChunk)
+		for i := 0; i < len(c); i += pageSlots {
+			c[i].Version = 0
+		}
+		l.chunks = append(l.chunks, c)
+	}
 }
 
 // Len is the number of updates.
@@ -109,22 +121,63 @@ func (l *UpdateLog) At(i int) *Update { return &l.chunks[i/logChunk][i%logChunk]
 // Slice returns a copy of the log.
 func (l *UpdateLog) Slice() []Update {
 	out := make([]Update, 0, l.n)
-	for _, c := range l.chunks {
-		out = append(out, c...)
+	for i := 0; i < l.n; i += logChunk {
+		out = append(out, l.chunks[i/logChunk][:min(logChunk, l.n-i)]...)
 	}
 	return out
 }
 
-// newReplica sizes the table for 32768 keys up front: a map growing under
-// load rehashes in the middle of the latency measurement.
-func newReplica() *Replica { return &Replica{Table: make(map[uint64]Entry, 1<<15)} }
+// Sizing is the load a node sizes its shards for up front, so that
+// applying an update neither allocates nor faults a page in.
+type Sizing struct {
+	// Keys is the key space the load draws from (0: DefaultKeys a
+	// shard); the shards' tables hold it without growing.
+	Keys uint64
+	// Updates is the updates the load offers in all (0: unknown); the
+	// shards' logs reserve room for them, at most maxReserved a shard.
+	Updates uint64
+}
 
+const (
+	// DefaultKeys is the keys a shard's table holds without growing
+	// when the key space is not given.
+	DefaultKeys = 1 << 15
+	// maxReserved bounds the updates a shard's log reserves (64 MiB).
+	maxReserved = 1 << 20
+)
+
+// newReplica returns a shard of shards sized for sz: a table growing or a
+// log faulting its pages in under load would do so in the middle of the
+// latency measurement.
+func newReplica(sz Sizing, shards int) *Replica {
+	r := &Replica{Table: newTable(cmp.Or(perShard(sz.Keys, shards), DefaultKeys))}
+	r.Log.Reserve(int(min(perShard(sz.Updates, shards), maxReserved)))
+	return r
+}
+
+// perShard is one shard's part of n over shards shards, with room for
+// ShardOf's unevenness (0: 0).
+func perShard(n uint64, shards int) uint64 {
+	if n == 0 {
+		return 0
+	}
+	k := n / uint64(shards)
+	return k + k/8 + 64
+}
+
+// apply applies u, the update after r.Applied; the caller holds r.mu.
+// It allocates nothing but a chunk of the log every logChunk updates.
 func (r *Replica) apply(u *Update) {
-	if e, ok := r.Table[u.Key]; ok && e.Version >= u.Version {
+	s := r.Table.find(u.Key)
+	if s.Version >= u.Version {
 		r.OrderViolations++
 		return
 	}
-	r.Table[u.Key] = Entry{Version: u.Version, Value: u.Value}
+	if s.Version == 0 {
+		r.Table.put(u.Key, &Entry{Version: u.Version, Value: u.Value})
+	} else {
+		s.Version, s.Value = u.Version, u.Value
+	}
 	r.Log.Append(u)
 	r.Applied = u.Version
 }
@@ -133,11 +186,105 @@ func (r *Replica) apply(u *Update) {
 func (r *Replica) Snapshot() (map[uint64]Entry, []Update, uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t := make(map[uint64]Entry, len(r.Table))
-	for k, v := range r.Table {
-		t[k] = v
-	}
+	t := make(map[uint64]Entry, r.Table.Len())
+	r.Table.Range(func(k uint64, e *Entry) { t[k] = *e })
 	return t, r.Log.Slice(), r.OrderViolations
+}
+
+// earlyWindow is the versions ahead of a shard's next one whose updates
+// a secondary holds without allocating (1 MiB a shard): more than the
+// primary has in flight with the case study's bi-channel (2 flows of 256
+// buffers, 20 updates a message).
+const earlyWindow = 1 << 14
+
+// earlyBuf holds the updates that arrived ahead of a missing version
+// until it comes: a ring indexed by version, and a map for versions
+// beyond the ring's window (it allocates, the ring does not).
+type earlyBuf struct {
+	ring []Update // version v in ring[v%earlyWindow] while held
+	far  map[uint64]Update
+	n    int // updates held
+}
+
+func newEarlyBuf() *earlyBuf {
+	e := &earlyBuf{ring: make([]Update, earlyWindow)}
+	for i := 0; i < len(e.ring); i += pageSlots {
+		e.ring[i].Version = 0 // fault the page in now, not under load
+	}
+	return e
+}
+
+// put holds u, applied being the shard's version applied up to.
+func (e *earlyBuf) put(u *Update, applied uint64) {
+	if u.Version-applied >= earlyWindow {
+		if e.far == nil {
+			e.far = map[uint64]Update{}
+		}
+		if _, ok := e.far[u.Version]; !ok {
+			e.n++
+		}
+		e.far[u.Version] = *u
+		return
+	}
+	s := &e.ring[u.Version%earlyWindow]
+	if s.Version != u.Version {
+		e.n++
+	}
+	*s = *u
+}
+
+// take removes version v and reports whether it was held; u is its
+// update.
+func (e *earlyBuf) take(v uint64, u *Update) bool {
+	if e.n == 0 {
+		return false
+	}
+	got := false
+	if s := &e.ring[v%earlyWindow]; s.Version == v {
+		*u = *s
+		s.Version = 0
+		e.n--
+		got = true
+	}
+	if len(e.far) > 0 {
+		if f, ok := e.far[v]; ok {
+			delete(e.far, v)
+			e.n--
+			if !got {
+				*u = f
+				got = true
+			}
+		}
+	}
+	return got
+}
+
+// applyMsg applies replication message m's updates in version order: the
+// next version at once, later ones once the versions before them came
+// (early holds them), earlier ones not again. It reports whether m was
+// a replication message.
+func (r *Replica) applyMsg(m []byte, early *earlyBuf) bool {
+	if len(m) < 2 || m[0] != msgRepl || len(m) != 2+int(m[1])*UpdLen {
+		return false
+	}
+	var u, dup Update
+	for i := range int(m[1]) {
+		b := m[2+i*UpdLen : 2+(i+1)*UpdLen]
+		u.Version, u.Key = binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
+		copy(u.Value[:], b[16:16+ValueLen])
+		switch {
+		case u.Version <= r.Applied:
+		case u.Version == r.Applied+1:
+			early.take(u.Version, &dup) // a copy may wait there too
+			r.apply(&u)
+		default:
+			early.put(&u, r.Applied)
+		}
+	}
+	for early.take(r.Applied+1, &u) {
+		r.apply(&u)
+	}
+	return true
 }
 
 // Secondary applies the primary's updates of each shard in version order
@@ -153,16 +300,17 @@ type Secondary struct {
 	wg         sync.WaitGroup
 }
 
-// StartSecondary runs a secondary's shard workers until ctx ends.
-func StartSecondary(ctx context.Context, id, shards int, repl Repl) *Secondary {
+// StartSecondary runs a secondary's shard workers, sized for sz, until
+// ctx ends.
+func StartSecondary(ctx context.Context, id, shards int, sz Sizing, repl Repl) *Secondary {
 	s := &Secondary{ID: id, Shards: shards, Repl: repl, Shard: make([]*Replica, shards)}
 	for sh := range shards {
-		r := newReplica()
+		r := newReplica(sz, shards)
 		s.Shard[sh] = r
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			early := map[uint64]Update{} // arrived ahead of a missing version
+			early := newEarlyBuf()
 			var ack [ackLen]byte
 			ack[0] = msgAck
 			_, tracked := repl.(TrackedRepl)
@@ -184,30 +332,10 @@ func StartSecondary(ctx context.Context, id, shards int, repl Repl) *Secondary {
 				})
 			}
 			repl.Receive(ctx, sh, func(peer int, m []byte) {
-				if len(m) < 2 || m[0] != msgRepl || len(m) != 2+int(m[1])*UpdLen {
-					return
-				}
 				r.mu.Lock()
-				for i := range int(m[1]) {
-					var u Update
-					b := m[2+i*UpdLen:]
-					u.Version, u.Key = binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
-					copy(u.Value[:], b[16:16+ValueLen])
-					switch {
-					case u.Version <= r.Applied:
-					case u.Version == r.Applied+1:
-						r.apply(&u) // in order: the common case, no map
-					default:
-						early[u.Version] = u
-					}
-				}
-				for len(early) > 0 {
-					u, ok := early[r.Applied+1]
-					if !ok {
-						break
-					}
-					delete(early, u.Version)
-					r.apply(&u)
+				if !r.applyMsg(m, early) {
+					r.mu.Unlock()
+					return
 				}
 				if tracked {
 					r.mu.Unlock()
@@ -302,6 +430,12 @@ type pshard struct {
 	acked []uint64  // per node: the version it acknowledged up to
 	dead  []bool    // per node
 	peers []int     // the secondaries' ids
+
+	// The arrays queue and sent lie in (pushBack), and the tickets of
+	// committed messages, for the next ones.
+	queueBase []pending
+	sentBase  []sentMsg
+	spare     [][]bichannel.Ticket
 }
 
 // sentMsg is a replication message sent over a TrackedRepl: its
@@ -326,12 +460,13 @@ func (ps *pshard) findSent(first uint64) int {
 
 // StartPrimary runs the primary's shard workers (node 0; secondaries are
 // nodes 1..secondaries) until ctx ends. Serve hands it client connections.
-func StartPrimary(ctx context.Context, shards, secondaries int, repl Repl) *Primary {
+// Its shards are sized for sz.
+func StartPrimary(ctx context.Context, shards, secondaries int, sz Sizing, repl Repl) *Primary {
 	p := &Primary{Shards: shards, Secondaries: secondaries, Repl: repl, Shard: make([]*pshard, shards)}
 	p.need = (secondaries+1)/2 + 1 - 1 // a majority of 1+secondaries replicas, the primary being one
 	p.tracked, _ = repl.(TrackedRepl)
 	for sh := range shards {
-		ps := &pshard{Replica: newReplica(), reqs: make(chan request, 4096), next: 1,
+		ps := &pshard{Replica: newReplica(sz, shards), reqs: make(chan request, 4096), next: 1,
 			acked: make([]uint64, secondaries+1), dead: make([]bool, secondaries+1)}
 		for i := 1; i <= secondaries; i++ {
 			ps.peers = append(ps.peers, i)
@@ -426,6 +561,9 @@ func (p *Primary) onAcked(sh int, ps *pshard, peer int, tag uint64) {
 		return
 	}
 	last := ps.sent[n-1].last
+	for i := range n {
+		ps.spare = append(ps.spare, ps.sent[i].tickets)
+	}
 	ps.sent = dropFront(ps.sent, n)
 	q := 0
 	for q < len(ps.queue) && ps.queue[q].Version <= last {
@@ -492,6 +630,25 @@ func dropFront[T any](s []T, n int) []T {
 	return s[n:]
 }
 
+// pushBack appends v to s, a suffix (what dropFront left) of the array
+// base starts. When s's capacity runs out, it moves s's elements to the
+// front of base if they fill less than half of it, else appends into a
+// new array (base then): a queue of steady length allocates nothing, and
+// each element moves amortised a constant number of times.
+func pushBack[T any](base *[]T, s []T, v T) []T {
+	if len(s) < cap(s) {
+		return append(s, v)
+	}
+	if b := (*base)[:cap(*base)]; 2*len(s) < len(b) {
+		n := copy(b, s)
+		clear(b[n:])
+		return append(b[:n], v)
+	}
+	s = append(s, v)
+	*base = s[:0]
+	return s
+}
+
 // replicate is shard sh's core worker: it takes the requests the client
 // connections routed to it, gives each the shard's next version and sends
 // them, batched, to shard sh of every live secondary.
@@ -511,7 +668,7 @@ func (p *Primary) replicate(ctx context.Context, sh int, ps *pshard) {
 		for {
 			u := Update{Version: ps.next, Key: r.key, Value: r.value}
 			ps.next++
-			ps.queue = append(ps.queue, pending{Update: u, id: r.id, c: r.c})
+			ps.queue = pushBack(&ps.queueBase, ps.queue, pending{Update: u, id: r.id, c: r.c})
 			b := msg[len(msg) : len(msg)+UpdLen]
 			binary.LittleEndian.PutUint64(b, u.Version)
 			binary.LittleEndian.PutUint64(b[8:], u.Key)
@@ -530,7 +687,13 @@ func (p *Primary) replicate(ctx context.Context, sh int, ps *pshard) {
 		msg[1] = byte((len(msg) - 2) / UpdLen)
 		tag := replTag(first, int(msg[1]))
 		if p.tracked != nil {
-			ps.sent = append(ps.sent, sentMsg{first: first, last: ps.next - 1, tickets: make([]bichannel.Ticket, p.Secondaries+1)})
+			var tickets []bichannel.Ticket
+			if k := len(ps.spare); k > 0 {
+				tickets, ps.spare = ps.spare[k-1], ps.spare[:k-1] // read only where known says
+			} else {
+				tickets = make([]bichannel.Ticket, p.Secondaries+1)
+			}
+			ps.sent = pushBack(&ps.sentBase, ps.sent, sentMsg{first: first, last: ps.next - 1, tickets: tickets})
 		}
 		dead := ps.dead
 		ps.mu.Unlock()

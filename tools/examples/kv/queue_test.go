@@ -10,7 +10,7 @@ import "testing"
 func TestCommitDoesNotMoveTheQueue(t *testing.T) {
 	const n = 1000
 	cc := &clientConn{replies: make(chan [ReplyLen]byte, n)}
-	ps := &pshard{Replica: newReplica()}
+	ps := &pshard{Replica: newReplica(Sizing{}, 1)}
 	for v := range n {
 		ps.queue = append(ps.queue, pending{Update: Update{Key: uint64(v), Version: uint64(v + 1)}, id: uint64(v), c: cc})
 	}
