@@ -63,16 +63,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	paths := fs.String("paths", "fabric,udp,tcp", "data paths: fabric (bi-channel through vnicd --source fabric), udp (bi-channel over kernel UDP), tcp (Go's net, one connection)")
 	sizes := fs.String("sizes", "64,1400", "message sizes in bytes (17 to 1400)")
 	batches := fs.String("batch", "1,32", "messages per call: 1, or up to 32")
-	patterns := fs.String("patterns", "stream,pingpong,idle", "stream (node 0 sends as fast as credits allow), pingpong (node 1 echoes each call), idle (connected, no messages)")
+	patterns := fs.String("patterns", "stream,pingpong", "stream (node 0 sends as fast as credits allow), pingpong (node 1 echoes each call), idle (connected, no messages)")
 	places := fs.String("placement", "one,per-node", "one (both nodes in this process) and/or per-node (node 1 in a child process)")
 	fs.IntVar(&o.runs, "runs", 2, "repeats of the whole matrix (the table gives the median and min–max over them)")
 	fs.DurationVar(&o.duration, "duration", time.Second, "measured interval per trial (at most)")
 	fs.DurationVar(&o.warmup, "warmup", 200*time.Millisecond, "warm-up before each measured interval")
 	// The default outlasts every adaptive spin and delayed acknowledgement
-	// and the bi-channel's heartbeat back-off (10 intervals of 100 ms, then
-	// doubling).
-	fs.DurationVar(&o.idleSettle, "idle-settle", 3*time.Second, "idle: wait after the warm-up traffic before the measured interval")
-	fs.DurationVar(&o.idleFor, "idle-for", 5*time.Second, "idle: the measured interval (the bi-channel's heartbeats back off to 10s)")
+	// and most of the back-off of the bi-channel's heartbeats (10 intervals
+	// of 100 ms, then doubling to 10 s) and of the vNIC's safety-net wake-up
+	// (1 s doubling to 8 s).
+	fs.DurationVar(&o.idleSettle, "idle-settle", 10*time.Second, "idle: wait after the warm-up traffic before the measured interval")
+	fs.DurationVar(&o.idleFor, "idle-for", 10*time.Second, "idle: the measured interval")
 	fs.Int64Var(&o.n, "n", 0, "messages node 0 sends per measured interval (0: as many as -duration allows; else the interval ends at n or -duration, whichever first)")
 	fs.DurationVar(&o.limit, "timeout", time.Minute, "bound on one trial, set-up included")
 	host := fs.String("host-cpus", "1", "CPUs of the node processes (taskset -c list), or none")
