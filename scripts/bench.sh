@@ -47,7 +47,7 @@ if [ "${MSGCOST:-1}" = 1 ]; then
 	# root needed. bin/vnicd is make build's.
 	echo "== cost per message (nodes on CPU 1, vnicd on CPU 0)"
 	if [ "${SMOKE:-0}" = 1 ]; then
-		"bin/msgcost" -vnicd bin/vnicd -runs 1 -sizes 64 -batch 32 -duration 100ms -warmup 50ms -idle-settle 500ms -idle-for 1s | tee "$out/msgcost.txt"
+		"bin/msgcost" -vnicd bin/vnicd -runs 1 -sizes 64 -batch 32 -duration 100ms -warmup 50ms -patterns stream,pingpong,idle -idle-settle 500ms -idle-for 1s | tee "$out/msgcost.txt"
 	else
 		"bin/msgcost" -vnicd bin/vnicd -runs 2 -duration 500ms | tee "$out/msgcost.txt"
 	fi
