@@ -168,6 +168,9 @@ func report(w io.Writer, o options, results []result, load0, load1 string) {
 	fmt.Fprintf(w, "msgcost: %s\n", machine(load0, load1))
 	fmt.Fprintf(w, "nodes on CPUs %s, vnicd on %s; %d run(s) of %v after %v warm-up each; paths interleaved\n",
 		cpus(o.hostCPUs), cpus(o.nicCPUs), o.runs, o.duration, o.warmup)
+	if slices.Contains(o.patterns, "idle") {
+		fmt.Fprintf(w, "idle: %v measured %v after the warm-up; µs of CPU per second\n", o.idleFor, o.idleSettle)
+	}
 	rs := rows(results)
 	if o.out == "wide" {
 		fmt.Fprintf(w, "%-6s %4s %2s %-6s %-4s %7s %6s %11s %6s %11s %6s %6s %6s %6s %10s %5s\n",
