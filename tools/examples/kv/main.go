@@ -43,7 +43,9 @@
 // paths on 127.0.0.x). -plot18 draws the spread p99 − minimum at half of
 // kernel TCP's most updates/s. -cpuprofile covers every node and the
 // client. -check compares every live replica with the acknowledged log
-// after each step, which -kill always does.
+// after each step, which -kill always does. -procs per-host runs each node
+// in a process of its own (the client stays in this one, its CPU reported
+// apart from the nodes').
 package main
 
 import (

@@ -18,7 +18,9 @@
 //	vnicctl testbed down --prefix sh
 //
 // It prints, per transport and table size, the network throughput (GB/s of
-// tuples that crossed the network) and the process's CPU-seconds per GB.
+// tuples that crossed the network) and the process's CPU-seconds per GB;
+// with -procs per-host each host runs in a process of its own, and the CPU
+// is those processes'.
 package main
 
 import (
