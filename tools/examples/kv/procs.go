@@ -42,9 +42,10 @@ type nodeSpec struct {
 // toNode is a message to a node's process: the nodes' replication
 // addresses first, then requests.
 type toNode struct {
-	Addrs []string
-	Op    string   // "stats", "catchup" or "snapshot"
-	Last  []uint64 // catchup: the primary's last version, by shard
+	Addrs   []string
+	Op      string        // "stats", "catchup" or "snapshot"
+	Last    []uint64      // catchup: the primary's last version, by shard
+	Timeout time.Duration // catchup: how long to wait
 }
 
 // fromNode is a node process's answer.
@@ -227,7 +228,7 @@ func serveNode(s nodeSpec, p *casestudy.Parent) error {
 				a.Last = primary.last()
 			}
 		case "catchup":
-			if err := catchUp(reps, m.Last, 10*time.Second); err != nil {
+			if err := catchUp(reps, m.Last, m.Timeout); err != nil {
 				a.Err = fmt.Sprintf("node %d: %v", s.ID, err)
 			}
 		case "snapshot":
@@ -346,7 +347,7 @@ func (pc *procCluster) ask(i int, m toNode) (fromNode, error) {
 	if err := pc.nodes[i].Send(m); err != nil {
 		return a, fmt.Errorf("kv: %w", err)
 	}
-	if err := pc.nodes[i].Recv(&a, procTimeout); err != nil {
+	if err := pc.nodes[i].Recv(&a, procTimeout+m.Timeout); err != nil {
 		return a, fmt.Errorf("kv: %w", err)
 	}
 	if a.Err != "" {
@@ -380,13 +381,13 @@ func (pc *procCluster) live() []int {
 	return ids
 }
 
-func (pc *procCluster) CatchUp(time.Duration) error {
+func (pc *procCluster) CatchUp(timeout time.Duration) error {
 	a, err := pc.ask(0, toNode{Op: "stats"})
 	if err != nil {
 		return err
 	}
 	for _, i := range pc.live()[1:] {
-		if _, err := pc.ask(i, toNode{Op: "catchup", Last: a.Last}); err != nil {
+		if _, err := pc.ask(i, toNode{Op: "catchup", Last: a.Last, Timeout: timeout}); err != nil {
 			return err
 		}
 	}
