@@ -3,6 +3,7 @@
 package cpuacct
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,6 +40,36 @@ func ProcessCPU(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("cpuacct: /proc/%d/stat: %w", pid, err)
 	}
 	return time.Duration(t) * clockTick, nil
+}
+
+// TaskCPU is the sum of schedstat's on-CPU time (ns) over process pid's
+// current threads: finer than ProcessCPU's clock ticks, but a thread that
+// exited takes its time with it.
+func TaskCPU(pid int) (time.Duration, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("cpuacct: cpu of %d: %w", pid, err)
+	}
+	var sum time.Duration
+	seen := 0
+	for _, e := range ents {
+		b, err := os.ReadFile(dir + "/" + e.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		f, _, _ := bytes.Cut(bytes.TrimSpace(b), []byte(" "))
+		ns, err := strconv.ParseUint(string(f), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("cpuacct: %s/%s/schedstat: %q: %w", dir, e.Name(), b, err)
+		}
+		sum += time.Duration(ns)
+		seen++
+	}
+	if seen == 0 {
+		return 0, fmt.Errorf("cpuacct: cpu of %d: no thread's schedstat readable (is schedstats in the kernel?)", pid)
+	}
+	return sum, nil
 }
 
 // SelfCPU is this process's user+system time (getrusage: finer than the

@@ -16,6 +16,9 @@ func ReadStat() (Stat, error) { return nil, errNotLinux }
 // ProcessCPU needs Linux.
 func ProcessCPU(int) (time.Duration, error) { return 0, errNotLinux }
 
+// TaskCPU needs Linux.
+func TaskCPU(int) (time.Duration, error) { return 0, errNotLinux }
+
 // SelfCPU needs Linux here: 0.
 func SelfCPU() time.Duration { return 0 }
 

@@ -1,11 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"fmt"
-	"os"
-	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/vnic/vnic/internal/cpuacct"
@@ -21,39 +16,10 @@ import (
 
 // taskCPU is the sum of schedstat's on-CPU time over pid's current
 // threads.
-func taskCPU(pid int) (time.Duration, error) {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task"
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, fmt.Errorf("cpu of %d: %w", pid, err)
-	}
-	var sum time.Duration
-	seen := 0
-	for _, e := range ents {
-		b, err := os.ReadFile(dir + "/" + e.Name() + "/schedstat")
-		if err != nil {
-			continue // the thread exited meanwhile
-		}
-		f, _, _ := bytes.Cut(bytes.TrimSpace(b), []byte(" "))
-		ns, err := strconv.ParseUint(string(f), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s/%s/schedstat: %q: %w", dir, e.Name(), b, err)
-		}
-		sum += time.Duration(ns)
-		seen++
-	}
-	if seen == 0 {
-		return 0, fmt.Errorf("cpu of %d: no thread's schedstat readable (is schedstats in the kernel?)", pid)
-	}
-	return sum, nil
-}
+func taskCPU(pid int) (time.Duration, error) { return cpuacct.TaskCPU(pid) }
 
 // rusageSelf is this process's user+system time from getrusage.
-func rusageSelf() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
-}
+func rusageSelf() time.Duration { return cpuacct.SelfCPU() }
 
 // cpuSnap is one sample of the node processes' and vnicd's CPU time.
 type cpuSnap struct {

@@ -53,18 +53,7 @@ func NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if N-1 > MaxSecondaries {
 		return nil, fmt.Errorf("kv: %d secondaries: at most %d", N-1, MaxSecondaries)
 	}
-	// The primary talks to every secondary; secondaries to the primary
-	// only.
-	peersOf := func(i int) []int {
-		if i > 0 {
-			return []int{0}
-		}
-		var ps []int
-		for j := 1; j < N; j++ {
-			ps = append(ps, j)
-		}
-		return ps
-	}
+	peersOf := peersOf(N)
 	switch cfg.Transport {
 	case "bi", "hot":
 		tmpl := cfg.Bi
@@ -105,24 +94,44 @@ func NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		return nil, fmt.Errorf("kv: client listener: %w", err)
 	}
 	cl.clientLn, cl.ClientAddr = ln, ln.Addr().String()
-	cl.wg.Add(1)
+	serveClients(cl.pctx, ln, cl.Primary, &cl.wg)
+	return cl, nil
+}
+
+// serveClients has p serve every client connection ln accepts, until ln
+// closes.
+func serveClients(ctx context.Context, ln net.Listener, p *Primary, wg *sync.WaitGroup) {
+	wg.Add(1)
 	go func() {
-		defer cl.wg.Done()
+		defer wg.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
 			c.(*net.TCPConn).SetNoDelay(true)
-			cl.wg.Add(1)
+			wg.Add(1)
 			go func() {
-				defer cl.wg.Done()
-				cl.Primary.Serve(cl.pctx, c)
+				defer wg.Done()
+				p.Serve(ctx, c)
 			}()
 		}
 	}()
-	return cl, nil
 }
+
+// Addr is the primary's client listener.
+func (cl *Cluster) Addr() string { return cl.ClientAddr }
+
+// Stats is node i's bi-channel counters; false on kernel TCP.
+func (cl *Cluster) Stats(i int) (bichannel.Stats, bool) {
+	if e := cl.Endpoint(i); e != nil {
+		return e.Stats(), true
+	}
+	return bichannel.Stats{}, false
+}
+
+// CPU is 0: the nodes share this process with the client.
+func (cl *Cluster) CPU() (time.Duration, error) { return 0, nil }
 
 // Endpoint returns node i's bi-channel endpoint, or nil on kernel TCP.
 func (cl *Cluster) Endpoint(i int) *bichannel.Endpoint {
@@ -232,32 +241,39 @@ func (cl *Cluster) Check(acked []Acked) error {
 				rep = cl.Secondary[i].Shard[sh]
 			}
 			table, log, viol := rep.Snapshot()
-			if viol != 0 {
-				errs = append(errs, fmt.Errorf("node %d shard %d: %d order violations", i, sh, viol))
-			}
-			for j, u := range log {
-				if u.Version != uint64(j+1) {
-					errs = append(errs, fmt.Errorf("node %d shard %d: log entry %d has version %d", i, sh, j, u.Version))
-					break
-				}
-			}
-			lost := 0
-			for _, a := range acked {
-				if ShardOf(a.Key, cl.cfg.Shards) != sh {
-					continue
-				}
-				ok := a.Version >= 1 && a.Version <= uint64(len(log)) && log[a.Version-1].Key == a.Key && log[a.Version-1].Value == a.Value &&
-					table[a.Key].Version >= a.Version
-				if !ok {
-					if lost++; lost <= 3 {
-						errs = append(errs, fmt.Errorf("node %d shard %d: acknowledged update of key %d version %d is missing or different", i, sh, a.Key, a.Version))
-					}
-				}
-			}
-			if lost > 3 {
-				errs = append(errs, fmt.Errorf("node %d shard %d: %d acknowledged updates lost in all", i, sh, lost))
-			}
+			errs = append(errs, checkReplica(i, sh, cl.cfg.Shards, table, log, viol, acked)...)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkReplica is Check of node i's replica of shard sh.
+func checkReplica(i, sh, shards int, table map[uint64]Entry, log []Update, viol uint64, acked []Acked) []error {
+	var errs []error
+	if viol != 0 {
+		errs = append(errs, fmt.Errorf("node %d shard %d: %d order violations", i, sh, viol))
+	}
+	for j, u := range log {
+		if u.Version != uint64(j+1) {
+			errs = append(errs, fmt.Errorf("node %d shard %d: log entry %d has version %d", i, sh, j, u.Version))
+			break
+		}
+	}
+	lost := 0
+	for _, a := range acked {
+		if ShardOf(a.Key, shards) != sh {
+			continue
+		}
+		ok := a.Version >= 1 && a.Version <= uint64(len(log)) && log[a.Version-1].Key == a.Key && log[a.Version-1].Value == a.Value &&
+			table[a.Key].Version >= a.Version
+		if !ok {
+			if lost++; lost <= 3 {
+				errs = append(errs, fmt.Errorf("node %d shard %d: acknowledged update of key %d version %d is missing or different", i, sh, a.Key, a.Version))
+			}
+		}
+	}
+	if lost > 3 {
+		errs = append(errs, fmt.Errorf("node %d shard %d: %d acknowledged updates lost in all", i, sh, lost))
+	}
+	return errs
 }

@@ -47,3 +47,35 @@ func TestFabricKVKilledReplica(t *testing.T) {
 		}
 	}
 }
+
+// The same with every node in a process of its own: each attaches to the
+// fabric's vnicd by itself, secondary 2's process is killed half-way and
+// the survivors match the log; vnicd's CPU is the NIC's, the node
+// processes' the host's, the load client's apart.
+func TestFabricKVProcsPerHost(t *testing.T) {
+	o, err := parseFlags([]string{"-vnicd", casestudytest.Vnicd(t), "-fast", "fabric", "-procs", "per-host", "-place", "none", "-transport", "hot",
+		"-rates", "2000", "-duration", "600ms", "-conns", "2", "-keys", "200", "-kill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, places, err := placesFor(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	row, err := step(ctx, o, places, fast, "hot", 2000, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d answered; fast %d, TCP %d; host %.3f, client %.3f, NIC %.3f CPU-s; %s", row.Answered, row.DeliveredFast, row.DeliveredTCP, row.CPUs, row.ClientCPUs, row.NICCPUs, row.Notes)
+	if !row.Killed || !row.Verified || row.Answered == 0 || row.Failed != 0 {
+		t.Errorf("killed %v, verified %v, %d answered, %d failed", row.Killed, row.Verified, row.Answered, row.Failed)
+	}
+	if row.DeliveredFast == 0 || row.DeliveredFast < 4*row.DeliveredTCP {
+		t.Errorf("%d messages came by the fast path and %d by TCP: the fabric did not carry the replication", row.DeliveredFast, row.DeliveredTCP)
+	}
+	if row.NICCPUs <= 0 || row.CPUs <= 0 || row.ClientCPUs <= 0 {
+		t.Errorf("CPU-s not all counted: NIC %.3f, host %.3f, client %.3f", row.NICCPUs, row.CPUs, row.ClientCPUs)
+	}
+}

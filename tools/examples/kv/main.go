@@ -43,7 +43,9 @@
 // paths on 127.0.0.x). -plot18 draws the spread p99 − minimum at half of
 // kernel TCP's most updates/s. -cpuprofile covers every node and the
 // client. -check compares every live replica with the acknowledged log
-// after each step, which -kill always does.
+// after each step, which -kill always does. -procs per-host runs each node
+// in a process of its own (the client stays in this one, its CPU reported
+// apart from the nodes').
 package main
 
 import (
@@ -76,7 +78,12 @@ type options struct {
 	casestudy.NICFlags
 }
 
-func main() { casestudy.Main(parseFlags, run) }
+func main() {
+	if js := os.Getenv(nodeEnv); js != "" {
+		os.Exit(nodeMain(js))
+	}
+	casestudy.Main(parseFlags, run)
+}
 
 func parseFlags(args []string) (options, error) {
 	var o options
@@ -136,10 +143,15 @@ type Row struct {
 	LagP50us, LagP99us float64
 	LagWarning         bool
 	Answered, Failed   uint64
-	CPUs               float64 // CPU-s of this process: every node and the client
-	HostPerM           float64 // the same per million answered updates
-	NICCPUs, NICPerM   float64 // the NIC processes' (-nic-pids)
-	HostBusy, NICBusy  float64 // mean busy share of the host and NIC CPUs (all work on them)
+	// CPUs is the nodes' CPU-s: with -procs one this process's, the
+	// client's included; with per-host the node processes' alone.
+	CPUs     float64
+	HostPerM float64 // the same per million answered updates
+	// ClientCPUs and ClientPerM are, with -procs per-host, the load
+	// client's (this process's) apart; 0 with one (not in the CSV).
+	ClientCPUs, ClientPerM float64
+	NICCPUs, NICPerM       float64 // the NIC processes' (-nic-pids)
+	HostBusy, NICBusy      float64 // mean busy share of the host and NIC CPUs (all work on them)
 	// NICIdle is the verdict, for a run that should not use the NIC CPUs,
 	// that they stayed under 5% busy: "yes", "no" or "" (not checked).
 	NICIdle                     string
@@ -193,7 +205,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	defer stopProfile()
 	var rows []Row
-	fmt.Fprintf(out, "placement %s; latency in µs: svc from the actual send, sched from the scheduled time (coordinated omission included); CPU-s per million updates\n", o.Place.Name)
+	fmt.Fprintf(out, "placement %s; procs %s; vnicd %s\n", o.Place.Name, o.Procs, o.VnicdMode(o.Fast))
+	fmt.Fprintf(out, "latency in µs: svc from the actual send, sched from the scheduled time (coordinated omission included); CPU-s per million updates\n")
 	fmt.Fprintf(out, "%-8s %3s %4s %9s %10s %8s %8s %8s %8s %7s %7s %7s %7s %6s %6s %s\n", "tr", "run", "cpus", "offered/s", "answered/s",
 		"svc p50", "svc p99", "sch p50", "sch p99", "lag p50", "lag p99", "host/M", "NIC/M", "host%", "NIC%", "notes")
 	for _, rate := range o.rates {
@@ -278,6 +291,18 @@ func placesFor(o options) (bichannel.FastMode, []Place, error) {
 	return fast, places, nil
 }
 
+// kvCluster is a cluster in this process (Cluster) or in node processes
+// of its own (procCluster, -procs per-host).
+type kvCluster interface {
+	Addr() string // the primary's client listener
+	Kill(i int)   // secondary i
+	CatchUp(timeout time.Duration) error
+	Check(acked []Acked) error
+	Stats(i int) (bichannel.Stats, bool)
+	CPU() (time.Duration, error) // the node processes' (0 in this one)
+	Close() error
+}
+
 // step runs one rate on a fresh cluster (so a killed secondary does not
 // carry over).
 func step(ctx context.Context, o options, places []Place, fast bichannel.FastMode, t string, rate float64, run int) (Row, error) {
@@ -309,14 +334,24 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 		}
 		nicPids = append(slices.Clone(nicPids), fab.Pid)
 	}
-	cl, err := NewCluster(ctx, ClusterConfig{Shards: o.shards, Sizing: Sizing{Keys: o.keys, Updates: uint64(rate * o.duration.Seconds())}, ClusterConfig: casestudy.ClusterConfig{Places: places[:nodes], Transport: repl, Fast: fast,
-		Bi: bichannel.Config{Flows: 2, BuffersPerFlow: 256, RetransmitTimeout: 5 * time.Millisecond, AckDelay: time.Millisecond, HeartbeatTimeout: 10 * time.Second}}})
-	if err != nil {
-		return Row{}, err
+	cfg := ClusterConfig{Shards: o.shards, Sizing: Sizing{Keys: o.keys, Updates: uint64(rate * o.duration.Seconds())}, ClusterConfig: casestudy.ClusterConfig{Places: places[:nodes], Transport: repl, Fast: fast, Bi: biTemplate()}}
+	var cl kvCluster
+	if o.Procs == casestudy.ProcsPerHost {
+		pc, err := startProcs(cfg, o.Testbed, hostCPUs, o.duration+3*time.Minute)
+		if err != nil {
+			return Row{}, err
+		}
+		cl = pc
+	} else {
+		c, err := NewCluster(ctx, cfg)
+		if err != nil {
+			return Row{}, err
+		}
+		cl = c
 	}
 	defer cl.Close()
 	runtime.GC()
-	lc := LoadConfig{Addr: cl.ClientAddr, Dial: places[nodes].Dial, Rate: rate, Duration: o.duration, Conns: o.conns, Keys: o.keys, Seed: uint64(run), KeepAcked: o.kill || o.check}
+	lc := LoadConfig{Addr: cl.Addr(), Dial: places[nodes].Dial, Rate: rate, Duration: o.duration, Conns: o.conns, Keys: o.keys, Seed: uint64(run), KeepAcked: o.kill || o.check}
 	if o.kill {
 		lc.OnHalf = func() { cl.Kill(2) }
 	}
@@ -325,7 +360,15 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 	if err != nil {
 		return Row{}, err
 	}
+	n0, err := cl.CPU()
+	if err != nil {
+		return Row{}, err
+	}
 	res, err := Load(ctx, lc)
+	if err != nil {
+		return Row{}, err
+	}
+	n1, err := cl.CPU()
 	if err != nil {
 		return Row{}, err
 	}
@@ -334,12 +377,21 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 		return Row{}, err
 	}
 	u := cpuacct.Since(s0, s1)
+	var client time.Duration
+	if o.Procs == casestudy.ProcsPerHost {
+		// The nodes' processes are the host; this one is the client.
+		client, u.Host = u.Host, n1-n0
+	}
 	lagWarn, lagMsg := res.LagWarning()
 	row := Row{Transport: t, Run: run, HostCPUs: cpuacct.Format(hostCPUs), Offered: rate, Throughput: res.Throughput(), Answered: res.Answered, Failed: res.Failed,
 		Service: latOf(res.Service), Sched: latOf(res.FromSchedule), LagP50us: us(res.Lag.Quantile(0.5)), LagP99us: us(res.Lag.Quantile(0.99)), LagWarning: lagWarn,
 		CPUs: u.Host.Seconds(), HostPerM: cpuacct.PerMillion(u.Host, res.Answered), NICCPUs: u.NIC.Seconds(), NICPerM: cpuacct.PerMillion(u.NIC, res.Answered),
 		HostBusy: u.MeanBusy(hostCPUs), NICBusy: u.MeanBusy(o.Place.NIC),
+		ClientCPUs: client.Seconds(), ClientPerM: cpuacct.PerMillion(client, res.Answered),
 		Saturated: res.Saturated || res.Failed > 0, Killed: o.kill}
+	if o.Procs == casestudy.ProcsPerHost {
+		row.Notes += fmt.Sprintf("client %.3f CPU-s (%.2f/M), not in host/M; ", row.ClientCPUs, row.ClientPerM)
+	}
 	if lagWarn {
 		row.Notes += "WARNING " + lagMsg + "; "
 	}
@@ -353,14 +405,12 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 	}
 	row.Notes += "busy " + u.BusyString() + "; "
 	for i := range nodes {
-		if e := cl.Endpoint(i); e != nil {
-			s := e.Stats()
+		if s, ok := cl.Stats(i); ok {
 			row.DeliveredFast += s.DeliveredFast
 			row.DeliveredTCP += s.DeliveredTCP
 		}
 	}
-	if e := cl.Endpoint(0); e != nil {
-		s := e.Stats()
+	if s, ok := cl.Stats(0); ok {
 		row.Notes += fmt.Sprintf("primary: %d sent, %d hot acks, resent %d fast + %d TCP, %d abandoned, %d stalls (%v)",
 			s.Sent, s.HotAcksReceived, s.FastRetransmitted, s.Retransmitted, s.Abandoned, s.Stalls, s.StallTime.Round(time.Millisecond))
 	}

@@ -8,7 +8,11 @@ import (
 )
 
 // TestMain removes what the tests built (vnicd, once per test binary).
+// A node process of a -procs per-host test runs this binary too.
 func TestMain(m *testing.M) {
+	if js := os.Getenv(nodeEnv); js != "" {
+		os.Exit(nodeMain(js))
+	}
 	code := m.Run()
 	testutil.RemoveBuilt()
 	os.Exit(code)

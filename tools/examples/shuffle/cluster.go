@@ -125,30 +125,56 @@ func (cl *Cluster) Run(ctx context.Context, tables []*Table) (*Result, error) {
 	if err := errors.Join(errs...); err != nil {
 		return res, err
 	}
+	hs := make([]hostTally, N)
+	for i, h := range res.Hosts {
+		hs[i] = tallyOf(h)
+	}
+	for _, t := range tables {
+		res.Rows += uint64(t.Rows())
+	}
+	return res, res.check(hs)
+}
+
+// hostTally is what the exactly-once check needs of a host's result.
+type hostTally struct {
+	SentTo             []Tally
+	Gathered           Tally
+	NetBytes, Messages uint64
+	OutRows            uint64 // rows in its output, its own and gathered
+}
+
+func tallyOf(h *HostResult) hostTally {
+	t := hostTally{SentTo: h.SentTo, Gathered: h.Gathered, NetBytes: h.NetBytes, Messages: h.Messages}
+	for w := range h.Out {
+		t.OutRows += uint64(len(h.Out[w])+len(h.Local[w])) / TupleLen
+	}
+	return t
+}
+
+// check fills res.NetBytes and checks exactly-once delivery across the
+// hosts: for every host h, the rows gathered on h equal, in count and
+// checksum, the sum over all hosts of the rows their tables hold for h.
+func (res *Result) check(hs []hostTally) error {
+	N := len(hs)
 	res.ExactlyOnce = true
 	for h := range N {
 		var want Tally
 		for s := range N {
-			want.Merge(res.Hosts[s].SentTo[h])
+			want.Merge(hs[s].SentTo[h])
 		}
-		got := res.Hosts[h].Gathered
-		var inOut uint64
-		for w := range res.Hosts[h].Out {
-			inOut += uint64(len(res.Hosts[h].Out[w])+len(res.Hosts[h].Local[w])) / TupleLen
-		}
+		got, inOut := hs[h].Gathered, hs[h].OutRows
 		if got != want || inOut != want.Rows {
 			res.ExactlyOnce = false
 			res.CheckMessage += fmt.Sprintf("host %d gathered %d rows (%d in its output, checksum %#x), the tables hold %d (%#x) for it; ",
 				h, got.Rows, inOut, got.Sum, want.Rows, want.Sum)
 		}
 	}
-	for i, t := range tables {
-		res.Rows += uint64(t.Rows())
-		res.NetBytes += res.Hosts[i].NetBytes
+	for _, h := range hs {
+		res.NetBytes += h.NetBytes
 	}
 	if !res.ExactlyOnce {
-		return res, errors.New("shuffle: exactly-once check failed: " + res.CheckMessage)
+		return errors.New("shuffle: exactly-once check failed: " + res.CheckMessage)
 	}
 	res.CheckMessage = fmt.Sprintf("every host gathered exactly the rows the %d tables hold for it (counts and checksums)", N)
-	return res, nil
+	return nil
 }

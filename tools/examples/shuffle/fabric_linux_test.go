@@ -51,3 +51,34 @@ func TestFabricShuffle(t *testing.T) {
 		t.Errorf("vnicd's CPU time was not counted (%.3f s over the runs)", nicCPU)
 	}
 }
+
+// The shuffle on the fabric with every host in a process of its own,
+// each attached to vnicd by itself: exactly once (measure fails else),
+// carried by the fabric, vnicd's and the host processes' CPU counted.
+func TestFabricShuffleProcsPerHost(t *testing.T) {
+	o, err := parseFlags([]string{"-vnicd", casestudytest.Vnicd(t), "-fast", "fabric", "-procs", "per-host", "-place", "none", "-transport", "bi", "-hosts", "3", "-rows", "30000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, places, err := placesFor(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	tabs := make([]*Table, o.hosts)
+	for i := range tabs {
+		tabs[i] = GenTable(i, o.rows[0], tableSeed)
+	}
+	row, st, err := measure(ctx, o, places, fast, "bi", tabs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%.1f MB in %.3f s; sent %d, fast %d, TCP %d; host %.3f, NIC %.3f CPU-s", row.NetMB, row.Seconds, st.Sent, st.DeliveredFast, st.DeliveredTCP, row.CPUs, row.NICCPUs)
+	if st.Sent == 0 || st.DeliveredFast+st.DeliveredTCP != st.Sent || st.DeliveredFast < 4*st.DeliveredTCP {
+		t.Errorf("sent %d, delivered fast %d + TCP %d: the fabric did not carry the shuffle", st.Sent, st.DeliveredFast, st.DeliveredTCP)
+	}
+	if row.CPUs <= 0 || row.NICCPUs <= 0 {
+		t.Errorf("CPU-s not all counted: host %.3f, NIC %.3f", row.CPUs, row.NICCPUs)
+	}
+}

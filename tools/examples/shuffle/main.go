@@ -18,7 +18,9 @@
 //	vnicctl testbed down --prefix sh
 //
 // It prints, per transport and table size, the network throughput (GB/s of
-// tuples that crossed the network) and the process's CPU-seconds per GB.
+// tuples that crossed the network) and the process's CPU-seconds per GB;
+// with -procs per-host each host runs in a process of its own, and the CPU
+// is those processes'.
 package main
 
 import (
@@ -54,7 +56,12 @@ type options struct {
 	casestudy.NICFlags
 }
 
-func main() { casestudy.Main(parseFlags, run) }
+func main() {
+	if js := os.Getenv(hostEnv); js != "" {
+		os.Exit(hostMain(js))
+	}
+	casestudy.Main(parseFlags, run)
+}
 
 func parseFlags(args []string) (options, error) {
 	var o options
@@ -100,7 +107,7 @@ type Row struct {
 	Hosts, Workers, Rows int // rows per host
 	Run                  int
 	NetMB, Seconds       float64
-	GBps, CPUs, CPUPerGB float64 // CPUs: this process's (every host's): host CPU-s
+	GBps, CPUs, CPUPerGB float64 // CPUs: the hosts' CPU-s (this process's, or with -procs per-host the host processes')
 	UserCPUs, SysCPUs    float64
 	Msg                  int     // message size, bytes
 	HostCPUs             string  // the CPU list the hosts ran on ("" unpinned)
@@ -139,13 +146,13 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	defer stopProfile()
 	var rows []Row
-	fmt.Fprintf(out, "placement %s\n", o.Place.Name)
+	fmt.Fprintf(out, "placement %s; procs %s; vnicd %s\n", o.Place.Name, o.Procs, o.VnicdMode(o.Fast))
 	fmt.Fprintf(out, "%-8s %5s %7s %10s %3s %9s %8s %8s %8s %9s %9s %6s %6s\n", "tr", "hosts", "workers", "rows/host", "run", "net MB", "s", "GB/s", "CPU-s", "CPU-s/GB", "NIC-s/GB", "host%", "NIC%")
 	var biStats bichannel.Stats
 	for _, n := range o.rows {
 		tables := make([]*Table, o.hosts)
 		for i := range tables {
-			tables[i] = GenTable(i, n, 1)
+			tables[i] = GenTable(i, n, tableSeed)
 		}
 		for r := range o.runs {
 			for _, t := range o.Transports {
@@ -194,6 +201,9 @@ func addStats(sum *bichannel.Stats, s bichannel.Stats) {
 	sum.Malformed += s.Malformed
 }
 
+// tableSeed is the measured shuffles' GenTable seed (the warm-up's is 2).
+const tableSeed = 1
+
 // nicIdleLimit is the busy share under which the NIC CPUs count as idle.
 const nicIdleLimit = 0.05
 
@@ -239,17 +249,33 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 		}
 		nicPids = append(slices.Clone(nicPids), fab.Pid)
 	}
-	c, err := NewCluster(ctx, ClusterConfig{Workers: o.workers, Seed: 1, MaxMsg: o.msg, ClusterConfig: casestudy.ClusterConfig{Places: places, Transport: tr, Fast: fast,
-		Bi: bichannel.Config{Flows: o.flows, BuffersPerFlow: o.buffers, Window: max(1024, 2*o.buffers), RetransmitTimeout: o.rto, AckDelay: min(time.Millisecond, o.rto/4), HeartbeatTimeout: 10 * time.Second}}})
-	if err != nil {
-		return Row{}, st, err
+	cfg := ClusterConfig{Workers: o.workers, Seed: 1, MaxMsg: o.msg, ClusterConfig: casestudy.ClusterConfig{Places: places, Transport: tr, Fast: fast,
+		Bi: bichannel.Config{Flows: o.flows, BuffersPerFlow: o.buffers, Window: max(1024, 2*o.buffers), RetransmitTimeout: o.rto, AckDelay: min(time.Millisecond, o.rto/4), HeartbeatTimeout: 10 * time.Second}}}
+	var (
+		c       *Cluster
+		pc      *procCluster
+		shuffle func(tables []*Table, seed uint64) (*Result, error)
+		err     error
+	)
+	if o.Procs == casestudy.ProcsPerHost {
+		// Host i generates its table itself: GenTable(i, rows, seed).
+		if pc, err = startProcs(cfg, o.Testbed, hostCPUs, 10*time.Minute); err != nil {
+			return Row{}, st, err
+		}
+		defer pc.Close()
+		shuffle = func(tables []*Table, seed uint64) (*Result, error) { return pc.Run(tables[0].Rows(), seed) }
+	} else {
+		if c, err = NewCluster(ctx, cfg); err != nil {
+			return Row{}, st, err
+		}
+		defer c.Close()
+		shuffle = func(tables []*Table, _ uint64) (*Result, error) { return c.Run(ctx, tables) }
 	}
-	defer c.Close()
 	warm := make([]*Table, len(tables))
 	for i := range warm {
 		warm[i] = GenTable(i, min(tables[i].Rows(), 20000), 2)
 	}
-	if _, err := c.Run(ctx, warm); err != nil {
+	if _, err := shuffle(warm, 2); err != nil {
 		return Row{}, st, fmt.Errorf("warm-up: %w", err)
 	}
 	runtime.GC()
@@ -263,7 +289,7 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 	if len(nicPids) > 0 {
 		nr0, nw0 = schedWait(strconv.Itoa(nicPids[0]))
 	}
-	res, err := c.Run(ctx, tables)
+	res, err := shuffle(tables, tableSeed)
 	if err != nil {
 		return Row{}, st, err
 	}
@@ -288,6 +314,10 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 	if len(o.Place.NIC) > 0 && t != "tcp-both" && (tr == "tcp" || fast == bichannel.FastUDP) {
 		ok, _ := u.Idle(o.Place.NIC, nicIdleLimit)
 		row.NICIdle = map[bool]string{true: "yes", false: "no"}[ok]
+	}
+	if pc != nil {
+		st, err = pc.Stats()
+		return row, st, err
 	}
 	for _, x := range c.trs {
 		if b, ok := x.(BiTransport); ok {

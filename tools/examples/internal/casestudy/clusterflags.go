@@ -38,13 +38,14 @@ type ClusterUsage struct {
 }
 
 // ClusterFlags are the flags that say where a case study's cluster runs
-// and over what: -transport, -place, -testbed and -fast. Register them on
+// and over what: -transport, -place, -testbed -fast and -procs. Register them on
 // a flag set, and Check them after it has parsed.
 type ClusterFlags struct {
 	Transports []string          // -transport
 	Place      cpuacct.Placement // -place
 	Testbed    string            // -testbed: a testbed's prefix, "" for loopback
 	Fast       string            // -fast: udp, vnic, auto or fabric
+	Procs      string            // -procs: ProcsOne or ProcsPerHost
 
 	transports, place string
 	u                 ClusterUsage
@@ -57,6 +58,7 @@ func (f *ClusterFlags) Register(fs *flag.FlagSet, u ClusterUsage) {
 	fs.StringVar(&f.place, "place", "host=1,nic=0", "CPU placement: host=CPUS,nic=CPUS, or none (no pinning)")
 	fs.StringVar(&f.Testbed, "testbed", "", "run "+u.Member+" i in namespace PREFIX-h<i> of vnicctl testbed up")
 	fs.StringVar(&f.Fast, "fast", "udp", "bi-channel fast path: udp, vnic, auto or fabric")
+	fs.StringVar(&f.Procs, "procs", ProcsOne, "processes: one (every "+u.Member+" here) or per-host (one each)")
 }
 
 // Check validates the parsed flags and fills Transports and Place.
@@ -67,6 +69,9 @@ func (f *ClusterFlags) Check() error {
 	}
 	if f.Place, err = cpuacct.ParsePlacement(f.place); err != nil {
 		return fmt.Errorf("-place: %w", err)
+	}
+	if f.Procs != ProcsOne && f.Procs != ProcsPerHost {
+		return fmt.Errorf("-procs %q: give %s or %s", f.Procs, ProcsOne, ProcsPerHost)
 	}
 	if f.Fast == "fabric" && f.Testbed != "" {
 		return errors.New("-fast fabric runs every " + f.u.Member + " on this machine's loopback: drop -testbed")

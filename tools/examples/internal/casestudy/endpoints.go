@@ -41,21 +41,11 @@ func Endpoints(ctx context.Context, c EndpointsConfig) ([]*bichannel.Endpoint, e
 		}
 	}
 	peers := make([]bichannel.Peer, N)
-	for i, pl := range c.Places {
-		cfg := c.Template
-		cfg.NodeID, cfg.Workers = i, c.Workers
-		cfg.Listen = netip.AddrPortFrom(pl.IP, 0).String()
-		cfg.ListenFunc, cfg.Dialer = pl.Listen, pl.Dial
-		cfg.Fast = c.Fast
-		cfg.UDP.IP, cfg.UDP.ListenUDP = pl.IP, pl.ListenUDP
-		cfg.VNIC = pl.VNIC
-		if c.FastPath != nil {
-			cfg.FastPath = c.FastPath(i)
-		}
-		e, err := bichannel.New(cfg)
+	for i := range c.Places {
+		e, err := NewEndpoint(c, i)
 		if err != nil {
 			closeAll()
-			return nil, fmt.Errorf("node %d: %w", i, err)
+			return nil, err
 		}
 		eps[i] = e
 		peers[i] = bichannel.Peer{ID: i, Addr: e.ControlAddr()}
@@ -79,6 +69,27 @@ func Endpoints(ctx context.Context, c EndpointsConfig) ([]*bichannel.Endpoint, e
 		return nil, err
 	}
 	return eps, nil
+}
+
+// NewEndpoint builds node i's endpoint, not yet connected: its peers
+// connect to its ControlAddr.
+func NewEndpoint(c EndpointsConfig, i int) (*bichannel.Endpoint, error) {
+	pl := c.Places[i]
+	cfg := c.Template
+	cfg.NodeID, cfg.Workers = i, c.Workers
+	cfg.Listen = netip.AddrPortFrom(pl.IP, 0).String()
+	cfg.ListenFunc, cfg.Dialer = pl.Listen, pl.Dial
+	cfg.Fast = c.Fast
+	cfg.UDP.IP, cfg.UDP.ListenUDP = pl.IP, pl.ListenUDP
+	cfg.VNIC = pl.VNIC
+	if c.FastPath != nil {
+		cfg.FastPath = c.FastPath(i)
+	}
+	e, err := bichannel.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("node %d: %w", i, err)
+	}
+	return e, nil
 }
 
 // LossyFastPaths returns a FastPath builder for EndpointsConfig: every node

@@ -26,18 +26,6 @@ type Mesh struct {
 // lane).
 func Meshes(ctx context.Context, places []Place, lanes int, peers func(node int) []int) ([]*Mesh, error) {
 	N := len(places)
-	peersOf := func(i int) []int {
-		if peers != nil {
-			return peers(i)
-		}
-		var ps []int
-		for j := range N {
-			if j != i {
-				ps = append(ps, j)
-			}
-		}
-		return ps
-	}
 	lns := make([]net.Listener, N)
 	addrs := make([]string, N)
 	for i, pl := range places {
@@ -54,16 +42,10 @@ func Meshes(ctx context.Context, places []Place, lanes int, peers func(node int)
 	errs := make([]error, N)
 	var wg sync.WaitGroup
 	for i := range N {
-		dialers := 0 // nodes that dial i
-		for j := range N {
-			if slices.Contains(peersOf(j), i) {
-				dialers++
-			}
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ms[i], errs[i] = connectMesh(ctx, i, lanes, addrs, peersOf(i), dialers, lns[i], places[i].Dial)
+			ms[i], errs[i] = ConnectMesh(ctx, i, lanes, addrs, peers, lns[i], places[i].Dial)
 		}()
 	}
 	wg.Wait()
@@ -76,6 +58,38 @@ func Meshes(ctx context.Context, places []Place, lanes int, peers func(node int)
 		return nil, err
 	}
 	return ms, nil
+}
+
+// peersFunc is peers, or (nil) every other of n nodes.
+func peersFunc(n int, peers func(node int) []int) func(int) []int {
+	if peers != nil {
+		return peers
+	}
+	return func(i int) []int {
+		var ps []int
+		for j := range n {
+			if j != i {
+				ps = append(ps, j)
+			}
+		}
+		return ps
+	}
+}
+
+// ConnectMesh is node id's part of Meshes, for a node in a process of its
+// own: it accepts, on its listener ln, the connections of every node whose
+// peers include id, and dials lanes connections to each of its own peers
+// at addrs (every node's listener, by node).
+func ConnectMesh(ctx context.Context, id, lanes int, addrs []string, peers func(node int) []int, ln net.Listener,
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)) (*Mesh, error) {
+	peersOf := peersFunc(len(addrs), peers)
+	dialers := 0 // nodes that dial id
+	for j := range addrs {
+		if slices.Contains(peersOf(j), id) {
+			dialers++
+		}
+	}
+	return connectMesh(ctx, id, lanes, addrs, peersOf(id), dialers, ln, dial)
 }
 
 // connectMesh accepts dialers*lanes connections on ln and dials lanes

@@ -43,3 +43,15 @@ func (f *NICFlags) Check() error {
 	}
 	return nil
 }
+
+// VnicdMode names, for a report's header, the vnicd the command runs
+// given -fast: its idle mode (busy-polling or adaptive), or none.
+func (f *NICFlags) VnicdMode(fast string) string {
+	switch {
+	case fast != "fabric":
+		return "none started (-fast " + fast + ")"
+	case f.FabricIdle == "busy":
+		return "busy-polling"
+	}
+	return f.FabricIdle
+}

@@ -1,0 +1,228 @@
+package casestudy
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vnic/vnic/internal/cpuacct"
+	"github.com/vnic/vnic/tools/internal/fabricd"
+)
+
+// The -procs modes: every member a goroutine of this process, or each in
+// a process of its own.
+const (
+	ProcsOne     = "one"
+	ProcsPerHost = "per-host"
+)
+
+// Child is a cluster member in a process of its own: this binary run
+// again with an environment variable holding the member's spec as JSON.
+// The two talk in JSON lines, the parent on the child's stdin, the child
+// on its stdout; the child dies with the parent (Pdeathsig, and its stdin
+// closing).
+type Child struct {
+	Name   string
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	lines  chan []byte
+	exited chan struct{}
+	err    error // Wait's, once exited is closed
+	stderr *fabricd.Buffer
+
+	mu     sync.Mutex
+	final  time.Duration // CPU time read just before Kill
+	killed bool
+}
+
+// StartChild starts this binary as a child with env=JSON(spec), on cpus
+// (nil: where this process may run) and with this process's GOMAXPROCS
+// (a child started on one CPU would otherwise get one P).
+func StartChild(name, env string, spec any, cpus []int) (*Child, error) {
+	js, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("%s: encode the spec: %w", name, err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("%s: find this binary: %w", name, err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), env+"="+string(js), "GOMAXPROCS="+strconv.Itoa(runtime.GOMAXPROCS(0)))
+	c := &Child{Name: name, cmd: cmd, lines: make(chan []byte, 16), exited: make(chan struct{}), stderr: &fabricd.Buffer{}}
+	if c.in, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = c.stderr
+	fabricd.DieWithParent(cmd)
+	if cpus != nil {
+		err = cpuacct.StartPinned(cmd, cpus)
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: start: %w", name, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 0, 64<<10), 1<<30)
+		for sc.Scan() {
+			c.lines <- append([]byte(nil), sc.Bytes()...)
+		}
+		close(c.lines)
+		c.err = cmd.Wait()
+		close(c.exited)
+	}()
+	return c, nil
+}
+
+// Pid is the child's process id.
+func (c *Child) Pid() int { return c.cmd.Process.Pid }
+
+// Send writes v to the child as a JSON line.
+func (c *Child) Send(v any) error {
+	js, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%s: encode a message: %w", c.Name, err)
+	}
+	if _, err := c.in.Write(append(js, '\n')); err != nil {
+		return fmt.Errorf("%s (pid %d): send: %w", c.Name, c.Pid(), err)
+	}
+	return nil
+}
+
+// Recv reads the child's next JSON line into v, waiting at most timeout.
+func (c *Child) Recv(v any, timeout time.Duration) error {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case l, ok := <-c.lines:
+		if !ok {
+			<-c.exited
+			return fmt.Errorf("%s (pid %d) exited before it answered: %v: %s", c.Name, c.Pid(), c.err, strings.TrimSpace(c.stderr.String()))
+		}
+		if err := json.Unmarshal(l, v); err != nil {
+			return fmt.Errorf("%s (pid %d) said %.200q: %w", c.Name, c.Pid(), l, err)
+		}
+		return nil
+	case <-t.C:
+		return fmt.Errorf("%s (pid %d) did not answer within %v: %s", c.Name, c.Pid(), timeout, strings.TrimSpace(c.stderr.String()))
+	}
+}
+
+// CPU is the child's CPU time so far (schedstat, else /proc/<pid>/stat);
+// once it exited, what it used up to its end (or up to Kill).
+func (c *Child) CPU() (time.Duration, error) {
+	select {
+	case <-c.exited:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.killed && c.cmd.ProcessState != nil {
+			return c.cmd.ProcessState.UserTime() + c.cmd.ProcessState.SystemTime(), nil
+		}
+		return c.final, nil
+	default:
+	}
+	if t, err := cpuacct.TaskCPU(c.Pid()); err == nil {
+		return t, nil
+	}
+	return cpuacct.ProcessCPU(c.Pid())
+}
+
+// Kill ends the child with SIGKILL, by its pid, and waits for it; its
+// CPU time up to then stays readable.
+func (c *Child) Kill() {
+	select {
+	case <-c.exited:
+		return
+	default:
+	}
+	t, _ := c.CPU()
+	c.mu.Lock()
+	c.final, c.killed = t, true
+	c.mu.Unlock()
+	c.cmd.Process.Kill()
+	c.in.Close()
+	<-c.exited
+}
+
+// Close closes the child's stdin, which ends it, and waits up to timeout
+// for it to exit; else kills it. The error is the child's failure, if
+// any.
+func (c *Child) Close(timeout time.Duration) error {
+	c.in.Close()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-c.exited:
+		if c.err != nil {
+			return fmt.Errorf("%s (pid %d): %w: %s", c.Name, c.Pid(), c.err, strings.TrimSpace(c.stderr.String()))
+		}
+		return nil
+	case <-t.C:
+		c.Kill()
+		return fmt.Errorf("%s (pid %d) did not exit within %v of its stdin closing; killed: %s", c.Name, c.Pid(), timeout, strings.TrimSpace(c.stderr.String()))
+	}
+}
+
+// Children are a cluster's child processes.
+type Children []*Child
+
+// CPU is the sum of the children's CPU times (Child.CPU).
+func (cs Children) CPU() (time.Duration, error) {
+	var sum time.Duration
+	for _, c := range cs {
+		t, err := c.CPU()
+		if err != nil {
+			return 0, err
+		}
+		sum += t
+	}
+	return sum, nil
+}
+
+// Kill kills every child still running (every exit path of the parent).
+func (cs Children) Kill() {
+	for _, c := range cs {
+		if c != nil {
+			c.Kill()
+		}
+	}
+}
+
+// Parent is a child's side of the pipe: JSON lines from stdin, to stdout.
+type Parent struct {
+	dec *json.Decoder
+	enc *json.Encoder
+}
+
+// ParentPipe is this child's pipe to its parent.
+func ParentPipe() *Parent {
+	return &Parent{dec: json.NewDecoder(bufio.NewReader(os.Stdin)), enc: json.NewEncoder(os.Stdout)}
+}
+
+// Recv reads the parent's next message into v; io.EOF when the parent
+// closed the pipe (or died).
+func (p *Parent) Recv(v any) error {
+	err := p.dec.Decode(v)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return io.EOF
+	}
+	return err
+}
+
+// Send writes v to the parent.
+func (p *Parent) Send(v any) error { return p.enc.Encode(v) }
