@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"time"
 
@@ -87,37 +85,16 @@ func peersOf(n int) func(int) []int {
 
 // nodeMain is a node in a process of its own.
 func nodeMain(js string) int {
-	var s nodeSpec
-	if err := json.Unmarshal([]byte(js), &s); err != nil {
-		fmt.Fprintf(os.Stderr, "kv node: %s: %v\n", nodeEnv, err)
-		return 2
-	}
-	// Bounded whatever the parent does (it also ends this process by
-	// closing stdin, or by dying: Pdeathsig).
-	time.AfterFunc(s.Timeout, func() {
-		fmt.Fprintf(os.Stderr, "kv node %d: still running after %v: exiting\n", s.ID, s.Timeout)
-		os.Exit(3)
-	})
-	if err := serveNode(s, casestudy.ParentPipe()); err != nil {
-		fmt.Fprintf(os.Stderr, "kv node %d: %v\n", s.ID, err)
-		return 1
-	}
-	return 0
+	return casestudy.MemberMain("kv node", nodeEnv, js, func(s *nodeSpec) (int, time.Duration) { return s.ID, s.Timeout }, serveNode)
 }
 
 func serveNode(s nodeSpec, p *casestudy.Parent) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.Timeout)
 	defer cancel()
-	var place Place
-	if s.Testbed != "" {
-		var err error
-		if place, err = casestudy.TestbedPlace(s.Testbed, s.ID); err != nil {
-			return err
-		}
+	place, places, err := casestudy.MemberPlaces(s.Testbed, s.ID, s.Nodes, s.IP, s.VNIC)
+	if err != nil {
+		return err
 	}
-	place.IP, place.VNIC = s.IP, s.VNIC
-	places := make([]Place, s.Nodes)
-	places[s.ID] = place
 	var (
 		ep      *bichannel.Endpoint
 		meshLn  net.Listener
@@ -145,7 +122,6 @@ func serveNode(s nodeSpec, p *casestudy.Parent) error {
 		}
 		wg.Wait()
 	}()
-	var err error
 	switch s.Transport {
 	case "bi", "hot":
 		tmpl := biTemplate()
@@ -182,11 +158,7 @@ func serveNode(s nodeSpec, p *casestudy.Parent) error {
 		return fmt.Errorf("got %d nodes' addresses, want %d", len(m.Addrs), s.Nodes)
 	}
 	if ep != nil {
-		var peers []bichannel.Peer
-		for _, j := range peersOf(s.Nodes)(s.ID) {
-			peers = append(peers, bichannel.Peer{ID: j, Addr: m.Addrs[j]})
-		}
-		if err := ep.Connect(ctx, peers); err != nil {
+		if err := ep.Connect(ctx, casestudy.BiPeers(m.Addrs, peersOf(s.Nodes)(s.ID))); err != nil {
 			return err
 		}
 		repl = BiRepl{ep}

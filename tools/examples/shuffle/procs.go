@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"syscall"
 	"time"
 
@@ -78,43 +76,21 @@ type fromHost struct {
 
 // hostMain is a host in a process of its own.
 func hostMain(js string) int {
-	var s hostSpec
-	if err := json.Unmarshal([]byte(js), &s); err != nil {
-		fmt.Fprintf(os.Stderr, "shuffle host: %s: %v\n", hostEnv, err)
-		return 2
-	}
-	// Bounded whatever the parent does (it also ends this process by
-	// closing stdin, or by dying: Pdeathsig).
-	time.AfterFunc(s.Timeout, func() {
-		fmt.Fprintf(os.Stderr, "shuffle host %d: still running after %v: exiting\n", s.ID, s.Timeout)
-		os.Exit(3)
-	})
-	if err := serveHost(s, casestudy.ParentPipe()); err != nil {
-		fmt.Fprintf(os.Stderr, "shuffle host %d: %v\n", s.ID, err)
-		return 1
-	}
-	return 0
+	return casestudy.MemberMain("shuffle host", hostEnv, js, func(s *hostSpec) (int, time.Duration) { return s.ID, s.Timeout }, serveHost)
 }
 
 func serveHost(s hostSpec, p *casestudy.Parent) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.Timeout)
 	defer cancel()
-	var place Place
-	if s.Testbed != "" {
-		var err error
-		if place, err = casestudy.TestbedPlace(s.Testbed, s.ID); err != nil {
-			return err
-		}
+	place, places, err := casestudy.MemberPlaces(s.Testbed, s.ID, s.Hosts, s.IP, s.VNIC)
+	if err != nil {
+		return err
 	}
-	place.IP, place.VNIC = s.IP, s.VNIC
-	places := make([]Place, s.Hosts)
-	places[s.ID] = place
 	var (
 		ep     *bichannel.Endpoint
 		meshLn net.Listener
 		tr     Transport
 		hello  fromHost
-		err    error
 	)
 	defer func() {
 		if tr != nil {
@@ -152,11 +128,11 @@ func serveHost(s hostSpec, p *casestudy.Parent) error {
 		return fmt.Errorf("got %d hosts' addresses, want %d", len(m.Addrs), s.Hosts)
 	}
 	if ep != nil {
-		var peers []bichannel.Peer
-		for j, a := range m.Addrs {
-			peers = append(peers, bichannel.Peer{ID: j, Addr: a})
+		all := make([]int, len(m.Addrs))
+		for j := range all {
+			all[j] = j
 		}
-		if err := ep.Connect(ctx, peers); err != nil {
+		if err := ep.Connect(ctx, casestudy.BiPeers(m.Addrs, all)); err != nil {
 			return err
 		}
 		tr = BiTransport{E: ep, Max: s.MaxMsg}

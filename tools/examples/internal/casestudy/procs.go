@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vnic/vnic/bichannel"
+	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/internal/cpuacct"
 	"github.com/vnic/vnic/tools/internal/fabricd"
 )
@@ -226,3 +229,54 @@ func (p *Parent) Recv(v any) error {
 
 // Send writes v to the parent.
 func (p *Parent) Send(v any) error { return p.enc.Encode(v) }
+
+// MemberMain is the whole of a member process (a KV node, a shuffle host):
+// it decodes its spec S from js (the JSON of the child's environment
+// variable env), bounds its life by the spec's lifetime whatever the parent
+// does (the parent also ends it by closing stdin, or by dying: Pdeathsig),
+// and serves the parent over its pipe. It returns the exit status: 2 for a
+// spec that does not decode, 1 for serve's error, 3 after the lifetime.
+func MemberMain[S any](what, env, js string, meta func(*S) (id int, life time.Duration), serve func(S, *Parent) error) int {
+	var s S
+	if err := json.Unmarshal([]byte(js), &s); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %s: %v\n", what, env, err)
+		return 2
+	}
+	id, life := meta(&s)
+	time.AfterFunc(life, func() {
+		fmt.Fprintf(os.Stderr, "%s %d: still running after %v: exiting\n", what, id, life)
+		os.Exit(3)
+	})
+	if err := serve(s, ParentPipe()); err != nil {
+		fmt.Fprintf(os.Stderr, "%s %d: %v\n", what, id, err)
+		return 1
+	}
+	return 0
+}
+
+// MemberPlaces is the places a member process knows of a cluster of n: its
+// own, id's (in namespace PREFIX-h<id> of vnicctl testbed up if testbed is
+// set, else on loopback; with the fast path's ip and vNIC configuration),
+// and zero places for the others, whose addresses come from the parent.
+func MemberPlaces(testbed string, id, n int, ip netip.Addr, vnic transport.VNICConfig) (Place, []Place, error) {
+	var place Place
+	if testbed != "" {
+		var err error
+		if place, err = TestbedPlace(testbed, id); err != nil {
+			return place, nil, err
+		}
+	}
+	place.IP, place.VNIC = ip, vnic
+	places := make([]Place, n)
+	places[id] = place
+	return place, places, nil
+}
+
+// BiPeers is the bi-channel peers ids at the addresses addrs gives them.
+func BiPeers(addrs []string, ids []int) []bichannel.Peer {
+	peers := make([]bichannel.Peer, 0, len(ids))
+	for _, j := range ids {
+		peers = append(peers, bichannel.Peer{ID: j, Addr: addrs[j]})
+	}
+	return peers
+}
