@@ -113,6 +113,8 @@ var ChildEnv = []struct{ Name, Doc string }{
 	{"VNICCTL_TEST_MAIN_ARGS", "cmd/vnicctl's exit-status test child: vnicctl's arguments"},
 	{"VNIC_SOCKET", "the quickstart example's vnicd socket (a program's setting, not a test knob)"},
 	{"SHUFFLE_DEBUG", "the shuffle example's debug output (a program's setting, not a test knob)"},
+	{"VNIC_KV_NODE", "marks a KV node process of `-procs per-host` (the kv command re-executed): its spec (JSON)"},
+	{"VNIC_SHUFFLE_HOST", "marks a shuffle host process of `-procs per-host` (the shuffle command re-executed): its spec (JSON)"},
 }
 
 var (
