@@ -102,8 +102,9 @@
 // A peer whose TCP connection fails, who closes, or from whom nothing
 // (heartbeats included) arrived for [Config.HeartbeatTimeout] is dead for
 // good (on a connection idle both ways, heartbeats back off to at most 10s
-// and the peer waits that much longer; any traffic restores them): its datagrams are refused from that moment ([Stats.DeadPeer]; a
-// process that binds its freed source ports cannot speak as it), and Send,
+// and the peer waits that much longer; any traffic restores them): its
+// datagrams are refused from that moment ([Stats.DeadPeer]; a process that
+// binds its freed source ports cannot speak as it), and Send,
 // Recv, RecvWait and Flush then return a [*PeerError]
 // (errors.Is(err, [ErrPeerDown])) instead of hanging. With
 // [Config.TolerateDeadPeers] only Send to the dead peer fails, and the

@@ -159,6 +159,12 @@ func (c *Child) Kill() {
 	c.mu.Unlock()
 	c.cmd.Process.Kill()
 	c.in.Close()
+	// Lines nobody will read must not hold the reader, which reaps the
+	// child once its stdout ends.
+	go func() {
+		for range c.lines {
+		}
+	}()
 	<-c.exited
 }
 
