@@ -46,12 +46,20 @@ func ProcessCPU(pid int) (time.Duration, error) {
 // current threads: finer than ProcessCPU's clock ticks, but a thread that
 // exited takes its time with it.
 func TaskCPU(pid int) (time.Duration, error) {
+	rest, _, err := SplitTaskCPU(pid, 0)
+	return rest, err
+}
+
+// SplitTaskCPU is TaskCPU split in two: thread tid's time, and the rest
+// (tid 0: all of it). A sampler that measures its own process from a
+// thread of its own keeps its reads and wake-ups out of the rest.
+func SplitTaskCPU(pid, tid int) (rest, thread time.Duration, err error) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task"
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return 0, fmt.Errorf("cpuacct: cpu of %d: %w", pid, err)
+		return 0, 0, fmt.Errorf("cpuacct: cpu of %d: %w", pid, err)
 	}
-	var sum time.Duration
+	skip := strconv.Itoa(tid)
 	seen := 0
 	for _, e := range ents {
 		b, err := os.ReadFile(dir + "/" + e.Name() + "/schedstat")
@@ -61,15 +69,19 @@ func TaskCPU(pid int) (time.Duration, error) {
 		f, _, _ := bytes.Cut(bytes.TrimSpace(b), []byte(" "))
 		ns, err := strconv.ParseUint(string(f), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("cpuacct: %s/%s/schedstat: %q: %w", dir, e.Name(), b, err)
+			return 0, 0, fmt.Errorf("cpuacct: %s/%s/schedstat: %q: %w", dir, e.Name(), b, err)
 		}
-		sum += time.Duration(ns)
+		if e.Name() == skip {
+			thread = time.Duration(ns)
+		} else {
+			rest += time.Duration(ns)
+		}
 		seen++
 	}
 	if seen == 0 {
-		return 0, fmt.Errorf("cpuacct: cpu of %d: no thread's schedstat readable (is schedstats in the kernel?)", pid)
+		return 0, 0, fmt.Errorf("cpuacct: cpu of %d: no thread's schedstat readable (is schedstats in the kernel?)", pid)
 	}
-	return sum, nil
+	return rest, thread, nil
 }
 
 // SelfCPU is this process's user+system time (getrusage: finer than the

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,5 +132,32 @@ func TestPlacementCheck(t *testing.T) {
 	}
 	if err := (Placement{Name: "none"}).Check(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestSplitTaskCPU: a locked thread's spin shows in its own share and not
+// in the rest, and the two add up to TaskCPU.
+func TestSplitTaskCPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := syscall.Gettid()
+	rest0, th0, err := SplitTaskCPU(os.Getpid(), tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); time.Since(start) < 50*time.Millisecond; {
+	}
+	rest1, th1, err := SplitTaskCPU(os.Getpid(), tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spun := th1 - th0; spun < 20*time.Millisecond {
+		t.Errorf("the spinning thread's own time grew by %v over a 50ms spin", spun)
+	}
+	if th0 == 0 || th1 < th0 || rest1 < rest0 {
+		t.Errorf("thread %v → %v, rest %v → %v: want the thread's time apart and both rising", th0, th1, rest0, rest1)
+	}
+	if _, none, _ := SplitTaskCPU(os.Getpid(), 0); none != 0 {
+		t.Errorf("tid 0 has its own time %v, want 0", none)
 	}
 }

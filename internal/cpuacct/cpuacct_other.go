@@ -19,6 +19,9 @@ func ProcessCPU(int) (time.Duration, error) { return 0, errNotLinux }
 // TaskCPU needs Linux.
 func TaskCPU(int) (time.Duration, error) { return 0, errNotLinux }
 
+// SplitTaskCPU needs Linux.
+func SplitTaskCPU(int, int) (time.Duration, time.Duration, error) { return 0, 0, errNotLinux }
+
 // SelfCPU needs Linux here: 0.
 func SelfCPU() time.Duration { return 0 }
 

@@ -230,29 +230,27 @@ func drive(l link, t trial, s sampler) (result, error) {
 	if idle {
 		time.Sleep(t.IdleSettle)
 	}
-	c0, err := s.sample()
-	if err != nil {
-		return res, err
-	}
-	var rtt *hist.Histogram
-	limit := int64(0)
-	if t.N > 0 {
-		limit = max(t.N/int64(t.Batch), 1)
-	}
-	if pp != nil {
-		rtt = res.RTT
-	}
+	var c0, c1 cpuSnap
+	var err error
 	var calls int64
 	if idle {
-		time.Sleep(t.Duration)
-	} else if calls, err = run(t.Duration, limit, rtt); err != nil {
-		return res, fmt.Errorf("measured interval: %w", err)
-	}
-	var c1 cpuSnap
-	if idle {
-		// The interval ends before the stop: its messages are not idle.
-		if c1, err = s.sample(); err != nil {
+		if c0, c1, err = idleInterval(s, t.Duration); err != nil {
 			return res, err
+		}
+	} else {
+		if c0, err = s.sample(); err != nil {
+			return res, err
+		}
+		var rtt *hist.Histogram
+		limit := int64(0)
+		if t.N > 0 {
+			limit = max(t.N/int64(t.Batch), 1)
+		}
+		if pp != nil {
+			rtt = res.RTT
+		}
+		if calls, err = run(t.Duration, limit, rtt); err != nil {
+			return res, fmt.Errorf("measured interval: %w", err)
 		}
 	}
 	// Stop: node 1 answers once every data message is in, so that the

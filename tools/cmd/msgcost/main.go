@@ -72,8 +72,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	// and most of the back-off of the bi-channel's heartbeats (10 intervals
 	// of 100 ms, then doubling to 10 s) and of the vNIC's safety-net wake-up
 	// (1 s doubling to 8 s).
-	fs.DurationVar(&o.idleSettle, "idle-settle", 10*time.Second, "idle: wait after the warm-up traffic before the measured interval")
-	fs.DurationVar(&o.idleFor, "idle-for", 10*time.Second, "idle: the measured interval")
+	fs.DurationVar(&o.idleSettle, "idle-settle", 20*time.Second, "idle: wait after the warm-up traffic before the measured interval")
+	fs.DurationVar(&o.idleFor, "idle-for", 30*time.Second, "idle: the measured interval")
 	fs.Int64Var(&o.n, "n", 0, "messages node 0 sends per measured interval (0: as many as -duration allows; else the interval ends at n or -duration, whichever first)")
 	fs.DurationVar(&o.limit, "timeout", time.Minute, "bound on one trial, set-up included")
 	host := fs.String("host-cpus", "1", "CPUs of the node processes (taskset -c list), or none")
