@@ -41,6 +41,13 @@ func TestDeadPeer(t *testing.T) {
 			}
 			eps, _ := lossyCluster(t, 2, cfg, lossytest.Config{})
 			a, b := eps[0], eps[1]
+			if tc.name == "heartbeat-timeout" {
+				// b's heartbeats go quiet while the connection is idle
+				// from its side (a's datagrams reach it only when it
+				// polls), and a then waits for the interval b announced.
+				// A message from b to a brings them back to the interval.
+				wakeHeartbeats(t, b, a)
+			}
 
 			// Use up a's credits so a Send blocks; block a RecvWait too.
 			credits := cfg.BuffersPerFlow * cfg.Flows
@@ -66,8 +73,8 @@ func TestDeadPeer(t *testing.T) {
 					if !errors.Is(err, ErrPeerDown) {
 						t.Errorf("%s: %v, want ErrPeerDown", name, err)
 					}
-				case <-time.After(bound):
-					t.Fatalf("%s still blocked %v after the peer died", name, bound)
+				case <-time.After(bound + hbQuietMax):
+					t.Fatalf("%s still blocked %v after the peer died", name, bound+hbQuietMax)
 				}
 			}
 			if err := a.Send(1, 0, []byte("x")); !errors.Is(err, ErrPeerDown) {
@@ -81,8 +88,13 @@ func TestDeadPeer(t *testing.T) {
 				t.Errorf("Flush: %v, want ErrPeerDown", err)
 			}
 			took := time.Since(start)
+			if tc.name == "heartbeat-timeout" {
+				// The documented bound: the timeout plus the interval b
+				// announced last (nothing arrived from b after the mute).
+				bound = a.peers()[1].silence() + 3*time.Second
+			}
 			if took > bound {
-				t.Errorf("detecting the dead peer took %v", took)
+				t.Errorf("detecting the dead peer took %v, want at most %v", took, bound)
 			}
 			t.Logf("detected in %v: %v", took.Round(time.Millisecond), pe)
 			if tc.name != "close-endpoint" {
@@ -99,6 +111,27 @@ func TestDeadPeer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// wakeHeartbeats sends a message from b to a, takes it at a, and waits
+// until a has heard b announce the normal heartbeat interval.
+func wakeHeartbeats(t *testing.T, b, a *Endpoint) {
+	t.Helper()
+	if err := b.Send(0, 0, []byte("awake")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if msgs, err := a.RecvWait(ctx, 0, nil); err != nil || len(msgs) != 1 {
+		t.Fatalf("a's RecvWait: %d messages, %v", len(msgs), err)
+	}
+	pb := a.peers()[1]
+	for pb.peerIdle.Load() > int64(b.cfg.HeartbeatInterval) {
+		if ctx.Err() != nil {
+			t.Fatalf("b still announces %v after a message", time.Duration(pb.peerIdle.Load()))
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

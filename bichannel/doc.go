@@ -101,8 +101,10 @@
 //
 // A peer whose TCP connection fails, who closes, or from whom nothing
 // (heartbeats included) arrived for [Config.HeartbeatTimeout] is dead for
-// good (on a connection idle both ways, heartbeats back off to at most 10s
-// and the peer waits that much longer; any traffic restores them): its
+// good (on a connection idle both ways, heartbeats back off to at most 5
+// minutes and the peer waits that much longer, while the kernel's TCP
+// keep-alive finds a vanished host within about a minute; any traffic
+// restores them): its
 // datagrams are refused from that moment ([Stats.DeadPeer]; a process that
 // binds its freed source ports cannot speak as it), and Send,
 // Recv, RecvWait and Flush then return a [*PeerError]

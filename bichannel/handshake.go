@@ -426,6 +426,11 @@ func (e *Endpoint) newPeer(conn net.Conn, br *bufio.Reader, h *hello) (*peer, er
 	if ap, err := netip.ParseAddrPort(conn.RemoteAddr().String()); err == nil {
 		p.ctlAddr = ap
 	}
+	if ka, ok := conn.(interface {
+		SetKeepAliveConfig(net.KeepAliveConfig) error
+	}); ok {
+		ka.SetKeepAliveConfig(keepAlive) // best effort: heartbeats still bound a quiet peer's silence
+	}
 	// Until the first acknowledgement delay is measured, be patient (as
 	// TCP starts at 1s): 10 times the minimum, at most a second.
 	p.rto.Store(int64(max(e.cfg.RetransmitTimeout, min(10*e.cfg.RetransmitTimeout, time.Second))))

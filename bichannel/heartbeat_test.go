@@ -19,9 +19,9 @@ func TestHeartbeatsBackOffWhileIdle(t *testing.T) {
 	a, z := eps[0], eps[1]
 	pa, pz := a.peers()[1], z.peers()[0] // a's view of z, z's view of a
 
-	// Idle: within 10 intervals plus 40+80+...+1280 ms each node announces
-	// an interval longer than the timeout (poll with a bound, no sleep of
-	// a fixed length).
+	// Idle: within 10 intervals plus 160+1280 ms each node announces an
+	// interval longer than the timeout (poll with a bound, no sleep of a
+	// fixed length).
 	deadline := time.Now().Add(20 * time.Second)
 	for pa.peerIdle.Load() <= int64(cfg.HeartbeatTimeout) || pz.peerIdle.Load() <= int64(cfg.HeartbeatTimeout) {
 		if time.Now().After(deadline) {

@@ -53,6 +53,7 @@ type peer struct {
 	hbKick   chan struct{}
 	peerIdle atomic.Int64
 	unacked  atomic.Int64 // messages sent to it not yet acknowledged
+	stalled  atomic.Int32 // Sends to it waiting for credits
 	rto      atomic.Int64 // current retransmission timeout (ns)
 	rttMu    sync.Mutex   // guards srtt and rttvar (hot acknowledgements come from the workers)
 	srtt     int64        // smoothed acknowledgement delay

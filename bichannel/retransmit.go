@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"net"
 	"sync/atomic"
 	"time"
 )
@@ -176,18 +177,28 @@ func (p *peer) retxLoop() {
 	}
 }
 
-// Heartbeats back off on an idle connection, so that an idle Endpoint
-// costs about what an idle TCP connection does: after hbQuietAfter ticks
-// with nothing else sent or received to or from the peer (no message, no
-// acknowledgement, nothing unacknowledged), the interval doubles up to
-// hbQuietMax. Each heartbeat announces the interval to the next one, and
-// the peer waits that much longer before it declares this node dead. Any
-// activity brings the interval back at once: touch kicks the loop, which
-// sends a heartbeat announcing the normal interval.
+// Heartbeats go quiet on an idle connection, so that an idle Endpoint
+// costs what an idle TCP connection does: no wake-up for minutes. After
+// hbQuietAfter ticks with nothing else sent or received to or from the
+// peer (no message, no acknowledgement, nothing unacknowledged, no Send
+// waiting for credits), the
+// interval grows eightfold each tick, up to hbQuietMax. Each heartbeat
+// announces the interval to the next one, and the peer waits that much
+// longer before it declares this node dead. Meanwhile the kernel's TCP
+// keep-alive probes (keepAlive) find a host that vanished, without waking
+// either process; a peer process that exits closes the connection at once.
+// Any activity brings the interval back at once: touch kicks the loop,
+// which sends a heartbeat announcing the normal interval.
 const (
-	hbQuietAfter = 10
-	hbQuietMax   = 10 * time.Second
+	hbQuietAfter  = 10
+	hbQuietGrowth = 8
+	hbQuietMax    = 5 * time.Minute
 )
+
+// keepAlive is the control connection's TCP keep-alive while it is quiet:
+// a peer host that stops answering is found within about a minute
+// (Idle + Count×Interval), as with Go's net defaults.
+var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 15 * time.Second, Count: 3}
 
 // touch records activity with the peer: a message sent or received, or a
 // control record. It stores at most once per heartbeat tick.
@@ -241,10 +252,10 @@ func (p *peer) heartbeatLoop() {
 			p.fail(fmt.Errorf("%w for %v (timeout %v)", errHeartbeatTimeout, idle.Round(time.Millisecond), limit))
 			return
 		}
-		if p.active.Swap(false) || p.unacked.Load() > 0 {
+		if p.active.Swap(false) || p.unacked.Load() > 0 || p.stalled.Load() > 0 {
 			interval, idleTicks = base, 0
 		} else if idleTicks++; idleTicks >= hbQuietAfter {
-			interval = min(2*interval, max(hbQuietMax, base))
+			interval = min(hbQuietGrowth*interval, max(hbQuietMax, base))
 		}
 		// Set quiet before the last look at active; touch stores active
 		// before it looks at quiet: one of the two sees the other.

@@ -83,6 +83,9 @@ func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int,
 		if wcancel != nil {
 			wcancel()
 		}
+		if !stallStart.IsZero() {
+			p.stalled.Add(-1)
+		}
 	}()
 	done := ctx.Done()
 	sent := 0
@@ -106,6 +109,7 @@ func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int,
 			if !stallStart.IsZero() {
 				e.st.stallNanos.Add(uint64(time.Since(stallStart)))
 				stallStart = time.Time{}
+				p.stalled.Add(-1)
 			}
 			if more {
 				signal(ss.wake) // another sender of this worker may be waiting
@@ -116,6 +120,11 @@ func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int,
 		if stallStart.IsZero() {
 			stallStart = time.Now()
 			e.st.stalls.Add(1)
+			// A stalled Send keeps the heartbeats at their interval, so
+			// that a peer that went silent is found within
+			// HeartbeatTimeout.
+			p.stalled.Add(1)
+			p.touch()
 			if timer == nil && useTimeout && e.cfg.SendTimeout > 0 {
 				timer = time.NewTimer(e.cfg.SendTimeout)
 				timeout = timer.C

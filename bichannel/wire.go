@@ -37,7 +37,7 @@ const (
 	// MaxWorkers workers and the largest RSS configuration.
 	maxHelloLen  = 160 << 10
 	helloMagic   = "BICH"
-	helloVersion = 4
+	helloVersion = 5
 
 	rejectFatal = 0 // the handshake cannot succeed: give up
 	rejectRetry = 1 // the acceptor is not ready (Connect not called yet): dial again

@@ -6,7 +6,7 @@ import (
 )
 
 // TestNextPollBacksOffWhileIdle: the safety-net bound of an idle queue's
-// sleep doubles after each empty timeout up to waitPollIdle, and falls
+// sleep grows after each empty timeout up to waitPollIdle, and falls
 // back to waitPoll when something is owed or a sleep ends otherwise.
 func TestNextPollBacksOffWhileIdle(t *testing.T) {
 	var got []time.Duration
@@ -15,7 +15,7 @@ func TestNextPollBacksOffWhileIdle(t *testing.T) {
 		p = nextPoll(p, false, true)
 		got = append(got, p)
 	}
-	want := []time.Duration{waitPoll, 2 * waitPoll, 4 * waitPoll, waitPollIdle, waitPollIdle, waitPollIdle}
+	want := []time.Duration{waitPoll, 8 * waitPoll, 64 * waitPoll, waitPollIdle, waitPollIdle, waitPollIdle}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("bounds after empty timeouts: %v, want %v", got, want)
