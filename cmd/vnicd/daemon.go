@@ -24,7 +24,9 @@ const synthDstPorts = "9000-9099"
 
 // runDaemon serves tenants over the control socket.
 func runDaemon(c *cli.Context, log zerolog.Logger, set *settings) error {
-	if was := vnicd.EnsureProcs(); was < vnicd.MinProcs && runtime.GOMAXPROCS(0) > was {
+	was := runtime.GOMAXPROCS(0)
+	procs := vnicd.NewProcs()
+	if was < vnicd.MinProcs && runtime.GOMAXPROCS(0) > was {
 		log.Debug().Int("gomaxprocs", runtime.GOMAXPROCS(0)).Msg("one CPU: the engine's thread shares it with the signalling threads and the control plane")
 	}
 	sgid := -1
@@ -51,7 +53,7 @@ func runDaemon(c *cli.Context, log zerolog.Logger, set *settings) error {
 	}
 	ecfg := set.engine
 	ecfg.EmulatorCPU = ecpu
-	dcfg := daemon.Config{Limits: set.limits,
+	dcfg := daemon.Config{Limits: set.limits, OnTenants: procs.Tenants,
 		Socket: c.String("socket"), SocketGroup: sgid,
 		Engine: ecfg,
 		AxSize: c.Int("ax-size"), BxSize: set.bx,

@@ -343,6 +343,7 @@ func (d *Daemon) attachBuild(p *attachPlan, id int, conn *proto.Conn) (*tenant, 
 	t := &tenant{region: region, nt: nt, wake: wake, conn: conn, match: p.match, size: p.size, ledger: ledger, info: info}
 	d.mu.Lock()
 	d.live[id] = t
+	d.tenantsChanged()
 	d.mu.Unlock()
 	return t, theirs, nil
 }

@@ -58,6 +58,10 @@ type Config struct {
 	// is its effective gid or one of its supplementary groups at connect
 	// time.
 	AdminGroup *uint32
+	// OnTenants, if set, is told the number of tenants (attaches in
+	// progress included) after each attach and detach, in order, under
+	// the daemon's lock: vnicd sizes GOMAXPROCS from it.
+	OnTenants func(n int)
 }
 
 // Daemon is a running vnicd.

@@ -11,6 +11,7 @@ func (d *Daemon) detachID(id int, why string) {
 	t, ok := d.live[id]
 	if ok && t.nt != nil {
 		delete(d.live, id)
+		d.tenantsChanged()
 	}
 	d.mu.Unlock()
 	if !ok || t.nt == nil {
@@ -44,4 +45,12 @@ func (d *Daemon) detachID(id int, why string) {
 		t.conn.Close() // a faulty tenant is disconnected
 	}
 	d.log.Info().Int("tenant", id).Str("name", t.info.Name).Str("why", why).Msg("tenant detached; counters kept in history")
+}
+
+// tenantsChanged tells Config.OnTenants the number of tenants, attaches
+// in progress included; the caller holds mu, so the calls come in order.
+func (d *Daemon) tenantsChanged() {
+	if d.cfg.OnTenants != nil {
+		d.cfg.OnTenants(len(d.live))
+	}
 }
