@@ -33,6 +33,7 @@ type Config struct {
 	Version, MetricsAddr            string
 	Limits                          Limits
 	AdminGroup                      *uint32
+	OnTenants                       func(n int)
 }
 
 // Daemon is unavailable on this platform.
