@@ -33,9 +33,10 @@ const MaxSleeperProcs = 16
 // Go's sysmon takes such a P back after 20 µs, and while it finds one to
 // take it does not back off: on a fabric ping-pong between two tenants
 // sysmon ran every few tens of µs and took 11% of vnicd's CPU, on the
-// engine's CPU. With a P to spare for each signalling thread, sysmon backs
-// off to 10 ms. An idle P costs no CPU. The environment's GOMAXPROCS
-// stands.
+// engine's CPU. With a P to spare for each signalling thread it finds one
+// to take about half as often (4,000–5,400 wakes a second instead of
+// 9,300–9,600 in that ping-pong). An idle P costs no CPU. The
+// environment's GOMAXPROCS stands.
 type Procs struct {
 	mu    sync.Mutex
 	base  int
