@@ -96,8 +96,7 @@ func serveNode(s nodeSpec, p *casestudy.Parent) error {
 		return err
 	}
 	var (
-		ep      *bichannel.Endpoint
-		meshLn  net.Listener
+		mn      *casestudy.MemberNet
 		hello   fromNode
 		repl    Repl
 		primary *Primary
@@ -109,10 +108,8 @@ func serveNode(s nodeSpec, p *casestudy.Parent) error {
 		stop()
 		if repl != nil {
 			repl.Close()
-		} else if ep != nil {
-			ep.Close()
-		} else if meshLn != nil {
-			meshLn.Close()
+		} else if mn != nil {
+			mn.Close()
 		}
 		if primary != nil {
 			primary.Wait()
@@ -122,23 +119,21 @@ func serveNode(s nodeSpec, p *casestudy.Parent) error {
 		}
 		wg.Wait()
 	}()
+	var bi *bichannel.Config
 	switch s.Transport {
 	case "bi", "hot":
 		tmpl := biTemplate()
 		tmpl.TolerateDeadPeers = true
 		tmpl.HotAcks = s.Transport == "hot"
-		if ep, err = casestudy.NewEndpoint(casestudy.EndpointsConfig{Places: places, Workers: s.Shards, Template: tmpl, Fast: s.Fast}, s.ID); err != nil {
-			return err
-		}
-		hello.Addr = ep.ControlAddr()
+		bi = &tmpl
 	case "tcp":
-		if meshLn, err = place.ListenTCP(); err != nil {
-			return fmt.Errorf("replication listener: %w", err)
-		}
-		hello.Addr = meshLn.Addr().String()
 	default:
 		return fmt.Errorf("transport %q: give hot, bi or tcp", s.Transport)
 	}
+	if mn, err = casestudy.ListenMember(places, s.ID, s.Shards, bi, s.Fast); err != nil {
+		return err
+	}
+	hello.Addr = mn.Addr()
 	var clientLn net.Listener
 	if s.ID == 0 {
 		if clientLn, err = place.ListenTCP(); err != nil {
@@ -157,16 +152,13 @@ func serveNode(s nodeSpec, p *casestudy.Parent) error {
 	if len(m.Addrs) != s.Nodes {
 		return fmt.Errorf("got %d nodes' addresses, want %d", len(m.Addrs), s.Nodes)
 	}
-	if ep != nil {
-		if err := ep.Connect(ctx, casestudy.BiPeers(m.Addrs, peersOf(s.Nodes)(s.ID))); err != nil {
-			return err
-		}
-		repl = BiRepl{ep}
+	mesh, err := mn.Connect(ctx, s.ID, s.Shards, m.Addrs, peersOf(s.Nodes))
+	if err != nil {
+		return err
+	}
+	if mn.EP != nil {
+		repl = BiRepl{mn.EP}
 	} else {
-		mesh, err := casestudy.ConnectMesh(ctx, s.ID, s.Shards, m.Addrs, peersOf(s.Nodes), meshLn, place.Dial)
-		if err != nil {
-			return err
-		}
 		repl = NewTCPRepl(mesh, s.Shards)
 	}
 	var reps []*Replica

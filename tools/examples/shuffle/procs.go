@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"syscall"
 	"time"
@@ -82,41 +81,36 @@ func hostMain(js string) int {
 func serveHost(s hostSpec, p *casestudy.Parent) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.Timeout)
 	defer cancel()
-	place, places, err := casestudy.MemberPlaces(s.Testbed, s.ID, s.Hosts, s.IP, s.VNIC)
+	_, places, err := casestudy.MemberPlaces(s.Testbed, s.ID, s.Hosts, s.IP, s.VNIC)
 	if err != nil {
 		return err
 	}
 	var (
-		ep     *bichannel.Endpoint
-		meshLn net.Listener
-		tr     Transport
-		hello  fromHost
+		mn    *casestudy.MemberNet
+		tr    Transport
+		hello fromHost
 	)
 	defer func() {
 		if tr != nil {
 			tr.Close()
-		} else if ep != nil {
-			ep.Close()
-		} else if meshLn != nil {
-			meshLn.Close()
+		} else if mn != nil {
+			mn.Close()
 		}
 	}()
+	var bi *bichannel.Config
 	switch s.Transport {
 	case "bi":
 		tmpl := s.Bi.config()
 		tmpl.MaxPayload = s.MaxMsg
-		if ep, err = casestudy.NewEndpoint(casestudy.EndpointsConfig{Places: places, Workers: s.Workers, Template: tmpl, Fast: s.Fast}, s.ID); err != nil {
-			return err
-		}
-		hello.Addr = ep.ControlAddr()
+		bi = &tmpl
 	case "tcp":
-		if meshLn, err = place.ListenTCP(); err != nil {
-			return fmt.Errorf("listener: %w", err)
-		}
-		hello.Addr = meshLn.Addr().String()
 	default:
 		return fmt.Errorf("transport %q: give bi or tcp", s.Transport)
 	}
+	if mn, err = casestudy.ListenMember(places, s.ID, s.Workers, bi, s.Fast); err != nil {
+		return err
+	}
+	hello.Addr = mn.Addr()
 	if err := p.Send(hello); err != nil {
 		return err
 	}
@@ -127,20 +121,13 @@ func serveHost(s hostSpec, p *casestudy.Parent) error {
 	if len(m.Addrs) != s.Hosts {
 		return fmt.Errorf("got %d hosts' addresses, want %d", len(m.Addrs), s.Hosts)
 	}
-	if ep != nil {
-		all := make([]int, len(m.Addrs))
-		for j := range all {
-			all[j] = j
-		}
-		if err := ep.Connect(ctx, casestudy.BiPeers(m.Addrs, all)); err != nil {
-			return err
-		}
-		tr = BiTransport{E: ep, Max: s.MaxMsg}
+	mesh, err := mn.Connect(ctx, s.ID, s.Workers, m.Addrs, nil)
+	if err != nil {
+		return err
+	}
+	if mn.EP != nil {
+		tr = BiTransport{E: mn.EP, Max: s.MaxMsg}
 	} else {
-		mesh, err := casestudy.ConnectMesh(ctx, s.ID, s.Workers, m.Addrs, nil, meshLn, place.Dial)
-		if err != nil {
-			return err
-		}
 		tr = NewTCPTransport(mesh, s.Workers, s.MaxMsg)
 	}
 	if err := p.Send(fromHost{}); err != nil {

@@ -2,10 +2,12 @@ package casestudy
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -278,11 +280,60 @@ func MemberPlaces(testbed string, id, n int, ip netip.Addr, vnic transport.VNICC
 	return place, places, nil
 }
 
-// BiPeers is the bi-channel peers ids at the addresses addrs gives them.
-func BiPeers(addrs []string, ids []int) []bichannel.Peer {
+// biPeers is the bi-channel peers ids at the addresses addrs gives them.
+func biPeers(addrs []string, ids []int) []bichannel.Peer {
 	peers := make([]bichannel.Peer, 0, len(ids))
 	for _, j := range ids {
 		peers = append(peers, bichannel.Peer{ID: j, Addr: addrs[j]})
 	}
 	return peers
+}
+
+// MemberNet is a member process's network to the other members while the
+// cluster starts: a bi-channel Endpoint, or a TCP listener for a Mesh.
+type MemberNet struct {
+	EP    *bichannel.Endpoint // nil over TCP
+	ln    net.Listener
+	place Place
+}
+
+// ListenMember opens member id's network at places[id]: an Endpoint of
+// workers built from bi, or, with bi nil, a TCP listener.
+func ListenMember(places []Place, id, workers int, bi *bichannel.Config, fast bichannel.FastMode) (*MemberNet, error) {
+	n := &MemberNet{place: places[id]}
+	var err error
+	if bi != nil {
+		n.EP, err = NewEndpoint(EndpointsConfig{Places: places, Workers: workers, Template: *bi, Fast: fast}, id)
+	} else if n.ln, err = n.place.ListenTCP(); err != nil {
+		err = fmt.Errorf("listener: %w", err)
+	}
+	return n, err
+}
+
+// Addr is where the other members reach this one.
+func (n *MemberNet) Addr() string {
+	if n.EP != nil {
+		return n.EP.ControlAddr()
+	}
+	return n.ln.Addr().String()
+}
+
+// Connect joins member id to its peers (nil: every other member) at addrs,
+// every member's Addr: the Endpoint connects, or a Mesh of lanes
+// connections per peer is made (nil with the Endpoint).
+func (n *MemberNet) Connect(ctx context.Context, id, lanes int, addrs []string, peers func(node int) []int) (*Mesh, error) {
+	if n.EP != nil {
+		return nil, n.EP.Connect(ctx, biPeers(addrs, peersFunc(len(addrs), peers)(id)))
+	}
+	return ConnectMesh(ctx, id, lanes, addrs, peers, n.ln, n.place.Dial)
+}
+
+// Close closes the Endpoint or the listener, for a member that stops
+// before a transport built on them takes them over.
+func (n *MemberNet) Close() {
+	if n.EP != nil {
+		n.EP.Close()
+	} else if n.ln != nil {
+		n.ln.Close()
+	}
 }
