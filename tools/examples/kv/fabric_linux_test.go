@@ -16,15 +16,8 @@ import (
 // the replication messages came by the fast path (the fabric), not by
 // TCP retransmission. No performance is asserted.
 func TestFabricKVKilledReplica(t *testing.T) {
-	o, err := parseFlags([]string{"-vnicd", casestudytest.Vnicd(t), "-fast", "fabric", "-place", "none", "-transport", "hot,bi", "-rates", "2000",
+	o, fast, places := mustParse(t, []string{"-vnicd", casestudytest.Vnicd(t), "-fast", "fabric", "-place", "none", "-transport", "hot,bi", "-rates", "2000",
 		"-duration", "600ms", "-conns", "2", "-keys", "200", "-kill"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fast, places, err := placesFor(o)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	for _, tr := range o.Transports {
@@ -53,15 +46,8 @@ func TestFabricKVKilledReplica(t *testing.T) {
 // the survivors match the log; vnicd's CPU is the NIC's, the node
 // processes' the host's, the load client's apart.
 func TestFabricKVProcsPerHost(t *testing.T) {
-	o, err := parseFlags([]string{"-vnicd", casestudytest.Vnicd(t), "-fast", "fabric", "-procs", "per-host", "-place", "none", "-transport", "hot",
+	o, fast, places := mustParse(t, []string{"-vnicd", casestudytest.Vnicd(t), "-fast", "fabric", "-procs", "per-host", "-place", "none", "-transport", "hot",
 		"-rates", "2000", "-duration", "600ms", "-conns", "2", "-keys", "200", "-kill"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fast, places, err := placesFor(o)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	row, err := step(ctx, o, places, fast, "hot", 2000, 0)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnic/vnic/bichannel"
 	"github.com/vnic/vnic/tools/examples/internal/casestudy"
 )
 
@@ -14,15 +15,8 @@ import (
 // are answered, every replica matches the acknowledged log, the node
 // processes' CPU is the host's and the load client's is counted apart.
 func TestProcsPerHost(t *testing.T) {
-	o, err := parseFlags([]string{"-procs", "per-host", "-place", "none", "-transport", "tcp,hot", "-rates", "2000",
+	o, fast, places := mustParse(t, []string{"-procs", "per-host", "-place", "none", "-transport", "tcp,hot", "-rates", "2000",
 		"-duration", "400ms", "-conns", "2", "-keys", "200", "-check"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fast, places, err := placesFor(o)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, tr := range o.Transports {
@@ -52,15 +46,8 @@ func TestProcsPerHost(t *testing.T) {
 // -kill with -procs per-host kills secondary 2's process half-way: the
 // primary goes on with its quorum and the survivors match the log.
 func TestProcsPerHostKill(t *testing.T) {
-	o, err := parseFlags([]string{"-procs", "per-host", "-place", "none", "-transport", "tcp", "-rates", "2000",
+	o, fast, places := mustParse(t, []string{"-procs", "per-host", "-place", "none", "-transport", "tcp", "-rates", "2000",
 		"-duration", "400ms", "-conns", "2", "-keys", "200", "-kill"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fast, places, err := placesFor(o)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	row, err := step(ctx, o, places, fast, "tcp", 2000, 0)
@@ -95,4 +82,19 @@ func TestProcsKillIsReal(t *testing.T) {
 	if err := pc.Close(); err != nil {
 		t.Errorf("closing the survivors: %v", err)
 	}
+}
+
+// mustParse parses a step's flags and its places, failing the test on an
+// error.
+func mustParse(t *testing.T, args []string) (options, bichannel.FastMode, []Place) {
+	t.Helper()
+	o, err := parseFlags(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, places, err := placesFor(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, fast, places
 }

@@ -19,14 +19,7 @@ func TestFabricShuffle(t *testing.T) {
 	var nicCPU float64 // vnicd's CPU time, in clock ticks of 10 ms: summed over the runs
 	for _, msg := range []string{"1400", "8192"} {
 		t.Run(msg, func(t *testing.T) {
-			o, err := parseFlags([]string{"-vnicd", casestudytest.Vnicd(t), "-fast", "fabric", "-place", "none", "-transport", "bi", "-hosts", "3", "-rows", "60000", "-msg", msg})
-			if err != nil {
-				t.Fatal(err)
-			}
-			fast, places, err := placesFor(o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			o, fast, places := mustParse(t, []string{"-vnicd", casestudytest.Vnicd(t), "-fast", "fabric", "-place", "none", "-transport", "bi", "-hosts", "3", "-rows", "60000", "-msg", msg})
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
 			tabs := make([]*Table, o.hosts)
@@ -56,14 +49,7 @@ func TestFabricShuffle(t *testing.T) {
 // each attached to vnicd by itself: exactly once (measure fails else),
 // carried by the fabric, vnicd's and the host processes' CPU counted.
 func TestFabricShuffleProcsPerHost(t *testing.T) {
-	o, err := parseFlags([]string{"-vnicd", casestudytest.Vnicd(t), "-fast", "fabric", "-procs", "per-host", "-place", "none", "-transport", "bi", "-hosts", "3", "-rows", "30000"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fast, places, err := placesFor(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, fast, places := mustParse(t, []string{"-vnicd", casestudytest.Vnicd(t), "-fast", "fabric", "-procs", "per-host", "-place", "none", "-transport", "bi", "-hosts", "3", "-rows", "30000"})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	tabs := make([]*Table, o.hosts)

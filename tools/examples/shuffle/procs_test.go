@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/vnic/vnic/bichannel"
 )
 
 // A small shuffle with every host in a process of its own: every host
@@ -11,14 +13,7 @@ import (
 // the bi-channel's counters come back from the host processes, and the
 // host CPU is the host processes' (their getrusage, user and system).
 func TestProcsPerHost(t *testing.T) {
-	o, err := parseFlags([]string{"-procs", "per-host", "-place", "none", "-transport", "tcp,bi", "-hosts", "3", "-rows", "20000"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fast, places, err := placesFor(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, fast, places := mustParse(t, []string{"-procs", "per-host", "-place", "none", "-transport", "tcp,bi", "-hosts", "3", "-rows", "20000"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	tabs := make([]*Table, o.hosts)
@@ -62,4 +57,19 @@ func TestProcsCheckCatchesLoss(t *testing.T) {
 	if err := res.check(hs); err == nil || res.ExactlyOnce {
 		t.Error("a wrong checksum passed the check")
 	}
+}
+
+// mustParse parses a step's flags and its places, failing the test on an
+// error.
+func mustParse(t *testing.T, args []string) (options, bichannel.FastMode, []Place) {
+	t.Helper()
+	o, err := parseFlags(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, places, err := placesFor(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, fast, places
 }
