@@ -281,7 +281,10 @@ func (t *Tenant) Close() error {
 			t.tg.leave()
 		}
 		if t.open.Load() == 0 {
-			err = t.freeErr // freed here: no call was in flight
+			// Every gate drained: the last one frees (or is freeing);
+			// Do waits for it, so freeErr is read after it is written.
+			t.freeOnce.Do(t.free)
+			err = t.freeErr
 		}
 	})
 	return err
@@ -293,16 +296,20 @@ func (t *Tenant) gateDrained() {
 	if t.open.Add(-1) != 0 {
 		return
 	}
-	t.freeOnce.Do(func() {
-		for _, q := range t.queues {
-			if q.wake != nil {
-				q.wake.Close()
-			}
+	t.freeOnce.Do(t.free)
+}
+
+// free closes the doorbells and (for an attached tenant) the region; once,
+// through freeOnce.
+func (t *Tenant) free() {
+	for _, q := range t.queues {
+		if q.wake != nil {
+			q.wake.Close()
 		}
-		if t.conn != nil {
-			t.freeErr = t.Region.Close()
-		}
-	})
+	}
+	if t.conn != nil {
+		t.freeErr = t.Region.Close()
+	}
 }
 
 // permissionError says which group to join to connect to the socket at
