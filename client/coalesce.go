@@ -46,8 +46,8 @@ func (q *Queue) napWait(ctx context.Context) (ready bool, err error) {
 		if q.closed.Load() {
 			return false, ErrClosed
 		}
-		if q.gone != nil && q.gone.Load() {
-			return false, ErrDaemonGone
+		if err := q.goneErr(); err != nil {
+			return false, err
 		}
 		q.service()
 		if q.starved() {

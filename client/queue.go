@@ -89,9 +89,14 @@ func (q *Queue) dead() bool { return q == nil || q.closed.Load() }
 func (q *Queue) enter() bool { return q != nil && !q.closed.Load() && q.g.enter() }
 
 // goneErr returns ErrDaemonGone once vnicd has gone away (or detached the
-// tenant), else nil.
+// tenant), else nil. Close stores closed before it closes the control
+// connection, so a gone that Close caused is seen with closed set, and a
+// call in flight during Close then returns ErrClosed, as documented.
 func (q *Queue) goneErr() error {
 	if q.gone != nil && q.gone.Load() {
+		if q.closed.Load() {
+			return ErrClosed
+		}
 		return ErrDaemonGone
 	}
 	return nil
@@ -663,8 +668,8 @@ func (q *Queue) Wait(ctx context.Context) error {
 			q.wst.Spun++
 			return nil
 		}
-		if q.gone != nil && q.gone.Load() {
-			return ErrDaemonGone
+		if err := q.goneErr(); err != nil {
+			return err
 		}
 		if i%64 == 0 {
 			if q.closed.Load() {
@@ -734,8 +739,8 @@ func (q *Queue) Wait(ctx context.Context) error {
 		if q.closed.Load() {
 			return ErrClosed // Close stored closed before it kicked the signal word
 		}
-		if q.gone.Load() {
-			return ErrDaemonGone
+		if err := q.goneErr(); err != nil {
+			return err
 		}
 		if err := ctx.Err(); err != nil {
 			return err
