@@ -254,13 +254,13 @@ func (p *peer) credit(ss *sendState, fl *sflow, returned uint64) bool {
 	if returned <= fl.returned {
 		return true // old news
 	}
-	if returned > fl.next {
+	if returned > fl.spent {
 		return false
 	}
 	fl.credits += int(returned - fl.returned)
 	fl.returned = returned
-	if fl.credits > ss.buffers {
-		fl.credits = ss.buffers // the receiver took forged datagrams
+	if fl.credits > ss.credits {
+		fl.credits = ss.credits // the receiver took forged datagrams
 		p.e.st.creditViolations.Add(1)
 	}
 	return true
@@ -403,7 +403,7 @@ func (p *peer) readLoop() {
 			}
 		case msgRetx:
 			for len(r.b) > 0 && !r.bad {
-				w, f, seq, n := int(r.u16()), int(r.u16()), r.u64(), int(r.u16())
+				w, f, seq, u, n := int(r.u16()), int(r.u16()), r.u64(), int(r.u16()), int(r.u16())
 				payload := r.take(n)
 				if r.bad {
 					break
@@ -413,7 +413,7 @@ func (p *peer) readLoop() {
 					e.dropped(dropBadFlow, p.ctlAddr)
 					continue
 				}
-				e.arrive(p, w, f, seq, payload, -1, p.ctlAddr)
+				e.arrive(p, w, f, seq, u, payload, -1, p.ctlAddr)
 			}
 		case msgSkip:
 			var s skipRecord
@@ -422,7 +422,9 @@ func (p *peer) readLoop() {
 				if r.bad {
 					break
 				}
-				if int(s.worker) >= e.cfg.Workers || int(s.flow) >= p.remote.flows {
+				// A skip returns the credits its message spent: at least
+				// one, and no more than the largest message's.
+				if int(s.worker) >= e.cfg.Workers || int(s.flow) >= p.remote.flows || s.units < 1 || int(s.units) > units(e.cfg.MaxPayload) {
 					e.dropped(dropBadFlow, p.ctlAddr)
 					continue
 				}
@@ -621,7 +623,8 @@ func (e *Endpoint) onSkip(p *peer, s *skipRecord) {
 	wk.mu.Lock()
 	rf := &p.rx[w][f]
 	win := uint64(e.cfg.Window)
-	switch rf.admit(seq, win, e.cfg.BuffersPerFlow) {
+	cost := int(s.units)
+	switch rf.admit(seq, win, cost, e.credits) {
 	case admitSeen:
 		wk.mu.Unlock()
 		e.st.skipsLate.Add(1) // delivered already: nothing to skip
@@ -638,10 +641,10 @@ func (e *Endpoint) onSkip(p *peer, s *skipRecord) {
 		return
 	}
 	rf.receive(seq, win)
-	rf.buffered++ // until Recv hands the event over
+	rf.buffered += cost // until Recv hands the event over
 	rf.fresh++
 	p.markDirty(w, f, rf)
-	wk.inbox = append(wk.inbox, inMsg{p: p, flow: f, seq: seq, kind: MsgSkipped, tag: s.tag})
+	wk.inbox = append(wk.inbox, inMsg{p: p, flow: f, units: cost, seq: seq, kind: MsgSkipped, tag: s.tag})
 	wk.mu.Unlock()
 	e.st.skipped.Add(1)
 	e.notifyWorker(w, wk)

@@ -127,8 +127,11 @@ type Config struct {
 	// Flows is the number of flows (UDP port pairs) per worker and peer,
 	// each aimed at the buddy worker's receive queue (default 8).
 	Flows int
-	// BuffersPerFlow is the number of messages this node buffers per
-	// incoming flow: the credits a sender starts with (default 64).
+	// BuffersPerFlow is the number of datagrams of MaxPayload bytes this
+	// node buffers per incoming flow (default 64): a sender starts with
+	// BuffersPerFlow × ⌈MaxPayload/CreditUnit⌉ credits; a message spends
+	// its bytes' (CreditUnit), a datagram at least a full one's. Buffered
+	// messages take at most about twice their credits' bytes.
 	BuffersPerFlow int
 	// Window is the duplicate-suppression window per flow, in sequence
 	// numbers (default 1024, at least BuffersPerFlow, a multiple of 64,

@@ -52,20 +52,26 @@
 // 4 RTTVAR, never below [Config.RetransmitTimeout]). A retransmitted copy
 // goes through the same Recv and duplicate suppression as fast-path ones.
 //
-// Each flow starts with as many credits as the receiver has buffers per
-// flow ([Config.BuffersPerFlow]); a message spends one, and the receiver
-// returns it once [Endpoint.Recv] consumed the message: in a credit
-// record on the fast path as soon as a quarter of a flow's buffers was
-// consumed, and over TCP with the next acknowledgements. Both carry the
-// cumulative count of credits returned, so a lost or late credit record
-// costs only time. A sender takes the credit records off its own
-// fast-path queue whenever it sends; with no credit on any flow to a buddy
-// it waits, in the fast path's Wait when it has the queue to itself
-// ([Stats.StallTime]). Credits never go negative or above the receiver's
-// buffers, so without loss the receiver never drops a message for lack of
-// buffers. A sender never has more unacknowledged messages on a flow than
-// the window, or four times the receiver's buffers if less: that bounds
-// the copies it keeps for retransmission.
+// Credits are counted in units of [CreditUnit] bytes, as TCP's window is
+// counted in bytes. Each flow starts with the receiver's buffers per flow
+// ([Config.BuffersPerFlow]) times the units of its largest message. A
+// message spends the units of its payload (at least one), and a datagram
+// at least a largest message's (its last record pays the rest): the
+// receiver's queue never holds more datagrams than its buffers, while
+// small messages packed by [Endpoint.SendBatch] cost their bytes. Each
+// record states what it spent. The receiver returns the credits once
+// [Endpoint.Recv] consumed the message: in a credit record on the fast
+// path as soon as a quarter of a flow's credits was consumed, and over
+// TCP with the next acknowledgements. Both carry the cumulative count of
+// credits returned, so a lost or late credit record costs only time. A
+// sender takes the credit records off its own fast-path queue whenever it
+// sends; with less than a datagram's credits on every flow to a buddy it
+// waits, in the fast path's Wait when it has the queue to itself
+// ([Stats.StallTime]). Credits never go negative or above the receiver's,
+// so without loss the receiver never drops a message for lack of buffers.
+// A sender never has more unacknowledged messages on a flow than the
+// window, or four times the receiver's buffers if less: that bounds the
+// copies it keeps for retransmission.
 //
 // # Hot-path acknowledgements and quorums
 //
@@ -93,9 +99,10 @@
 // again) is skipped ([Stats.Abandoned]): a skip record on the control
 // connection makes its receiver count the sequence number as received
 // (its window moves on) and hand the application a [MsgSkipped] event
-// with the tag, so it knows what to fetch. The event holds one of its
-// flow's buffers until Recv hands it over, and its credit goes back then;
-// skips beyond the buffers are dropped ([Stats.DropsNoBuffer]), so no
+// with the tag, so it knows what to fetch. The skip record carries the
+// credits the message spent (one to those of the largest message); the
+// event holds them until Recv hands it over, and they go back then; skips
+// beyond the flow's credits are dropped ([Stats.DropsNoBuffer]), so no
 // peer can queue more events than its credits. A message is delivered at
 // most once either way; a late copy of a skipped one is a duplicate.
 //
@@ -186,7 +193,8 @@
 // In every mode an acknowledgement of a message never sent, or for a
 // worker or flow that does not exist, is counted (Stats.BadAcks) and
 // ignored, never a reason to give up on a peer; so is a retransmission or
-// skip record for a worker or flow that does not exist (BadFlow); credits
+// skip record for a worker or flow that does not exist, or whose credits
+// are none or more than the largest message's (BadFlow); credits
 // beyond the receiver's buffers are clamped (CreditViolations). A peer
 // (holding the key, in the authenticated mode) is trusted with what it
 // sends, but every queue it feeds here is bounded by the window or the

@@ -183,6 +183,7 @@ type Endpoint struct {
 	workers []*worker
 
 	ackBatch, creditBatch int
+	credits               int // an incoming flow's credits (flowCredits)
 
 	mu         sync.Mutex
 	expect     map[int]Peer
@@ -214,7 +215,7 @@ type worker struct {
 	mu     sync.Mutex
 	inbox  []inMsg
 	head   int
-	free   [][]byte
+	pool   bufPool
 	lent   [][]byte
 	notify chan struct{}
 
@@ -230,6 +231,7 @@ type worker struct {
 type inMsg struct {
 	p      *peer
 	flow   int
+	units  int // the credits it holds until Recv hands it over
 	seq    uint64
 	data   []byte
 	viaTCP bool
@@ -284,7 +286,8 @@ func NewContext(ctx context.Context, cfg Config) (*Endpoint, error) {
 		e.log.Info().Msg("bichannel: no cluster key: unauthenticated mode (trust every host that reaches the control and fast-path ports)")
 	}
 	e.ackBatch = max(1, min(cfg.BuffersPerFlow, cfg.Window/4))
-	e.creditBatch = max(1, cfg.BuffersPerFlow/4)
+	e.credits = flowCredits(cfg.BuffersPerFlow, cfg.MaxPayload)
+	e.creditBatch = max(1, e.credits/4)
 	m := map[int]*peer{}
 	e.peerMap.Store(&m)
 
@@ -314,7 +317,7 @@ func NewContext(ctx context.Context, cfg Config) (*Endpoint, error) {
 	}
 	e.workers = make([]*worker, cfg.Workers)
 	for w := range e.workers {
-		e.workers[w] = &worker{notify: make(chan struct{}, 1)}
+		e.workers[w] = &worker{notify: make(chan struct{}, 1), pool: newBufPool(cfg.MaxPayload, 0)}
 	}
 	e.poller, _ = e.fp.(transport.Poller)
 	e.wg.Add(1)
@@ -343,7 +346,8 @@ func (e *Endpoint) checkInfo() error {
 }
 
 // vnicAxSize is transport.VNICConfig.AxSize's default: room for two
-// peers' credits to one worker, a power of two from 256 to 8,192.
+// peers' credits to one worker (a datagram spends at least a buffer's
+// credits), a power of two from 256 to 8,192.
 func vnicAxSize(flows, buffersPerFlow int) int {
 	n := 256
 	for n < 2*flows*buffersPerFlow && n < 8192 {

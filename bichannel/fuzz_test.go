@@ -84,8 +84,8 @@ func FuzzDatagram(f *testing.F) {
 
 func FuzzControlRecords(f *testing.F) {
 	f.Add(appendAckRecord(nil, 1, 2, 100, 5, []uint64{101, 105}))
-	f.Add(appendRetxRecord(nil, 1, 2, 7, []byte("payload")))
-	f.Add(appendSkipRecord(appendSkipRecord(nil, 0, 3, 9, 77), 1, 0, 1<<40, 0))
+	f.Add(appendRetxRecord(nil, 1, 2, 7, 1, []byte("payload")))
+	f.Add(appendSkipRecord(appendSkipRecord(nil, 0, 3, 1, 9, 77), 1, 0, 22, 1<<40, 0))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		// As readLoop decodes skip frames: whole records or a short frame.
 		r0 := wireReader{b: body}

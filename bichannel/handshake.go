@@ -442,12 +442,13 @@ func (e *Endpoint) newPeer(conn net.Conn, br *bufio.Reader, h *hello) (*peer, er
 			flows:   make([]sflow, e.cfg.Flows),
 			win:     uint64(h.window),
 			ahead:   min(uint64(h.window), 4*uint64(h.buffers)),
-			buffers: h.buffers,
+			credits: flowCredits(h.buffers, h.maxPayload),
+			full:    units(h.maxPayload),
 			scratch: make([]byte, HeaderLen+p.maxPayload),
 			wake:    make(chan struct{}, 1),
 		}
 		for f := range ss.flows {
-			ss.flows[f] = sflow{credits: h.buffers, ring: make([]int32, h.window)}
+			ss.flows[f] = sflow{credits: ss.credits, ring: make([]int32, h.window)}
 		}
 		p.send[w] = ss
 		p.rx[w] = make([]rflow, h.flows)

@@ -13,7 +13,8 @@ import (
 //	0  magic 0xB1C4      2  version  3  type (1 data, 2 hot ack, 3 credit)
 //	4  node (u32)        8  session (u64)
 //	16 worker (u16)      18 flow (u16)
-//	20 sequence (u64)    28 payload length (u16)   30 reserved (zero)
+//	20 sequence (u64)    28 payload length (u16)
+//	30 credits the message spent (u16; data records, else zero)
 //	32 tag (u64, little-endian SipHash output)     40 payload
 const (
 	// HeaderLen is the size of the header in front of each message's
@@ -21,7 +22,7 @@ const (
 	HeaderLen = 40
 
 	dgMagic   = 0xB1C4
-	dgVersion = 3
+	dgVersion = 4
 	dgData    = 1
 	dgAck     = 2  // a hot-path acknowledgement (ack.go)
 	dgCredit  = 3  // credits returned on the fast path (ack.go)
@@ -35,6 +36,7 @@ type dgHeader struct {
 	flow    uint16
 	seq     uint64
 	length  uint16
+	units   uint16 // dgData: the credits the message spent
 	tag     uint64
 	typ     byte // dgData, dgAck or dgCredit
 }
@@ -52,7 +54,7 @@ func putHeader(b []byte, h *dgHeader) {
 	binary.BigEndian.PutUint16(b[18:], h.flow)
 	binary.BigEndian.PutUint64(b[20:], h.seq)
 	binary.BigEndian.PutUint16(b[28:], h.length)
-	b[30], b[31] = 0, 0
+	binary.BigEndian.PutUint16(b[30:], h.units)
 	binary.LittleEndian.PutUint64(b[tagOff:], 0)
 }
 
@@ -78,6 +80,7 @@ func nextRecord(b []byte, h *dgHeader) (rec, rest []byte, ok bool) {
 	h.flow = binary.BigEndian.Uint16(b[18:])
 	h.seq = binary.BigEndian.Uint64(b[20:])
 	h.length = binary.BigEndian.Uint16(b[28:])
+	h.units = binary.BigEndian.Uint16(b[30:])
 	h.tag = binary.LittleEndian.Uint64(b[tagOff:])
 	n := HeaderLen + int(h.length)
 	if n > len(b) {

@@ -126,16 +126,16 @@ func checkMsg(m Message, dst, maxPayload int) (src, idx int, err error) {
 }
 
 // checkInvariants checks every sender's credits (0 to the receiver's
-// buffers) and every receiver's buffered count (0 to BuffersPerFlow).
+// credits per flow) and every receiver's buffered credits (0 to its own).
 func checkInvariants(eps []*Endpoint) error {
 	for _, e := range eps {
 		for _, p := range e.peers() {
 			for w, ss := range p.send {
 				ss.mu.Lock()
 				for f := range ss.flows {
-					if c := ss.flows[f].credits; c < 0 || c > ss.buffers {
+					if c := ss.flows[f].credits; c < 0 || c > ss.credits {
 						ss.mu.Unlock()
-						return fmt.Errorf("node %d -> %d worker %d flow %d: %d credits (buffers %d)", e.ID(), p.id, w, f, c, ss.buffers)
+						return fmt.Errorf("node %d -> %d worker %d flow %d: %d credits (buffers %d)", e.ID(), p.id, w, f, c, ss.credits)
 					}
 				}
 				ss.mu.Unlock()
@@ -143,9 +143,9 @@ func checkInvariants(eps []*Endpoint) error {
 			for w, wk := range e.workers {
 				wk.mu.Lock()
 				for f := range p.rx[w] {
-					if b := p.rx[w][f].buffered; b < 0 || b > e.cfg.BuffersPerFlow {
+					if b := p.rx[w][f].buffered; b < 0 || b > e.credits {
 						wk.mu.Unlock()
-						return fmt.Errorf("node %d from %d worker %d flow %d: %d buffered (buffers %d)", e.ID(), p.id, w, f, b, e.cfg.BuffersPerFlow)
+						return fmt.Errorf("node %d from %d worker %d flow %d: %d credits buffered (most %d)", e.ID(), p.id, w, f, b, e.credits)
 					}
 				}
 				wk.mu.Unlock()
@@ -356,9 +356,9 @@ func creditsHome(eps []*Endpoint) error {
 			for w, ss := range p.send {
 				ss.mu.Lock()
 				for f := range ss.flows {
-					if c := ss.flows[f].credits; c != ss.buffers {
+					if c := ss.flows[f].credits; c != ss.credits {
 						ss.mu.Unlock()
-						return fmt.Errorf("node %d -> %d worker %d flow %d: %d of %d credits", e.ID(), p.id, w, f, c, ss.buffers)
+						return fmt.Errorf("node %d -> %d worker %d flow %d: %d of %d credits", e.ID(), p.id, w, f, c, ss.credits)
 					}
 				}
 				ss.mu.Unlock()

@@ -500,7 +500,7 @@ func TestDatagramPathAllocs(t *testing.T) {
 	seq := uint64(0)
 	msgs := make([]Message, 0, 64)
 	one := func() {
-		putHeader(d, &dgHeader{node: 0, session: a.session, worker: 0, flow: 0, seq: seq, length: 64})
+		putHeader(d, &dgHeader{node: 0, session: a.session, worker: 0, flow: 0, seq: seq, length: 64, units: 1})
 		signDatagram(pa.txKey, d)
 		seq++
 		b.onDatagram(0, src, d)

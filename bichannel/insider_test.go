@@ -310,7 +310,8 @@ func TestSkipFloodBounded(t *testing.T) {
 		b, st := appendFrameHdr(nil, msgSkip)
 		for i := range per {
 			f := i % cfg.Flows
-			b = appendSkipRecord(b, 0, f, seq[f], 7)
+			b = appendSkipRecord(b, 0, f, 1, seq[f], 7) // the cheapest skip: one credit
+
 			seq[f]++
 		}
 		if err := p.write(endFrame(b, st)); err != nil {
@@ -326,12 +327,12 @@ func TestSkipFloodBounded(t *testing.T) {
 	wk.mu.Lock()
 	queued := len(wk.inbox) - wk.head
 	wk.mu.Unlock()
-	bound := 2 * cfg.Flows * cfg.BuffersPerFlow // both peers' flows to worker 0
+	bound := 2 * cfg.Flows * victim.credits // both peers' flows to worker 0, a credit each
 	st := s()
 	t.Logf("%d skip records: %d skipped, %d dropped for lack of buffers, %d out of window; inbox %d (bound %d)",
 		frames*per, st.Skipped, st.DropsNoBuffer, st.OutOfWindow, queued, bound)
-	if queued > bound || st.Skipped > uint64(cfg.Flows*cfg.BuffersPerFlow) {
-		t.Errorf("inbox %d entries, %d skips taken: want at most %d and %d", queued, st.Skipped, bound, cfg.Flows*cfg.BuffersPerFlow)
+	if queued > bound || st.Skipped > uint64(cfg.Flows*victim.credits) {
+		t.Errorf("inbox %d entries, %d skips taken: want at most %d and %d", queued, st.Skipped, bound, cfg.Flows*victim.credits)
 	}
 	if victim.peers()[2].isDead() {
 		t.Error("the flooding peer was declared dead")
@@ -363,12 +364,12 @@ func TestUnknownAckIgnored(t *testing.T) {
 			t.Fatal(err)
 		}
 		rb, st := appendFrameHdr(nil, msgRetx)
-		rb = appendRetxRecord(rb, 0, 900, 1, []byte("x"))
+		rb = appendRetxRecord(rb, 0, 900, 1, 1, []byte("x"))
 		if err := pb.write(endFrame(rb, st)); err != nil {
 			t.Fatal(err)
 		}
 		sb, st := appendFrameHdr(nil, msgSkip)
-		sb = appendSkipRecord(sb, 77, 0, 1, 0)
+		sb = appendSkipRecord(sb, 77, 0, 1, 1, 0)
 		if err := pb.write(endFrame(sb, st)); err != nil {
 			t.Fatal(err)
 		}
@@ -503,5 +504,40 @@ func TestHelloLargestRSSFits(t *testing.T) {
 	}
 	if s := eps[1].Stats(); s.Mistargeted != 0 {
 		t.Errorf("%d datagrams mistargeted", s.Mistargeted)
+	}
+}
+
+// A skip record must return the credits a message can have spent: none,
+// or more than the largest message's, is counted as a bad flow and
+// ignored (a free skip would queue events no credit pays for), and one in
+// range is taken.
+func TestSkipCreditsChecked(t *testing.T) {
+	cfg := authConfig()
+	cfg.Workers = 1
+	eps := newCluster(t, 2, cfg, nil)
+	victim, insider := eps[0], eps[1]
+	most := units(cfg.MaxPayload)
+	b, st := appendFrameHdr(nil, msgSkip)
+	b = appendSkipRecord(b, 0, 0, 0, 0, 7)      // no credits
+	b = appendSkipRecord(b, 0, 0, most+1, 1, 7) // more than a message spends
+	b = appendSkipRecord(b, 0, 0, most, 2, 7)   // the largest message's
+	if err := insider.peers()[0].write(endFrame(b, st)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	waitFor(t, ctx, func() bool {
+		s := victim.Stats()
+		return s.BadFlow >= 2 && s.Skipped >= 1
+	}, func() string { return fmt.Sprintf("%+v", victim.Stats()) })
+	if s := victim.Stats(); s.BadFlow != 2 || s.Skipped != 1 {
+		t.Errorf("bad flow %d, skipped %d: want 2 and 1", s.BadFlow, s.Skipped)
+	}
+	wk := victim.workers[0]
+	wk.mu.Lock()
+	held := victim.peers()[1].rx[0][0].buffered
+	wk.mu.Unlock()
+	if held != most {
+		t.Errorf("the skip event holds %d credits, want %d", held, most)
 	}
 }

@@ -77,7 +77,8 @@ type sendState struct {
 	// ahead bounds a flow's unacknowledged messages, and so the copies
 	// kept, as credits come back before the acknowledgements.
 	ahead   uint64
-	buffers int    // the receiver's buffers per flow: the most credits a flow holds
+	credits int    // the receiver's credits per flow: the most a flow holds
+	full    int    // the credits a datagram spends at least (credits/buffers)
 	slab    []pend // unacknowledged messages; ring slots point here
 	free    []int32
 	fifo    []retxEntry // first retransmission deadlines, in send order
@@ -96,6 +97,7 @@ type sendState struct {
 
 type sflow struct {
 	credits  int
+	spent    uint64  // credits spent in all
 	returned uint64  // the receiver's count of credits returned, the highest seen
 	next     uint64  // next sequence number
 	low      uint64  // every sequence number below is acknowledged
@@ -103,10 +105,11 @@ type sflow struct {
 }
 
 type pend struct {
-	buf  []byte
-	seq  uint64
-	sent int64 // Endpoint.now when sent over the fast path
-	retx bool  // resent over TCP: no delay sample from its acknowledgement (Karn)
+	buf   []byte
+	units uint16 // the credits it spent
+	seq   uint64
+	sent  int64 // Endpoint.now when sent over the fast path
+	retx  bool  // resent over TCP: no delay sample from its acknowledgement (Karn)
 	// hotAcked: a hot acknowledgement named it; only TCP frees it.
 	hotAcked bool
 	// track (SendTagged): report its acknowledgement with tag; abandon:
@@ -126,9 +129,9 @@ type retxEntry struct {
 type rflow struct {
 	base     uint64   // lowest sequence number not yet received
 	bits     []uint64 // received, for base <= seq < base+window, at seq%window
-	buffered int      // messages in the inbox (at most BuffersPerFlow)
-	owed     uint32   // consumed since the last credit record on the fast path
-	returned uint64   // consumed (and skipped) in all: the credits returned
+	buffered int      // credits the messages in the inbox hold (at most Endpoint.credits)
+	owed     uint32   // credits freed since the last credit record on the fast path
+	returned uint64   // credits freed in all (by messages consumed and skips)
 	fresh    int      // received since the last acknowledgement
 	sel      []uint64 // received above base since the last acknowledgement
 	dirty    bool     // in peer.rxDirty
@@ -148,15 +151,16 @@ const (
 	admitNoBuffer           // every buffer of the flow is taken
 )
 
-// admit says whether seq may be received; the caller holds the worker's
-// lock and, if admitted, receives it.
-func (r *rflow) admit(seq, win uint64, buffers int) admission {
+// admit says whether seq, holding cost credits, may be received into a
+// flow whose buffers hold credits; the caller holds the worker's lock
+// and, if admitted, receives it.
+func (r *rflow) admit(seq, win uint64, cost, credits int) admission {
 	switch {
 	case seq < r.base || (seq-r.base < win && r.has(seq, win)):
 		return admitSeen
 	case seq-r.base >= win:
 		return admitBeyond
-	case r.buffered >= buffers:
+	case r.buffered+cost > credits:
 		return admitNoBuffer
 	}
 	return admitted

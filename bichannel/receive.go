@@ -47,7 +47,11 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 		e.pollFast(w, wk)
 	}
 	wk.mu.Lock()
-	wk.free = append(wk.free, wk.lent...)
+	// The free buffers kept: twice every peer's credits' worth.
+	wk.pool.limit = 2 * max(1, len(e.peers())) * e.cfg.Flows * e.cfg.BuffersPerFlow * e.cfg.MaxPayload
+	for _, b := range wk.lent {
+		wk.pool.put(b)
+	}
 	clear(wk.lent)
 	wk.lent = wk.lent[:0]
 	n := min(len(wk.inbox)-wk.head, e.cfg.RecvBatch)
@@ -65,9 +69,9 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 		}
 		// A message or a skip event: its buffer's credit goes back now.
 		rf := &m.p.rx[w][m.flow]
-		rf.buffered--
-		rf.owed++
-		rf.returned++
+		rf.buffered -= m.units
+		rf.owed += uint32(m.units)
+		rf.returned += uint64(m.units)
 		returned++
 		m.p.markDirty(w, m.flow, rf)
 		urgent := int(rf.owed) >= e.creditBatch
@@ -224,7 +228,7 @@ func (e *Endpoint) onRecord(w int, src netip.AddrPort, rec []byte, h *dgHeader) 
 	if int(h.worker) != w {
 		e.st.mistargeted.Add(1)
 	}
-	e.arrive(p, int(h.worker), int(h.flow), h.seq, payload, w, src)
+	e.arrive(p, int(h.worker), int(h.flow), h.seq, int(h.units), payload, w, src)
 }
 
 // dropped counts a dropped datagram and logs it (rate-limited).
@@ -243,15 +247,20 @@ func (e *Endpoint) logAllowed() bool {
 	return (last == 0 || now-last >= int64(time.Second)) && e.lastLog.CompareAndSwap(last, now)
 }
 
-// arrive takes one copy of a message, from the fast path (received by
-// worker rxw) or TCP (rxw -1).
-func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, rxw int, src netip.AddrPort) {
+// arrive takes one copy of a message that spent cost credits, from the
+// fast path (received by worker rxw) or TCP (rxw -1).
+func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, cost int, payload []byte, rxw int, src netip.AddrPort) {
+	if cost < units(len(payload)) || cost > units(e.cfg.MaxPayload) {
+		// Not what its payload or any message spends.
+		e.dropped(dropBadFlow, src)
+		return
+	}
 	viaTCP := rxw < 0
 	wk := e.workers[w]
 	wk.mu.Lock()
 	rf := &p.rx[w][f]
 	win := uint64(e.cfg.Window)
-	switch rf.admit(seq, win, e.cfg.BuffersPerFlow) {
+	switch rf.admit(seq, win, cost, e.credits) {
 	case admitSeen:
 		base := rf.base
 		wk.mu.Unlock()
@@ -270,22 +279,14 @@ func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, payload []byte, rxw int
 		return
 	}
 	rf.receive(seq, win)
-	rf.buffered++
+	rf.buffered += cost
 	rf.fresh++
 	p.markDirty(w, f, rf)
 	// With hot acknowledgements the TCP record is only a backstop.
 	urgent := rf.fresh >= e.ackBatch && !e.cfg.HotAcks
 	base := rf.base
-	var buf []byte
-	if n := len(wk.free); n > 0 {
-		buf = wk.free[n-1]
-		wk.free[n-1] = nil
-		wk.free = wk.free[:n-1]
-	} else {
-		buf = make([]byte, 0, e.cfg.MaxPayload)
-	}
-	buf = append(buf[:0], payload...)
-	wk.inbox = append(wk.inbox, inMsg{p: p, flow: f, seq: seq, data: buf, viaTCP: viaTCP})
+	buf := append(wk.pool.get(len(payload)), payload...)
+	wk.inbox = append(wk.inbox, inMsg{p: p, flow: f, units: cost, seq: seq, data: buf, viaTCP: viaTCP})
 	wk.mu.Unlock()
 	if viaTCP {
 		e.st.deliveredTCP.Add(1)

@@ -95,51 +95,63 @@ func TestCreditsBindSlowReceiver(t *testing.T) {
 }
 
 // With a receiver that never consumes, a sender gets exactly
-// BuffersPerFlow x Flows messages out, then blocks until the receiver
-// consumes.
+// BuffersPerFlow x Flows messages out one per call, whatever their size
+// (a datagram spends at least a full-size message's credits), then blocks
+// until the receiver consumes.
 func TestSendBlocksWithoutCredits(t *testing.T) {
+	for _, size := range []int{1400, 100, 1} {
+		t.Run(fmt.Sprintf("%dB", size), func(t *testing.T) { testSendBlocksWithoutCredits(t, size) })
+	}
+}
+
+func testSendBlocksWithoutCredits(t *testing.T, size int) {
 	cfg := testConfig()
 	cfg.Workers = 1
 	eps, _ := lossyCluster(t, 2, cfg, lossytest.Config{Seed: 1})
 	a, b := eps[0], eps[1]
 	credits := cfg.BuffersPerFlow * cfg.Flows
+	msg := make([]byte, size)
 	for i := range credits {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := a.SendContext(ctx, 1, 0, []byte{byte(i)})
+		msg[0] = byte(i)
+		err := a.SendContext(ctx, 1, 0, msg)
 		cancel()
 		if err != nil {
 			t.Fatalf("send %d of %d credits: %v", i, credits, err)
 		}
 	}
-	// The context ends 100 ms after the stall is seen to have begun (the
-	// stall count goes up when it begins), so the stall lasts at least
-	// that long however late the sender is scheduled; and at most as long
-	// as the call.
+	// Small messages may have waited for acknowledgements on the way
+	// (the window of unacknowledged ones binds before their credits):
+	// only this call's stall is judged. The context ends 100 ms after the
+	// stall is seen to have begun (the stall count goes up when it
+	// begins), so the stall lasts at least that long however late the
+	// sender is scheduled; and at most as long as the call.
 	const stallFor = 100 * time.Millisecond
+	s0 := a.Stats()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		defer cancel()
-		for end := time.Now().Add(5 * time.Second); a.Stats().Stalls == 0 && time.Now().Before(end); {
+		for end := time.Now().Add(5 * time.Second); a.Stats().Stalls == s0.Stalls && time.Now().Before(end); {
 			time.Sleep(time.Millisecond)
 		}
 		time.Sleep(stallFor)
 	}()
 	t0 := time.Now()
-	err := a.SendContext(ctx, 1, 0, []byte("one too many"))
+	err := a.SendContext(ctx, 1, 0, msg)
 	elapsed := time.Since(t0)
 	cancel()
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("send beyond the credits: %v, want its context's cancellation", err)
 	}
-	if s := a.Stats(); s.Stalls != 1 || s.StallTime < stallFor || s.StallTime > elapsed {
-		t.Errorf("stalls %d for %v, want 1 for %v..%v (the call took %v)", s.Stalls, s.StallTime, stallFor, elapsed, elapsed)
+	if s := a.Stats(); s.Stalls-s0.Stalls != 1 || s.StallTime-s0.StallTime < stallFor || s.StallTime-s0.StallTime > elapsed {
+		t.Errorf("stalls %d for %v, want 1 for %v..%v (the call took %v)", s.Stalls-s0.Stalls, s.StallTime-s0.StallTime, stallFor, elapsed, elapsed)
 	}
 	// Consuming returns credits: the blocked send completes.
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		done <- a.SendContext(ctx, 1, 0, []byte("after credits"))
+		done <- a.SendContext(ctx, 1, 0, msg)
 	}()
 	got := 0
 	var msgs []Message
@@ -225,9 +237,10 @@ func TestConnectMismatchedWorkers(t *testing.T) {
 // acknowledgement later than the retransmission timeout (a slow
 // scheduler), and every such drop must be matched by one.
 // queueForCredits is the receive queue that credits keep from
-// overflowing, with peers: a datagram per buffer of every flow, and the
-// credit records that can come while the worker does not poll (one per
-// quarter of a flow's buffers that the peer consumed, ack.go).
+// overflowing, with peers: a datagram per buffer of every flow (a
+// datagram spends at least a full-size message's credits), and the credit
+// records that can come while the worker does not poll (one per quarter
+// of a flow's credits that the peer consumed, ack.go).
 func queueForCredits(cfg Config, peers int) int {
 	return peers * cfg.Flows * (cfg.BuffersPerFlow + 4)
 }
@@ -246,4 +259,59 @@ func checkQueueFull(t *testing.T, eps []*Endpoint, ls lossytest.Stats) {
 		return
 	}
 	t.Logf("%d drops for full queues, explained by %d spurious retransmissions", ls.QueueFull, spurious)
+}
+
+// Small messages sent in batches spend their bytes' credits (CreditUnit),
+// not a buffer each: with a receiver that never consumes, a 1-byte batch
+// gets many times BuffersPerFlow x Flows messages out before the credits
+// bind, and the receiver's credits are never exceeded.
+func TestSendBatchSmallMessagesSpendTheirBytes(t *testing.T) {
+	cfg := testConfig()
+	cfg.Workers = 1
+	eps, _ := lossyCluster(t, 2, cfg, lossytest.Config{Seed: 1})
+	a, b := eps[0], eps[1]
+	msgs := make([][]byte, 32)
+	for i := range msgs {
+		msgs[i] = []byte{byte(i)}
+	}
+	sent := 0
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		n, err := a.SendBatchContext(ctx, 1, 0, msgs)
+		cancel()
+		sent += n
+		if err != nil {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("after %d: %v", sent, err)
+			}
+			break
+		}
+		if sent > 100*cfg.BuffersPerFlow*cfg.Flows {
+			t.Fatalf("%d sent and no credit bound", sent)
+		}
+	}
+	t.Logf("%d 1-byte messages sent before the credits bound", sent)
+	// 1-byte records pack 35 to a 1,400-byte datagram, each datagram
+	// spending 35 credits of a flow's 16 x 22.
+	perFlow := cfg.BuffersPerFlow * units(cfg.MaxPayload)
+	if min, most := 4*cfg.BuffersPerFlow*cfg.Flows, perFlow*cfg.Flows; sent < min || sent > most {
+		t.Errorf("%d 1-byte messages sent before the credits bound, want %d to %d", sent, min, most)
+	}
+	if err := checkInvariants(eps); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	var rx []Message
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for got < sent {
+		var err error
+		if rx, err = b.RecvWait(ctx, 0, rx[:0]); err != nil {
+			t.Fatalf("received %d of %d: %v", got, sent, err)
+		}
+		got += len(rx)
+	}
+	if s := b.Stats(); s.DropsNoBuffer != 0 || s.DeliveredTCP != 0 {
+		t.Errorf("%d dropped for lack of buffers, %d resent over TCP: want none", s.DropsNoBuffer, s.DeliveredTCP)
+	}
 }

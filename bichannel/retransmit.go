@@ -53,7 +53,7 @@ func (p *peer) retransmit(now int64) int64 {
 					e.resendFast(p, ss, w, int(ent.flow), pe)
 				default:
 					pe.retx = true
-					b = appendRetxRecord(b, w, int(ent.flow), ent.seq, pe.buf)
+					b = appendRetxRecord(b, w, int(ent.flow), ent.seq, int(pe.units), pe.buf)
 					n++
 				}
 				ent.tries, ent.deadline = 1, now+rto<<1
@@ -90,7 +90,7 @@ func (p *peer) retransmit(now int64) int64 {
 						e.st.hotAckUnconfirmed.Add(1)
 					}
 					pe.retx = true
-					b = appendRetxRecord(b, w, int(ent.flow), ent.seq, pe.buf)
+					b = appendRetxRecord(b, w, int(ent.flow), ent.seq, int(pe.units), pe.buf)
 					n++
 				}
 				ent.tries = min(ent.tries+1, 6)
@@ -278,7 +278,7 @@ func (p *peer) heartbeatLoop() {
 // resendFast resends a message over the fast path; the caller holds ss.mu.
 func (e *Endpoint) resendFast(p *peer, ss *sendState, w, f int, pe *pend) {
 	dg := ss.scratch[:HeaderLen+len(pe.buf)]
-	putHeader(dg, &dgHeader{node: uint32(e.cfg.NodeID), session: e.session, worker: uint16(w), flow: uint16(f), seq: pe.seq, length: uint16(len(pe.buf))})
+	putHeader(dg, &dgHeader{node: uint32(e.cfg.NodeID), session: e.session, worker: uint16(w), flow: uint16(f), seq: pe.seq, length: uint16(len(pe.buf)), units: pe.units})
 	copy(dg[HeaderLen:], pe.buf)
 	if p.auth {
 		signDatagram(p.txKey, dg)
@@ -315,7 +315,7 @@ func (e *Endpoint) Abandon(peerID, w int, t Ticket) bool {
 // record to b; the caller holds ss.mu.
 func (ss *sendState) skipDue(b []byte, w int, ent retxEntry, pe *pend) []byte {
 	fl := &ss.flows[ent.flow]
-	b = appendSkipRecord(b, w, int(ent.flow), ent.seq, pe.tag)
+	b = appendSkipRecord(b, w, int(ent.flow), int(pe.units), ent.seq, pe.tag)
 	slot := &fl.ring[ent.seq%ss.win]
 	ss.free = append(ss.free, *slot-1)
 	*slot = 0

@@ -171,7 +171,7 @@ func withDeadline(ctx context.Context, t time.Time) (context.Context, context.Ca
 var ready = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // waitCredits polls worker w's fast-path queue for credits to p and, while
-// no flow has one, sleeps in the fast path's Wait. It reports false,
+// no flow has a datagram's, sleeps in the fast path's Wait. It reports false,
 // without waiting, when another goroutine has the queue (that one signals
 // ss.wake) or the queue failed.
 func (e *Endpoint) waitCredits(ctx context.Context, p *peer, ss *sendState, w int) bool {
@@ -211,28 +211,44 @@ const maxRun = 64
 
 // sendRun sends as many of msgs on flow f as its credits and window allow
 // (at least one), packed into as few datagrams as they fit, and returns
-// how many. The caller holds ss.mu and checked the flow has a credit.
+// how many. A datagram spends its messages' credits, and at least a
+// full-size message's (ss.full): the receiver's queue then holds no more
+// datagrams than its buffers, while packed small messages cost their
+// bytes. The caller holds ss.mu and checked the flow has ss.full credits.
 func (e *Endpoint) sendRun(p *peer, ss *sendState, w, f int, msgs [][]byte) int {
 	fl := &ss.flows[f]
-	k := min(len(msgs), fl.credits, int(ss.ahead-(fl.next-fl.low)), maxRun)
+	k := min(len(msgs), int(ss.ahead-(fl.next-fl.low)), maxRun)
 	if k <= 1 {
 		e.sendOn(p, ss, w, f, msgs[0])
 		return 1
 	}
 	limit := HeaderLen + p.maxPayload
 	now := e.now()
-	nd := 0
-	for i := 0; i < k; nd++ {
+	nd, i := 0, 0
+	for i < k && fl.credits >= ss.full {
+		// The datagram's records: as many as fit and its credits allow
+		// (a message alone always does), then what they spend.
+		j, size, cost := i, 0, 0
+		for j < k && size+HeaderLen+len(msgs[j]) <= limit && max(cost+units(len(msgs[j])), ss.full) <= fl.credits {
+			size += HeaderLen + len(msgs[j])
+			cost += units(len(msgs[j]))
+			j++
+		}
 		if nd == len(ss.batch) {
 			ss.batch = append(ss.batch, make([]byte, 0, limit))
 		}
 		dg := ss.batch[nd][:0]
-		for i < k && len(dg)+HeaderLen+len(msgs[i]) <= limit {
-			dg = e.stage(p, ss, w, f, msgs[i], dg, now)
-			i++
+		for ; i < j; i++ {
+			c := units(len(msgs[i]))
+			if i == j-1 && cost < ss.full {
+				c += ss.full - cost // the last record pays the datagram's minimum
+			}
+			dg = e.stage(p, ss, w, f, msgs[i], c, dg, now)
 		}
 		ss.batch[nd] = dg
+		nd++
 	}
+	k = i
 	e.staged(p, k)
 	dgs := ss.batch[:nd]
 	if fb, ok := e.fp.(transport.Batcher); ok && nd > 1 {
@@ -261,7 +277,8 @@ func records(dg []byte) int {
 	return n
 }
 
-// pick returns a flow with a credit and room in its window, or -1.
+// pick returns a flow with a datagram's credits and room in its window,
+// or -1.
 func (ss *sendState) pick() int {
 	n := len(ss.flows)
 	for range n {
@@ -270,16 +287,16 @@ func (ss *sendState) pick() int {
 			ss.rr = 0
 		}
 		fl := &ss.flows[f]
-		if fl.credits > 0 && fl.next-fl.low < ss.ahead {
+		if fl.credits >= ss.full && fl.next-fl.low < ss.ahead {
 			return f
 		}
 	}
 	return -1
 }
 
-// sendOn is sendRun for one message.
+// sendOn is sendRun for one message: a datagram of its own.
 func (e *Endpoint) sendOn(p *peer, ss *sendState, w, f int, msg []byte) error {
-	dg := e.stage(p, ss, w, f, msg, ss.scratch[:0], e.now())
+	dg := e.stage(p, ss, w, f, msg, max(units(len(msg)), ss.full), ss.scratch[:0], e.now())
 	e.staged(p, 1)
 	if err := e.fp.Send(p.id, w, f, dg); err != nil {
 		e.st.sendErrors.Add(1) // retransmission recovers it
@@ -288,13 +305,15 @@ func (e *Endpoint) sendOn(p *peer, ss *sendState, w, f int, msg []byte) error {
 }
 
 // stage does a send's bookkeeping for msg on flow f and appends its
-// record to buf, which must have room for it. The caller holds ss.mu,
-// checked the flow has a credit, and calls staged after its run.
-func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg, buf []byte, now int64) []byte {
+// record to buf, which must have room for it; the message spends cost
+// credits. The caller holds ss.mu, checked the flow has them, and calls
+// staged after its run.
+func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg []byte, cost int, buf []byte, now int64) []byte {
 	fl := &ss.flows[f]
 	seq := fl.next
 	fl.next++
-	if fl.credits--; fl.credits < 0 {
+	fl.spent += uint64(cost)
+	if fl.credits -= cost; fl.credits < 0 {
 		e.st.creditViolations.Add(1)
 	}
 	var idx int32
@@ -306,6 +325,7 @@ func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg, buf []byte, now 
 	}
 	pe := &ss.slab[idx]
 	pe.buf = append(pe.buf[:0], msg...)
+	pe.units = uint16(cost)
 	pe.seq, pe.sent, pe.retx, pe.hotAcked = seq, now, false, false
 	pe.track, pe.abandon, pe.tag = false, false, 0
 	if ss.tracked {
@@ -320,7 +340,7 @@ func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg, buf []byte, now 
 	off := len(buf)
 	dg := buf[:off+HeaderLen+len(msg)]
 	rec := dg[off:]
-	putHeader(rec, &dgHeader{node: uint32(e.cfg.NodeID), session: e.session, worker: uint16(w), flow: uint16(f), seq: seq, length: uint16(len(msg))})
+	putHeader(rec, &dgHeader{node: uint32(e.cfg.NodeID), session: e.session, worker: uint16(w), flow: uint16(f), seq: seq, length: uint16(len(msg)), units: uint16(cost)})
 	copy(rec[HeaderLen:], msg)
 	if p.auth {
 		signDatagram(p.txKey, rec)

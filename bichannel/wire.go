@@ -37,7 +37,7 @@ const (
 	// MaxWorkers workers and the largest RSS configuration.
 	maxHelloLen  = 160 << 10
 	helloMagic   = "BICH"
-	helloVersion = 5
+	helloVersion = 6
 
 	rejectFatal = 0 // the handshake cannot succeed: give up
 	rejectRetry = 1 // the acceptor is not ready (Connect not called yet): dial again
@@ -247,26 +247,29 @@ func (r *wireReader) nextAck(a *ackRecord, sel []uint32) []uint32 {
 	return sel
 }
 
-func appendRetxRecord(b []byte, worker, flow int, seq uint64, payload []byte) []byte {
+func appendRetxRecord(b []byte, worker, flow int, seq uint64, units int, payload []byte) []byte {
 	b = binary.BigEndian.AppendUint16(b, uint16(worker))
 	b = binary.BigEndian.AppendUint16(b, uint16(flow))
 	b = binary.BigEndian.AppendUint64(b, seq)
+	b = binary.BigEndian.AppendUint16(b, uint16(units))
 	b = binary.BigEndian.AppendUint16(b, uint16(len(payload)))
 	return append(b, payload...)
 }
 
 // skipRecord names one message the sender abandoned (Endpoint.Abandon),
-// with its tag.
+// with its tag and the credit units it spent (its receiver returns them).
 type skipRecord struct {
 	worker, flow uint16
+	units        uint32
 	seq, tag     uint64
 }
 
-const skipRecordLen = 2 + 2 + 8 + 8
+const skipRecordLen = 2 + 2 + 4 + 8 + 8
 
-func appendSkipRecord(b []byte, worker, flow int, seq, tag uint64) []byte {
+func appendSkipRecord(b []byte, worker, flow, units int, seq, tag uint64) []byte {
 	b = binary.BigEndian.AppendUint16(b, uint16(worker))
 	b = binary.BigEndian.AppendUint16(b, uint16(flow))
+	b = binary.BigEndian.AppendUint32(b, uint32(units))
 	b = binary.BigEndian.AppendUint64(b, seq)
 	return binary.BigEndian.AppendUint64(b, tag)
 }
@@ -274,6 +277,7 @@ func appendSkipRecord(b []byte, worker, flow int, seq, tag uint64) []byte {
 func (r *wireReader) nextSkip(s *skipRecord) {
 	s.worker = r.u16()
 	s.flow = r.u16()
+	s.units = r.u32()
 	s.seq = r.u64()
 	s.tag = r.u64()
 }

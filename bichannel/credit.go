@@ -1,0 +1,68 @@
+package bichannel
+
+import "math/bits"
+
+// CreditUnit is the size of one credit, in bytes of payload. A message of
+// n bytes spends max(1, ⌈n/CreditUnit⌉) of its flow's credits, and a flow
+// starts with BuffersPerFlow × ⌈MaxPayload/CreditUnit⌉ of them (the
+// receiver's values): its buffers hold BuffersPerFlow messages of the
+// largest size, or many more small ones. A window counted in messages
+// made a stream of small messages stall every few hundred; TCP's window
+// is counted in bytes for the same reason.
+const CreditUnit = 64
+
+// units returns the credits a message of n bytes spends.
+func units(n int) int { return max(1, (n+CreditUnit-1)/CreditUnit) }
+
+// flowCredits returns the credits of one flow towards a receiver with the
+// given buffers per flow and largest message.
+func flowCredits(buffers, maxPayload int) int { return buffers * units(maxPayload) }
+
+// sizeClass returns the class of a receive buffer for n bytes: class c
+// holds min(CreditUnit<<c, the largest message) bytes.
+func sizeClass(n int) int {
+	if n <= CreditUnit {
+		return 0
+	}
+	return bits.Len(uint(n-1)) - bits.Len(CreditUnit-1)
+}
+
+// bufPool keeps a worker's free receive buffers by size class, so that a
+// buffered message holds at most about twice its credits' bytes: the
+// buffers a flow's credits can fill stay within about twice BuffersPerFlow
+// messages of the largest size. The free buffers kept are bounded in
+// bytes (limit); beyond it a returned buffer goes to the garbage
+// collector. A pool is guarded by its worker's lock.
+type bufPool struct {
+	free       [][][]byte // by size class
+	bytes      int        // capacity of the buffers in free
+	limit      int
+	maxPayload int
+}
+
+func newBufPool(maxPayload, limit int) bufPool {
+	return bufPool{free: make([][][]byte, sizeClass(maxPayload)+1), limit: limit, maxPayload: maxPayload}
+}
+
+// get returns an empty buffer with room for n bytes (n ≤ maxPayload).
+func (bp *bufPool) get(n int) []byte {
+	c := sizeClass(n)
+	if l := bp.free[c]; len(l) > 0 {
+		b := l[len(l)-1]
+		l[len(l)-1] = nil
+		bp.free[c] = l[:len(l)-1]
+		bp.bytes -= cap(b)
+		return b[:0]
+	}
+	return make([]byte, 0, min(CreditUnit<<c, bp.maxPayload))
+}
+
+// put takes back a buffer get returned.
+func (bp *bufPool) put(b []byte) {
+	if bp.bytes+cap(b) > bp.limit {
+		return
+	}
+	c := sizeClass(cap(b))
+	bp.free[c] = append(bp.free[c], b)
+	bp.bytes += cap(b)
+}
