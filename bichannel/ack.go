@@ -413,7 +413,9 @@ func (p *peer) readLoop() {
 					e.dropped(dropBadFlow, p.ctlAddr)
 					continue
 				}
-				e.arrive(p, w, f, seq, u, payload, -1, p.ctlAddr)
+				var a arrivals
+				e.arrive(&a, p, w, f, seq, u, payload, -1, p.ctlAddr)
+				e.endArrivals(&a)
 			}
 		case msgSkip:
 			var s skipRecord

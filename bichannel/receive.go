@@ -174,42 +174,47 @@ func (e *Endpoint) rxLoop(w int) {
 // queue; one that does not parse ends the datagram.
 func (e *Endpoint) onDatagram(w int, src netip.AddrPort, d []byte) {
 	var h dgHeader
+	var a arrivals
 	for len(d) > 0 {
 		rec, rest, ok := nextRecord(d, &h)
 		if !ok {
+			e.endArrivals(&a)
 			e.dropped(dropHeader, src)
 			return
 		}
-		e.onRecord(w, src, rec, &h)
+		e.onRecord(w, src, rec, &h, &a)
 		d = rest
 	}
+	e.endArrivals(&a)
 }
 
 // onRecord handles one record of a datagram. It is the one place every
 // fast path's messages are checked: the header, the peer and its session,
 // the ranges, the source (one of the peer's flows) and, in the
 // authenticated mode, the tag — all before the message is looked at.
-func (e *Endpoint) onRecord(w int, src netip.AddrPort, rec []byte, h *dgHeader) {
+func (e *Endpoint) onRecord(w int, src netip.AddrPort, rec []byte, h *dgHeader, a *arrivals) {
 	payload := rec[HeaderLen:]
 	p := e.peers()[int(h.node)]
+	reason := -1
 	switch {
 	case p == nil:
-		e.dropped(dropUnknownNode, src)
-		return
+		reason = dropUnknownNode
 	case p.down.Load():
-		e.dropped(dropDeadPeer, src)
-		return
+		reason = dropDeadPeer
 	case h.session != p.remote.session:
-		e.dropped(dropStaleSession, src)
-		return
+		reason = dropStaleSession
 	case int(h.worker) >= e.cfg.Workers || int(h.flow) >= p.remote.flows || len(payload) > e.cfg.MaxPayload:
-		e.dropped(dropBadFlow, src)
-		return
+		reason = dropBadFlow
 	case src.Addr() != p.remote.info.Addr || src.Port() != p.rxSrc[h.worker][h.flow]:
-		e.dropped(dropBadSource, src)
-		return
+		reason = dropBadSource
 	case p.auth && !tagOK(p.rxKey, rec, h.tag):
-		e.dropped(dropBadTag, src)
+		reason = dropBadTag
+	}
+	if reason >= 0 || h.typ != dgData {
+		e.endArrivals(a) // a record that does not arrive takes no worker's lock
+	}
+	if reason >= 0 {
+		e.dropped(reason, src)
 		return
 	}
 	p.touch()
@@ -228,7 +233,7 @@ func (e *Endpoint) onRecord(w int, src netip.AddrPort, rec []byte, h *dgHeader) 
 	if int(h.worker) != w {
 		e.st.mistargeted.Add(1)
 	}
-	e.arrive(p, int(h.worker), int(h.flow), h.seq, int(h.units), payload, w, src)
+	e.arrive(a, p, int(h.worker), int(h.flow), h.seq, int(h.units), payload, w, src)
 }
 
 // dropped counts a dropped datagram and logs it (rate-limited).
@@ -247,34 +252,78 @@ func (e *Endpoint) logAllowed() bool {
 	return (last == 0 || now-last >= int64(time.Second)) && e.lastLog.CompareAndSwap(last, now)
 }
 
+// arrivals batches what arrive does around the inbox for consecutive
+// messages from one peer to one worker, as the records of one datagram
+// are: the worker's lock is taken once, and the counters, the receiver's
+// wake-up and the acknowledgements' kick come once, in endArrivals.
+type arrivals struct {
+	wk     *worker // locked by the batch, or nil
+	p      *peer
+	w      int
+	n      int // messages put in the inbox
+	viaTCP bool
+	urgent bool // acknowledgements are due now
+}
+
+// endArrivals unlocks a batch's worker and does what its messages owe.
+func (e *Endpoint) endArrivals(a *arrivals) {
+	if a.wk == nil {
+		return
+	}
+	wk, p, w, n, urgent, viaTCP := a.wk, a.p, a.w, a.n, a.urgent, a.viaTCP
+	wk.mu.Unlock()
+	*a = arrivals{}
+	if n == 0 {
+		return
+	}
+	if viaTCP {
+		e.st.deliveredTCP.Add(uint64(n))
+	} else {
+		e.st.deliveredFast.Add(uint64(n))
+	}
+	signal(wk.notify)
+	if e.poller != nil && wk.poll.waiting.Load() {
+		e.poller.Wake(w) // a TCP copy for a worker asleep in the fast path's Wait
+	}
+	p.kickAcks(urgent)
+}
+
 // arrive takes one copy of a message that spent cost credits, from the
-// fast path (received by worker rxw) or TCP (rxw -1).
-func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, cost int, payload []byte, rxw int, src netip.AddrPort) {
+// fast path (received by worker rxw) or TCP (rxw -1), into batch a; the
+// caller ends the batch (endArrivals).
+func (e *Endpoint) arrive(a *arrivals, p *peer, w, f int, seq uint64, cost int, payload []byte, rxw int, src netip.AddrPort) {
 	if cost < units(len(payload)) || cost > units(e.cfg.MaxPayload) {
 		// Not what its payload or any message spends.
+		e.endArrivals(a)
 		e.dropped(dropBadFlow, src)
 		return
 	}
 	viaTCP := rxw < 0
+	if a.wk != nil && (a.p != p || a.w != w || a.viaTCP != viaTCP) {
+		e.endArrivals(a)
+	}
 	wk := e.workers[w]
-	wk.mu.Lock()
+	if a.wk == nil {
+		wk.mu.Lock()
+		a.wk, a.p, a.w, a.viaTCP = wk, p, w, viaTCP
+	}
 	rf := &p.rx[w][f]
 	win := uint64(e.cfg.Window)
 	switch rf.admit(seq, win, cost, e.credits) {
 	case admitSeen:
 		base := rf.base
-		wk.mu.Unlock()
+		e.endArrivals(a)
 		e.st.duplicates.Add(1)
 		if e.cfg.HotAcks {
 			e.hotAck(rxw, p, w, f, seq, base) // its sender missed the first
 		}
 		return
 	case admitBeyond:
-		wk.mu.Unlock()
+		e.endArrivals(a)
 		e.dropped(dropOutOfWindow, src)
 		return
 	case admitNoBuffer:
-		wk.mu.Unlock()
+		e.endArrivals(a)
 		e.st.dropsNoBuffer.Add(1)
 		return
 	}
@@ -283,24 +332,15 @@ func (e *Endpoint) arrive(p *peer, w, f int, seq uint64, cost int, payload []byt
 	rf.fresh++
 	p.markDirty(w, f, rf)
 	// With hot acknowledgements the TCP record is only a backstop.
-	urgent := rf.fresh >= e.ackBatch && !e.cfg.HotAcks
-	base := rf.base
+	a.urgent = a.urgent || rf.fresh >= e.ackBatch && !e.cfg.HotAcks
+	a.n++
 	buf := append(wk.pool.get(len(payload)), payload...)
 	wk.inbox = append(wk.inbox, inMsg{p: p, flow: f, units: cost, seq: seq, data: buf, viaTCP: viaTCP})
-	wk.mu.Unlock()
-	if viaTCP {
-		e.st.deliveredTCP.Add(1)
-	} else {
-		e.st.deliveredFast.Add(1)
-	}
-	signal(wk.notify)
-	if e.poller != nil && wk.poll.waiting.Load() {
-		e.poller.Wake(w) // a TCP copy for a worker asleep in the fast path's Wait
-	}
 	if e.cfg.HotAcks {
+		base := rf.base
+		e.endArrivals(a)
 		e.hotAck(rxw, p, w, f, seq, base)
 	}
-	p.kickAcks(urgent)
 }
 
 // MsgKind tells what a Message is.
