@@ -486,6 +486,20 @@ func (e *Endpoint) watch(ctx context.Context, w int, ps *pollState) {
 	ps.watchMu.Unlock()
 }
 
+// unwatch drops worker w's registration on ctx (watch), if it has one,
+// before ctx ends: a context made for one call would otherwise start a
+// goroutine to run it when the call cancels it.
+func (e *Endpoint) unwatch(w int, ctx context.Context) {
+	ps := &e.workers[w].poll
+	done := ctx.Done()
+	ps.watchMu.Lock()
+	if ps.watchDone == done && ps.stopWatch != nil {
+		ps.stopWatch()
+		ps.stopWatch, ps.watchDone = nil, nil
+	}
+	ps.watchMu.Unlock()
+}
+
 // wakeWaiters wakes every worker asleep in the fast path's Wait.
 func (e *Endpoint) wakeWaiters() {
 	if e.poller == nil {

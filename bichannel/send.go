@@ -81,6 +81,9 @@ func (e *Endpoint) sendMany(ctx context.Context, useTimeout bool, peerID, w int,
 			timer.Stop()
 		}
 		if wcancel != nil {
+			// Drop the wake-up registered on the per-call context first:
+			// cancelling it would start a goroutine to run it.
+			e.unwatch(w, wctx)
 			wcancel()
 		}
 		if !stallStart.IsZero() {

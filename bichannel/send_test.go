@@ -46,3 +46,51 @@ func TestSendTimeoutOnlyWithoutContext(t *testing.T) {
 		t.Fatal("SendTaggedContext still blocked after Close")
 	}
 }
+
+// A Send that waited for credits under Config.SendTimeout leaves no
+// wake-up registered on the context it made for the wait: cancelling that
+// context would otherwise start a goroutine per stall.
+func TestStallLeavesNoWatch(t *testing.T) {
+	cfg := testConfig()
+	cfg.Workers = 1
+	cfg.SendTimeout = 10 * time.Second
+	eps := newCluster(t, 2, cfg, nil) // kernel UDP: a fast path that Waits
+	a, b := eps[0], eps[1]
+	if a.poller == nil {
+		t.Fatal("the UDP fast path is not a transport.Poller: this test needs one")
+	}
+	full := make([]byte, cfg.MaxPayload)
+	for range cfg.BuffersPerFlow * cfg.Flows {
+		if err := a.Send(1, 0, full); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := make(chan error, 1)
+	go func() { sent <- a.Send(1, 0, full) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for a.Stats().Stalls == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the Send beyond the credits never stalled")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var msgs []Message
+	for got := 0; got <= cfg.BuffersPerFlow*cfg.Flows; {
+		var err error
+		if msgs, err = b.RecvWait(ctx, 0, msgs[:0]); err != nil {
+			t.Fatalf("received %d: %v", got, err)
+		}
+		got += len(msgs)
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	ps := &a.workers[0].poll
+	ps.watchMu.Lock()
+	left := ps.watchDone != nil
+	ps.watchMu.Unlock()
+	if left {
+		t.Error("a wake-up is still registered on the stalled Send's context")
+	}
+}
