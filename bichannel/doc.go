@@ -43,9 +43,9 @@
 // The receiver keeps a sliding bitmap per flow ([Config.Window]) and
 // suppresses duplicates. Acknowledgements (cumulative plus selective) go
 // back over TCP in batches: at once, by the goroutine that crossed the
-// threshold, when a flow's buffers' worth of messages (or a quarter
-// window, if less) arrived since the last batch, else [Config.AckDelay]
-// after the first news. A message unacknowledged for the retransmission
+// threshold, when twice a flow's buffers in messages (or half the
+// window, if less: half of what a sender may have unacknowledged) arrived
+// since the last batch, else [Config.AckDelay] after the first news. A message unacknowledged for the retransmission
 // timeout is resent over TCP (never over the fast path: no TCP is
 // reimplemented there), then again after twice as long, and so on; the
 // timeout adapts to the measured acknowledgement delay like TCP's (SRTT +

@@ -285,7 +285,7 @@ func NewContext(ctx context.Context, cfg Config) (*Endpoint, error) {
 	if len(cfg.ClusterKey) == 0 {
 		e.log.Info().Msg("bichannel: no cluster key: unauthenticated mode (trust every host that reaches the control and fast-path ports)")
 	}
-	e.ackBatch = max(1, min(cfg.BuffersPerFlow, cfg.Window/4))
+	e.ackBatch = max(1, min(2*cfg.BuffersPerFlow, cfg.Window/2))
 	e.credits = flowCredits(cfg.BuffersPerFlow, cfg.MaxPayload)
 	e.creditBatch = max(1, e.credits/4)
 	m := map[int]*peer{}
