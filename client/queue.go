@@ -478,6 +478,7 @@ func (q *Queue) Send(frames [][]byte) (int, error) {
 	for _, f := range frames[:room] {
 		if len(f) > int(q.r.Geo.BufSize) {
 			q.tx.Publish()
+			q.doorbell() // for the frames before it
 			return sent, fmt.Errorf("%w: %d bytes, buffers hold %d", ErrTooBig, len(f), q.r.Geo.BufSize)
 		}
 		buf, ok := q.cache.Alloc()
