@@ -116,7 +116,7 @@ type Stats struct {
 	// Control path.
 	AckFrames       uint64 // control frames carrying acknowledgements and credits
 	AckRecords      uint64 // per-flow acknowledgement/credit records in them
-	CreditsReturned uint64 // credits returned to senders
+	CreditsReturned uint64 // messages (and skips) whose credits went back to their senders
 	Heartbeats      uint64 // heartbeats sent
 	// CreditFrames counts credit records sent on the fast path, and
 	// CreditFramesReceived those received.
