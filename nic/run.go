@@ -98,12 +98,18 @@ func (e *Engine) Run(ctx context.Context, src Source) error {
 	iter, txBusy := 0, 0
 	done := ctx.Done()
 	for {
-		select {
-		case <-done:
-			return ctx.Err()
-		case <-e.opsFlag:
-			e.runOps()
-		default:
+		// The stop and ops channels every 16 passes: a select locks both
+		// channels, and per pass it took a third of a polling engine's
+		// CPU. An op waits at most 16 passes more (rest looks at both
+		// before it sleeps).
+		if iter&15 == 0 {
+			select {
+			case <-done:
+				return ctx.Err()
+			case <-e.opsFlag:
+				e.runOps()
+			default:
+			}
 		}
 		if iter++; iter&1023 == 0 {
 			e.faultTick(time.Now())
