@@ -5,10 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
-	"unsafe"
 
 	"github.com/vnic/vnic/alloc"
-	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/shm"
 )
 
@@ -18,15 +16,7 @@ import (
 func TestAllocatorErrorsReachCallers(t *testing.T) {
 	g := shm.Queues(1, 8, 16, 8, 2048, 8+8)
 	g.AllocCache = 2
-	words := make([]uint64, g.Layout().Total/8+1)
-	r, err := shm.Format(unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), g.Layout().Total), g, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ten, err := client.Local(r, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ten, r := localTenant(t, g)
 	q := ten.Queue(0)
 	if q.Err() != nil {
 		t.Fatal(q.Err())

@@ -17,14 +17,7 @@ func TestLocalFillsEveryRing(t *testing.T) {
 			g := shm.Queues(8, 128, 256, 64, 2048, 8*128)
 			g.AllocCache = uint32(cache)
 			g.Model = model
-			words := make([]uint64, g.Layout().Total/8+1)
-			r, err := shm.Format(unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), g.Layout().Total), g, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := client.Local(r, client.Options{}); err != nil {
-				t.Fatal(err)
-			}
+			_, r := localTenant(t, g)
 			for q := 0; q < 8; q++ {
 				p, c, _ := ring.Cursors(r.AxMem(q))
 				if p-c != 128 {
@@ -33,4 +26,20 @@ func TestLocalFillsEveryRing(t *testing.T) {
 			}
 		}
 	}
+}
+
+// localTenant formats a region of geometry g in ordinary memory and
+// attaches an in-process tenant to it.
+func localTenant(t *testing.T, g shm.Geometry) (*client.Tenant, *shm.Region) {
+	t.Helper()
+	words := make([]uint64, g.Layout().Total/8+1)
+	r, err := shm.Format(unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), g.Layout().Total), g, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ten, err := client.Local(r, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ten, r
 }

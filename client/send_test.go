@@ -3,7 +3,6 @@ package client_test
 import (
 	"errors"
 	"testing"
-	"unsafe"
 
 	"github.com/vnic/vnic/client"
 	"github.com/vnic/vnic/ring"
@@ -16,15 +15,7 @@ import (
 func TestSendPostsEveryFrame(t *testing.T) {
 	const txSize, bufs, bufSize = 256, 200, 256
 	g := shm.Queues(1, 8, 16, txSize, bufSize, bufs)
-	words := make([]uint64, g.Layout().Total/8+1)
-	r, err := shm.Format(unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), g.Layout().Total), g, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ten, err := client.Local(r, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ten, r := localTenant(t, g)
 	q := ten.Queue(0)
 	frame := func(i, n int) []byte {
 		b := make([]byte, n)
