@@ -31,17 +31,16 @@ func sizeClass(n int) int {
 // buffered message holds at most about twice its credits' bytes: the
 // buffers a flow's credits can fill stay within about twice BuffersPerFlow
 // messages of the largest size. The free buffers kept are bounded in
-// bytes (limit); beyond it a returned buffer goes to the garbage
+// bytes (put's limit); beyond it a returned buffer goes to the garbage
 // collector. A pool is guarded by its worker's lock.
 type bufPool struct {
 	free       [][][]byte // by size class
 	bytes      int        // capacity of the buffers in free
-	limit      int
 	maxPayload int
 }
 
-func newBufPool(maxPayload, limit int) bufPool {
-	return bufPool{free: make([][][]byte, sizeClass(maxPayload)+1), limit: limit, maxPayload: maxPayload}
+func newBufPool(maxPayload int) bufPool {
+	return bufPool{free: make([][][]byte, sizeClass(maxPayload)+1), maxPayload: maxPayload}
 }
 
 // get returns an empty buffer with room for n bytes (n ≤ maxPayload).
@@ -57,9 +56,10 @@ func (bp *bufPool) get(n int) []byte {
 	return make([]byte, 0, min(CreditUnit<<c, bp.maxPayload))
 }
 
-// put takes back a buffer get returned.
-func (bp *bufPool) put(b []byte) {
-	if bp.bytes+cap(b) > bp.limit {
+// put takes back a buffer get returned, unless the free buffers would
+// then hold more than limit bytes.
+func (bp *bufPool) put(b []byte, limit int) {
+	if bp.bytes+cap(b) > limit {
 		return
 	}
 	c := sizeClass(cap(b))

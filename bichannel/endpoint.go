@@ -184,6 +184,9 @@ type Endpoint struct {
 
 	ackBatch, creditBatch int
 	credits               int // an incoming flow's credits (flowCredits)
+	// freeLimit bounds the bytes of free receive buffers a worker keeps:
+	// twice every connected peer's credits' worth (set as peers join).
+	freeLimit atomic.Int64
 
 	mu         sync.Mutex
 	expect     map[int]Peer
@@ -317,7 +320,7 @@ func NewContext(ctx context.Context, cfg Config) (*Endpoint, error) {
 	}
 	e.workers = make([]*worker, cfg.Workers)
 	for w := range e.workers {
-		e.workers[w] = &worker{notify: make(chan struct{}, 1), pool: newBufPool(cfg.MaxPayload, 0)}
+		e.workers[w] = &worker{notify: make(chan struct{}, 1), pool: newBufPool(cfg.MaxPayload)}
 	}
 	e.poller, _ = e.fp.(transport.Poller)
 	e.wg.Add(1)

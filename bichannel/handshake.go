@@ -510,5 +510,6 @@ func (e *Endpoint) publish(p *peer) error {
 	}
 	m[p.id] = p
 	e.peerMap.Store(&m)
+	e.freeLimit.Store(int64(2 * len(m) * e.cfg.Flows * e.cfg.BuffersPerFlow * e.cfg.MaxPayload))
 	return nil
 }

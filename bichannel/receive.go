@@ -47,10 +47,9 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 		e.pollFast(w, wk)
 	}
 	wk.mu.Lock()
-	// The free buffers kept: twice every peer's credits' worth.
-	wk.pool.limit = 2 * max(1, len(e.peers())) * e.cfg.Flows * e.cfg.BuffersPerFlow * e.cfg.MaxPayload
+	limit := int(e.freeLimit.Load())
 	for _, b := range wk.lent {
-		wk.pool.put(b)
+		wk.pool.put(b, limit)
 	}
 	clear(wk.lent)
 	wk.lent = wk.lent[:0]
