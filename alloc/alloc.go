@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/vnic/vnic/internal/relstore"
 )
 
 // remedy ends every ErrCorrupt message; overwritten explains most of them.
@@ -325,7 +327,7 @@ func (c *Cache) Alloc() (uint32, bool) {
 		id := c.v.ids[n-1]
 		if id < c.count {
 			// Release for Len/Available readers; the owner is the only writer.
-			atomic.StoreUint32(c.v.n, n-1)
+			relstore.Store32(c.v.n, n-1)
 			c.add(CtrAllocs, 1)
 			if c.busy != nil {
 				c.busy = nil
@@ -371,7 +373,7 @@ func (c *Cache) allocBulk(dst []uint32) int {
 		got++
 		n--
 	}
-	atomic.StoreUint32(c.v.n, n)
+	relstore.Store32(c.v.n, n)
 	if err == nil && got < len(dst) {
 		// The cache is empty (n == 0).
 		var k int
@@ -450,8 +452,9 @@ func (c *Cache) Free(id uint32) error {
 	n := atomic.LoadUint32(c.v.n)
 	if n < c.thresh-1 && c.err == nil { // stays below the flush threshold
 		c.v.ids[n] = id
-		// Release for Len/Available readers; the owner is the only writer.
-		atomic.StoreUint32(c.v.n, n+1)
+		// Release for Len/Available readers; the owner is the only writer,
+		// and nothing it loads next depends on the order (see relstore).
+		relstore.Store32(c.v.n, n+1)
 		c.add(CtrFrees, 1)
 		if c.busy != nil {
 			c.busy = nil
@@ -498,7 +501,7 @@ func (c *Cache) freeBulk(ids []uint32) error {
 	}
 	if int(n)+len(ids) < int(c.thresh) {
 		copy(c.v.ids[n:], ids)
-		atomic.StoreUint32(c.v.n, n+uint32(len(ids)))
+		relstore.Store32(c.v.n, n+uint32(len(ids)))
 		c.add(CtrFrees, len(ids))
 		c.busy = nil
 		return nil
@@ -518,7 +521,7 @@ func (c *Cache) freeBulk(ids []uint32) error {
 			// The lock is busy but the cache has room: keep the ids
 			// here and leave the flush to a later call.
 			copy(c.v.ids[n:], ids)
-			atomic.StoreUint32(c.v.n, n+uint32(len(ids)))
+			relstore.Store32(c.v.n, n+uint32(len(ids)))
 			c.add(CtrFrees, len(ids))
 			c.busy = nil
 			return nil
@@ -629,7 +632,8 @@ func (c *Cache) fail(err error) error {
 // add adds n to counter i. Only the cache's owner calls it.
 func (c *Cache) add(i, n int) {
 	p := &c.v.ctr[i]
-	// One writer: no read-modify-write atomicity is needed; the atomic
-	// store keeps the value tear-free for Stats readers.
-	atomic.StoreUint64(p, atomic.LoadUint64(p)+uint64(n))
+	// One writer: no read-modify-write atomicity is needed; a release
+	// store keeps the value tear-free for Stats readers without the full
+	// fence of sync/atomic's (see relstore).
+	relstore.Store64(p, atomic.LoadUint64(p)+uint64(n))
 }

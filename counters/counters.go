@@ -3,6 +3,8 @@ package counters
 import (
 	"fmt"
 	"sync/atomic"
+
+	"github.com/vnic/vnic/internal/relstore"
 )
 
 // ID names one counter slot in a block.
@@ -179,9 +181,10 @@ func (b Block) Valid() bool { return b.v != nil }
 // Add adds n to counter id. Only the block's single writer may call it.
 func (b Block) Add(id ID, n uint64) {
 	p := &b.v[id]
-	// One writer: load and store need no read-modify-write atomicity; the
-	// atomic store makes the value tear-free for readers.
-	atomic.StoreUint64(p, atomic.LoadUint64(p)+n)
+	// One writer: load and store need no read-modify-write atomicity; a
+	// release store makes the value tear-free for readers without the
+	// full fence of sync/atomic's (see relstore).
+	relstore.Store64(p, atomic.LoadUint64(p)+n)
 }
 
 // Set stores v into counter id. Only the block's single writer may call it.

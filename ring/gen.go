@@ -1,6 +1,10 @@
 package ring
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/vnic/vnic/internal/relstore"
+)
 
 // GenCtrlOffset is the offset of the control word in every generation-ring
 // slot; bit 0 of it is the generation bit. The payload follows, aligned.
@@ -139,7 +143,7 @@ func (p *GenProducer[T]) Post(n int) {
 	}
 	// Release: every slot written by Put is visible before the consumer
 	// can see the first entry of the batch.
-	storeRelease32(&p.v.slots[p.local&p.v.mask].ctrl, genOf(p.local, p.v.shift))
+	relstore.Store32(&p.v.slots[p.local&p.v.mask].ctrl, genOf(p.local, p.v.shift))
 	p.local += uint64(n)
 }
 
