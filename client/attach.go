@@ -76,6 +76,13 @@ type AttachOptions struct {
 	// (--rx-coalesce-usecs), leave this 0: Wait then sleeps at once and
 	// vnicd wakes it once per nap, which costs less.
 	Coalesce time.Duration
+	// FutexWait makes Wait sleep on the queue's futex word, a thread
+	// blocked in the kernel per sleeping queue, instead of on the queue's
+	// receive interrupt in Go's netpoller (the default, where vnicd
+	// offers it): there a sleeping Wait parks only its goroutine, and the
+	// process's sleeping queues and sockets share the one thread that
+	// waits in epoll.
+	FutexWait bool
 }
 
 // RSSInfo is the tenant's receive-side scaling configuration, for senders
@@ -113,7 +120,8 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	var rep proto.AttachReply
 	req := proto.Attach{
 		Name: o.Name, Queues: o.Queues, AxSize: o.AxSize, BxSize: o.BxSize, TxSize: o.TxSize, Buffers: o.Buffers,
-		Match: proto.Match{Proto: o.Match.Proto, DstPortLo: o.Match.DstPortLo, DstPortHi: o.Match.DstPortHi, Dst: o.Match.Dst, Default: o.Match.Default},
+		Match:      proto.Match{Proto: o.Match.Proto, DstPortLo: o.Match.DstPortLo, DstPortHi: o.Match.DstPortHi, Dst: o.Match.Dst, Default: o.Match.Default},
+		Interrupts: !o.FutexWait,
 	}
 	if h := o.Host; h != nil {
 		req.Host = &proto.Host{Addr: h.Addr, MAC: h.MAC, Key: hex.EncodeToString(h.Key)}
@@ -139,10 +147,14 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 			f.Close()
 		}
 	}
-	if len(files) != 1+o.Queues || rep.FDs != len(files) {
+	want, what := 1+o.Queues, "a memfd and one doorbell per queue"
+	if rep.Interrupts {
+		want, what = 1+2*o.Queues, "a memfd, one doorbell and one interrupt per queue"
+	}
+	if len(files) != want || rep.FDs != len(files) || rep.Interrupts && !req.Interrupts {
 		closeFiles()
 		conn.Close()
-		return nil, fmt.Errorf("client: attach: vnicd sent %d descriptors, want %d (a memfd and one doorbell per queue)", len(files), 1+o.Queues)
+		return nil, fmt.Errorf("client: attach: vnicd sent %d descriptors, want %d (%s)", len(files), want, what)
 	}
 	region, err := shm.Map(files[0])
 	files[0].Close()
@@ -180,6 +192,9 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	for i, q := range t.queues {
 		q.wake = files[1+i]
 		q.wfd = rawFD(q.wake)
+		if rep.Interrupts {
+			q.setIRQ(files[1+o.Queues+i])
+		}
 		q.gone = t.gone
 		q.spin = t.spin
 		q.coalesce = o.Coalesce
@@ -305,6 +320,9 @@ func (t *Tenant) free() {
 	for _, q := range t.queues {
 		if q.wake != nil {
 			q.wake.Close()
+		}
+		if q.irq != nil {
+			q.irq.Close()
 		}
 	}
 	if t.conn != nil {

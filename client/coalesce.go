@@ -22,7 +22,7 @@ const napBit = 1 << 31
 // does.
 //
 // Each nap publishes a generation with napBit and waits on the queue's
-// signal word with the nap as its timeout: vnicd, which would otherwise post
+// signal word (or its receive interrupt) with the nap as its timeout: vnicd, which would otherwise post
 // into the ring unseen until the timer ends, signals it when the queue's
 // Ax ring falls below half its size. Without that, a burst (vnicd
 // catching up after its CPU was taken) could consume every posted buffer
@@ -74,7 +74,13 @@ func (q *Queue) napWait(ctx context.Context) (ready bool, err error) {
 			return true, nil
 		}
 		q.wst.Naps++
-		if napOn(q.signal, seen, q.coalesce) {
+		var urgent bool
+		if q.irq != nil {
+			urgent = napOnIRQ(q.irqFD, &q.irqPoll, q.irqBuf[:], q.coalesce)
+		} else {
+			urgent = napOn(q.signal, seen, q.coalesce)
+		}
+		if urgent {
 			q.wst.Urgent++
 		}
 		if q.bx.Ready() {

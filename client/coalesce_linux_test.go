@@ -62,6 +62,31 @@ func sigQueue(t *testing.T, spin time.Duration) (*Queue, *shm.Region, func(gen u
 	return q, r, signal
 }
 
+// irqQueue is sigQueue with a receive interrupt, as vnicd gives a tenant
+// that asks for them: the signal stores the word and writes a byte into
+// the pipe (vnicd's end non-blocking, as vnicd's is).
+func irqQueue(t *testing.T, spin time.Duration) (*Queue, *shm.Region, func(gen uint32)) {
+	t.Helper()
+	q, r, _ := sigQueue(t, spin)
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	q.setIRQ(os.NewFile(uintptr(p[0]), "interrupt"))
+	if q.irq == nil {
+		t.Fatal("the pipe's read end offers no raw access")
+	}
+	w := os.NewFile(uintptr(p[1]), "interrupt-w")
+	t.Cleanup(func() { q.irq.Close(); w.Close() })
+	signal := func(gen uint32) {
+		atomic.StoreUint32(r.Signal(0), gen)
+		if _, err := w.Write([]byte{1}); err != nil && !errors.Is(err, unix.EAGAIN) {
+			t.Errorf("interrupt: %v", err)
+		}
+	}
+	return q, r, signal
+}
+
 // TestNapWaitWord: while a queue naps it publishes its generation with
 // napBit (vnicd then signals it only when its Ax ring runs low), a new
 // generation per nap, never 0 and never napBit alone; it clears the word

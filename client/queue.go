@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -61,9 +62,20 @@ type Queue struct {
 	allocErr error
 	tx       *ring.Producer[shm.TxDesc]
 	comp     *ring.Consumer[shm.Completion]
-	wake     *os.File // the queue's TX doorbell, an eventfd vnicd watches (attached tenants)
-	wfd      int      // its descriptor (read once: os.File.Fd would make it blocking)
-	gone     *atomic.Bool
+	wake     *os.File  // the queue's TX doorbell, an eventfd vnicd watches (attached tenants)
+	irq      *os.File  // the queue's receive interrupt, a pipe's read end (nil: Wait sleeps on the futex)
+	irqBuf   [256]byte // what one read of irq drains
+	irqConn  syscall.RawConn
+	irqFD    int                // irq's descriptor, for napWait's ppoll
+	irqPoll  [1]unix.PollFd     // napWait's
+	irqFn    func(uintptr) bool // q.irqRead, bound once
+	// sleepIRQ's state (the Wait goroutine's):
+	irqDeadline time.Time // irq's read deadline; zero: not set (or passed)
+	irqN        int
+	irqErr      error
+	irqParked   bool
+	wfd         int // its descriptor (read once: os.File.Fd would make it blocking)
+	gone        *atomic.Bool
 	// closed is the tenant's: once it is set the region may be unmapped
 	// and every method returns ErrClosed or does nothing.
 	closed *atomic.Bool
@@ -752,14 +764,87 @@ func (q *Queue) Wait(ctx context.Context) error {
 			timeout = max(min(timeout, time.Until(dl)+time.Millisecond), time.Microsecond)
 		}
 		var err error
-		woke, err = futex.Wait(q.signal, seen, timeout)
+		if q.irq != nil {
+			woke, err = q.sleepIRQ(ctx, timeout)
+		} else {
+			woke, err = futex.Wait(q.signal, seen, timeout)
+			if err != nil {
+				err = fmt.Errorf("client: wait on queue %d: %w", q.id, os.NewSyscallError("futex", err))
+			}
+		}
 		if err != nil {
-			return fmt.Errorf("client: wait on queue %d: %w", q.id, os.NewSyscallError("futex", err))
+			return err
 		}
 		// Only the safety net's timeout is a lost wake-up: a sleep cut
 		// short by the context's deadline is not.
 		timedOut = !woke && timeout == q.poll
 	}
+}
+
+// sleepIRQ sleeps until the queue's receive interrupt has a byte (vnicd's
+// wake: woken), timeout passes, or kick cuts it short, parking only the
+// goroutine: Go's netpoller watches the pipe. The deadline is set before
+// the last looks at what kick stores, so a kick either comes after it (its
+// deadline in the past wins) or is seen here.
+//
+// It parks before it reads (irqRead), so a sleep costs one read, which
+// drains the pipe: the netpoller reports the pipe readable again at
+// vnicd's next write (edge-triggered), and a wake left from an earlier
+// sleep costs one spurious turn. The deadline is kept while it lies
+// between half the timeout and the timeout ahead, so that most sleeps
+// do not touch the runtime's timers.
+func (q *Queue) sleepIRQ(ctx context.Context, timeout time.Duration) (woken bool, err error) {
+	now := time.Now()
+	if want := now.Add(timeout); q.irqDeadline.IsZero() || want.Before(q.irqDeadline) || q.irqDeadline.Sub(now) < timeout/2 {
+		q.irq.SetReadDeadline(want)
+		q.irqDeadline = want
+	}
+	if q.closed.Load() {
+		return false, ErrClosed
+	}
+	if err := q.goneErr(); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	q.irqN, q.irqErr, q.irqParked = 0, nil, false
+	err = q.irqConn.Read(q.irqFn)
+	if err == nil {
+		err = q.irqErr
+	}
+	switch {
+	case q.irqN > 0:
+		return true, nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		q.irqDeadline = time.Time{} // the timeout, or a kick's deadline in the past: set it anew
+		return false, nil
+	case err == nil: // q.irqN == 0 with no error: end of file
+		// vnicd closed its end: the tenant is detached or vnicd exited.
+		if q.closed.Load() {
+			return false, ErrClosed
+		}
+		return false, ErrDaemonGone
+	case q.closed.Load():
+		return false, ErrClosed // Close closed the pipe under the read
+	}
+	return false, fmt.Errorf("client: wait on queue %d: read its interrupt: %w", q.id, err)
+}
+
+// irqRead is sleepIRQ's syscall.RawConn read function: the first call
+// only asks the netpoller to park the goroutine until the pipe is
+// readable (or the deadline passes); later calls drain it.
+func (q *Queue) irqRead(fd uintptr) bool {
+	if !q.irqParked {
+		q.irqParked = true
+		return false
+	}
+	n, err := unix.Read(int(fd), q.irqBuf[:])
+	if err == unix.EAGAIN || err == unix.EINTR {
+		return false // readable was stale: a wake this sleep drained before
+	}
+	q.irqN, q.irqErr = max(n, 0), err
+	return true
 }
 
 // kick wakes the queue's sleeping Wait from this process (vnicd gone,
@@ -774,6 +859,9 @@ func (q *Queue) kick() {
 	}
 	atomic.AddUint32(q.signal, 1<<30)
 	futex.Wake(q.signal, math.MaxInt32)
+	if q.irq != nil {
+		q.irq.SetReadDeadline(time.Unix(1, 0)) // a Read in flight returns at once
+	}
 }
 
 // interrupt is kick for a cancelled context: it runs on a goroutine of its
@@ -783,4 +871,17 @@ func (q *Queue) interrupt() {
 		q.kick()
 		q.g.leave()
 	}
+}
+
+// setIRQ gives the queue its receive interrupt f, a pipe's non-blocking
+// read end, which Go's netpoller then watches. Should f offer no raw
+// access (it always does on Linux), the queue keeps sleeping on its futex.
+func (q *Queue) setIRQ(f *os.File) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return
+	}
+	q.irq, q.irqConn, q.irqFD = f, rc, rawFD(f)
+	q.irqFn = q.irqRead
 }

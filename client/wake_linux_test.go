@@ -8,6 +8,7 @@ import (
 
 	"github.com/vnic/vnic/ax"
 	"github.com/vnic/vnic/bx"
+	"github.com/vnic/vnic/shm"
 )
 
 // TestWaitLateSignal plays vnicd's side of the need-wakeup handshake by
@@ -19,8 +20,16 @@ import (
 // the generation signalled, sends nothing for the next entry and the
 // queue sleeps until the poll's safety timeout (a lost wake-up, and
 // drops in make demo under load).
+//
+// It runs with both ways of sleeping: on the futex word and on the
+// queue's receive interrupt.
 func TestWaitLateSignal(t *testing.T) {
-	q, r, vnicd := sigQueue(t, 10*time.Microsecond)
+	t.Run("futex", func(t *testing.T) { testWaitLateSignal(t, sigQueue) })
+	t.Run("interrupt", func(t *testing.T) { testWaitLateSignal(t, irqQueue) })
+}
+
+func testWaitLateSignal(t *testing.T, mk func(*testing.T, time.Duration) (*Queue, *shm.Region, func(uint32))) {
+	q, r, vnicd := mk(t, 10*time.Microsecond)
 	g := r.Geo
 
 	// vnicd's side.

@@ -157,7 +157,7 @@ func (e *Engine) AddTenant(cfg TenantConfig, r *shm.Region) (*Tenant, error) {
 	}
 	t.idle = &e.idleCnt
 	if t.signal != nil {
-		t.sig = newSignaller(t.signal, &e.idleCnt)
+		t.sig = newSignaller(t.signal, t.irq, &e.idleCnt)
 	}
 	t.postMin = max(1, min(e.cfg.PostBatch, int(r.Geo.AxSize)/4, int(r.Geo.BxSize)/4))
 	var conflict error

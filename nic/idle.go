@@ -76,7 +76,7 @@ type IdleStats struct {
 	Sleeps    uint64 // times Run went to sleep in epoll
 	Doorbells uint64 // wake-ups by a tenant's TX doorbell
 	Signals   uint64 // wake-ups sent to tenants' queues
-	Refused   uint64 // wake-ups the kernel refused (FUTEX_WAKE failed: should stay 0)
+	Refused   uint64 // wake-ups the kernel refused (FUTEX_WAKE failed, or the write to a queue's interrupt: its tenant closed the read end)
 	// Slow counts wake-ups of a tenant's signal word that cost vnicd's
 	// signalling thread over 200 µs of CPU: the tenant loaded its futex
 	// hash bucket. Each one makes that tenant's signaller wait nine times

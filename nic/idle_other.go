@@ -17,5 +17,5 @@ func (d *idler) nap(time.Duration)                 {}
 
 type signaller struct{}
 
-func newSignaller([]*uint32, *idleCounters) *signaller { return nil }
-func (s *signaller) close()                            {}
+func newSignaller([]*uint32, []int, *idleCounters) *signaller { return nil }
+func (s *signaller) close()                                   {}

@@ -43,10 +43,18 @@ const (
 // the shared FUTEX_WAKE; it measures each one's CPU time and backs off a
 // tenant whose wakes are slow (slowPenalty), counting them.
 //
+// A tenant that asked for receive interrupts (TenantConfig.Interrupts)
+// is woken by one byte written to the queue's pipe instead of the
+// FUTEX_WAKE: its cores wait in their runtime's poller. The write end is
+// vnicd's own non-blocking open file, so a full pipe (a tenant that never
+// reads) costs one failed write; a tenant that hangs waiters on its read
+// end makes the write slow, which the same back-off answers.
+//
 // One signaller per tenant: a tenant that makes its own wakes slow delays
 // only its own.
 type signaller struct {
 	signal []*uint32     // the tenant's signal words (in its region)
+	irq    []int         // per queue: the interrupt pipe's write end (nil: futex)
 	due    []atomic.Bool // per queue: a wake to make
 	word   atomic.Uint32 // the signaller's futex: bumped to wake it
 	asleep atomic.Bool   // it sleeps (or is about to) on word
@@ -56,8 +64,8 @@ type signaller struct {
 	cnt    *idleCounters // the engine's
 }
 
-func newSignaller(signal []*uint32, cnt *idleCounters) *signaller {
-	s := &signaller{signal: signal, due: make([]atomic.Bool, len(signal)), done: make(chan struct{}), cnt: cnt}
+func newSignaller(signal []*uint32, irq []int, cnt *idleCounters) *signaller {
+	s := &signaller{signal: signal, irq: irq, due: make([]atomic.Bool, len(signal)), done: make(chan struct{}), cnt: cnt}
 	go s.run()
 	return s
 }
@@ -116,7 +124,7 @@ func (s *signaller) run() {
 				continue
 			}
 			c0 := threadCPUTime()
-			_, err := futex.WakeSyscall(s.signal[q], 1)
+			err := s.wake(q)
 			spent := threadCPUTime() - c0
 			if err != nil {
 				s.cnt.refused.Add(1)
@@ -131,6 +139,22 @@ func (s *signaller) run() {
 			}
 		}
 	}
+}
+
+// wake makes queue q's wake: a byte into its interrupt pipe, or one
+// FUTEX_WAKE on its signal word. A full pipe is no error: a wake is
+// pending there already.
+func (s *signaller) wake(q int) error {
+	if s.irq == nil {
+		_, err := futex.WakeSyscall(s.signal[q], 1)
+		return err
+	}
+	one := [1]byte{1}
+	_, err := unix.Write(s.irq[q], one[:])
+	if err == unix.EAGAIN {
+		return nil
+	}
+	return err
 }
 
 // pause waits d, or until close.

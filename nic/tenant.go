@@ -49,6 +49,15 @@ type TenantConfig struct {
 	// once per sleep. The engine never closes them: close them after
 	// RemoveTenant returns.
 	Wake []int
+	// Interrupts, if set (with Wake), holds one descriptor per queue: the
+	// write end of the queue's receive-interrupt pipe, whose read end the
+	// tenant holds and waits on in its poller. The signalling thread then
+	// writes one byte to it where it would wake a futex waiter (the signal
+	// word is still stored). The descriptors must be non-blocking and
+	// vnicd's own open files: a full pipe then costs one failed write, and
+	// nothing the tenant does to its end changes how vnicd's end behaves.
+	// As with Wake, close them after RemoveTenant returns.
+	Interrupts []int
 	// MAC is the tenant's Ethernet address, if it has one (zero: none).
 	// The engine does not use it; a Link may (an emulated network's hosts
 	// send from it).
@@ -119,6 +128,7 @@ type Tenant struct {
 	needWake  []*uint32
 	signal    []*uint32
 	signalled []uint32
+	irq       []int      // receive-interrupt pipes' write ends (nil: futex wakes)
 	sig       *signaller // makes the wakes (nil without Wake)
 	kickDue   []int      // queues posted while the engine held its kicks (Engine.holdKicks)
 	sleeping  *uint32
@@ -240,6 +250,12 @@ func newTenant(cfg TenantConfig, r *shm.Region, m Model, shGroup int) (*Tenant, 
 			return nil, fmt.Errorf("nic: tenant %q: %d wake descriptors for %d queues", cfg.Name, len(cfg.Wake), n)
 		}
 		t.wake = append([]int(nil), cfg.Wake...)
+		if cfg.Interrupts != nil {
+			if len(cfg.Interrupts) != n {
+				return nil, fmt.Errorf("nic: tenant %q: %d interrupt descriptors for %d queues", cfg.Name, len(cfg.Interrupts), n)
+			}
+			t.irq = append([]int(nil), cfg.Interrupts...)
+		}
 		t.signalled = make([]uint32, n)
 		for q := 0; q < n; q++ {
 			t.needWake = append(t.needWake, r.NeedWakeup(q))

@@ -321,8 +321,19 @@ func (d *Daemon) attachBuild(p *attachPlan, id int, conn *proto.Conn) (*tenant, 
 		region.Close()
 		return nil, nil, err
 	}
+	var irq []int
+	if p.req.Interrupts {
+		var ends []int
+		if irq, ends, err = interrupts(p.req.Queues); err != nil {
+			closeFDs(wake)
+			closeFDs(theirs)
+			region.Close()
+			return nil, nil, err
+		}
+		theirs = append(theirs, ends...)
+	}
 	nt, err := d.eng.AddTenant(nic.TenantConfig{ID: id, Name: p.req.Name, Match: p.match, RETASize: d.cfg.RETASize,
-		Wake: wake, Key: p.hostKey, MAC: p.hostMAC}, region)
+		Wake: wake, Interrupts: irq, Key: p.hostKey, MAC: p.hostMAC}, region)
 	if err == nil && d.cfg.Hooks != nil {
 		if err = d.cfg.Hooks.Attach(d.eng, nt); err != nil {
 			d.eng.RemoveTenant(nt)
@@ -330,6 +341,7 @@ func (d *Daemon) attachBuild(p *attachPlan, id int, conn *proto.Conn) (*tenant, 
 	}
 	if err != nil {
 		closeFDs(wake)
+		closeFDs(irq)
 		closeFDs(theirs)
 		region.Close()
 		return nil, nil, err
@@ -340,7 +352,7 @@ func (d *Daemon) attachBuild(p *attachPlan, id int, conn *proto.Conn) (*tenant, 
 	}
 	info := p.info(id)
 	info.Attached = time.Now().UTC().Format(time.RFC3339)
-	t := &tenant{region: region, nt: nt, wake: wake, conn: conn, match: p.match, size: p.size, ledger: ledger, info: info}
+	t := &tenant{region: region, nt: nt, wake: wake, irq: irq, conn: conn, match: p.match, size: p.size, ledger: ledger, info: info}
 	d.mu.Lock()
 	d.live[id] = t
 	d.tenantsChanged()
@@ -375,6 +387,31 @@ func doorbells(n int) (ours, theirs []int, err error) {
 	return ours, theirs, nil
 }
 
+// interruptPipeSize is the capacity vnicd asks for each interrupt pipe:
+// one page (the smallest), since a wake is one byte and the tenant drains
+// them.
+const interruptPipeSize = 4096
+
+// interrupts makes one pipe per queue, the queue's receive interrupt
+// (proto.Attach.Interrupts): vnicd keeps the write end, non-blocking,
+// and sends the tenant the read end, non-blocking too so that the
+// tenant's runtime can poll it. The two ends are separate open files:
+// nothing the tenant sets on its end (flags, size aside) reaches vnicd's.
+func interrupts(n int) (ours, theirs []int, err error) {
+	for i := 0; i < n; i++ {
+		var p [2]int
+		if err = unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+			closeFDs(ours)
+			closeFDs(theirs)
+			return nil, nil, fmt.Errorf("interrupt pipe: %w; raise the descriptor limit (ulimit -n)", os.NewSyscallError("pipe2", err))
+		}
+		unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, interruptPipeSize) // best effort: the default is 16 pages
+		ours = append(ours, p[1])
+		theirs = append(theirs, p[0])
+	}
+	return ours, theirs, nil
+}
+
 func closeFDs(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
@@ -397,6 +434,7 @@ func (d *Daemon) attachReply(t *tenant, theirs []int, reply func(proto.Type, any
 		Geometry: proto.Geometry{NumQueues: int(g.NumBx), AxSize: int(g.AxSize), BxSize: int(g.BxSize), TxSize: int(g.TxSize), BufSize: int(g.BufSize), Buffers: int(g.BufCount), Model: int(g.Model)},
 		RSS:      proto.RSS{Profile: "toeplitz", Key: hex.EncodeToString(nt.Key()), RETA: reta}}
 	rep.Offloads = d.cfg.Offloads
+	rep.Interrupts = t.irq != nil
 	if ec := d.eng.Config(); ec.Idle == nic.IdleAdaptive {
 		rep.RxCoalesceUs = int(ec.RxCoalesce / time.Microsecond)
 	}

@@ -109,6 +109,7 @@ type tenant struct {
 	region *shm.Region
 	nt     *nic.Tenant
 	wake   []int // vnicd's copies of the queues' doorbell eventfds
+	irq    []int // the write ends of the queues' interrupt pipes (nil: none asked)
 	conn   *proto.Conn
 	match  nic.Match
 	size   int64                    // region bytes counted against the memory budget

@@ -28,6 +28,7 @@ func (d *Daemon) detachID(id int, why string) {
 		st.Faulty = e.Error()
 	}
 	closeFDs(t.wake)
+	closeFDs(t.irq)
 	t.region.Close()
 	d.mu.Lock()
 	d.shmem -= t.size

@@ -164,7 +164,7 @@ func (d *Daemon) status() proto.Status {
 	st := proto.Status{Version: d.cfg.Version, PID: os.Getpid(), Uptime: time.Since(d.start).Round(time.Second).String(),
 		Model: ec.Model.String(), Policy: ec.Policy.String(), Source: d.cfg.SourceName, Mode: d.cfg.SourceMode,
 		Tenants: n, Emulator: ec.EmulatorCPU, Socket: d.cfg.Socket, Metrics: d.cfg.MetricsAddr,
-		Idle: ec.Idle.String(), SpinBudget: spinBudget(ec).String(), Sleeps: is.Sleeps, Signals: is.Signals, SlowSignals: is.Slow}
+		Idle: ec.Idle.String(), SpinBudget: spinBudget(ec).String(), Sleeps: is.Sleeps, Signals: is.Signals, SlowSignals: is.Slow, RefusedSignals: is.Refused}
 	st.EmulatorPriority = "normal"
 	if ec.EmulatorIdlePriority {
 		st.EmulatorPriority = "idle"

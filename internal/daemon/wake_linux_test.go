@@ -371,3 +371,153 @@ func percentiles(ds []time.Duration) string {
 	at := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
 	return fmt.Sprintf("min %v p50 %v p99 %v p99.9 %v max %v (n=%d)", s[0], at(0.50), at(0.99), at(0.999), s[len(s)-1], len(s))
 }
+
+// TestHostileInterrupts attacks the receive interrupts from a tenant's
+// side: it never reads its pipe, hangs 2,000 epoll waiters on it, makes
+// its end blocking, bumps its need-wakeup generation on every batch so
+// that vnicd signals it all the time, and half-way closes its end. vnicd
+// must keep serving a good tenant that sleeps on its own interrupts (every
+// frame accounted), answer the control plane, and count the writes to the
+// closed pipe as refused signals without blocking on any. (A full pipe:
+// TestSignalFullPipe in package nic.)
+func TestHostileInterrupts(t *testing.T) {
+	src := testutil.NewPaced(40000, 200*time.Microsecond, 5000, 6000)
+	td := startDaemon(t, src)
+	ctx := context.Background()
+	good, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "good", Match: client.Match{DstPortLo: 6000, DstPortHi: 6000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+
+	conn, err := proto.Dial(td.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var rep proto.AttachReply
+	files, err := conn.Call(proto.TAttach, proto.Attach{Name: "evil", Queues: 1, Match: proto.Match{DstPortLo: 5000, DstPortHi: 5000}, Interrupts: true}, &rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 3 || !rep.Interrupts {
+		t.Fatalf("attach sent %d descriptors (interrupts %v), want a memfd, a doorbell and an interrupt", len(files), rep.Interrupts)
+	}
+	region, err := shm.Map(files[0])
+	files[0].Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer region.Close()
+	defer files[1].Close()
+	irq := files[2]
+	evil, err := client.Local(region, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := int(irq.Fd())
+	if err := unix.SetNonblock(fd, false); err != nil {
+		t.Fatal(err)
+	}
+	if fl, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); fl&unix.O_NONBLOCK != 0 {
+		t.Fatal("the interrupt is still non-blocking")
+	}
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(ep)
+	var dups []int
+	for i := 0; i < 2000; i++ {
+		d, err := unix.Dup(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dups = append(dups, d)
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(d)}
+		if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, d, &ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeEnd := func() {
+		for _, d := range dups {
+			unix.Close(d)
+		}
+		dups = nil
+		irq.Close()
+	}
+	defer func() { closeEnd() }()
+
+	actx, stopAttack := context.WithCancel(ctx)
+	var attack sync.WaitGroup
+	attack.Add(1)
+	go func() { // need-wakeup always set, a new generation all the time
+		defer attack.Done()
+		pk := make([]client.Packet, 0, 32)
+		word := region.NeedWakeup(0)
+		for g := uint32(1); actx.Err() == nil; g++ {
+			atomic.StoreUint32(word, g|1)
+			pk, _ = evil.Queue(0).Recv(pk[:0])
+			evil.Queue(0).Release(pk)
+		}
+	}()
+
+	var got atomic.Int64
+	rctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); receive(rctx, good.Queue(0), &got) }()
+	src.Open()
+	var full int
+	var before daemonIdle
+	deadline := time.Now().Add(30 * time.Second)
+	for !(src.Sent() == 40000 && accounted(td, "good", src.SentTo(6000), &got)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the good tenant stalled: %d of %d frames sent, %d of %d to it received; %s", src.Sent(), 40000, got.Load(), src.SentTo(6000), td.StatsSummary())
+		}
+		if full == 0 && src.Sent() >= 20000 {
+			// Half-way: the pipe holds vnicd's unread wakes; close it.
+			var n int
+			if n, err = unix.IoctlGetInt(fd, unix.TIOCINQ); err != nil || n == 0 {
+				t.Fatalf("the interrupt holds %d bytes (%v) after 20,000 frames: vnicd never signalled the hostile tenant", n, err)
+			}
+			full = n
+			before = idleOf(td)
+			closeEnd()
+		}
+		c, err := proto.Dial(td.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st proto.Status
+		c.Unix().SetDeadline(time.Now().Add(time.Second))
+		if _, err := c.Call(proto.TStatus, nil, &st); err != nil {
+			t.Fatalf("status during the attack: %v", err)
+		}
+		c.Close()
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+	stopAttack()
+	attack.Wait()
+	after := idleOf(td)
+	if full == 0 {
+		t.Fatal("the run ended before the pipe was closed")
+	}
+	if before.refused != 0 {
+		t.Errorf("%d signals refused while the pipe was open", before.refused)
+	}
+	if after.signals <= before.signals || after.refused == 0 {
+		t.Errorf("after the hostile tenant closed its interrupt: %d signals, %d refused (before: %d, %d); want more signals, counted as refused", after.signals, after.refused, before.signals, before.refused)
+	}
+	t.Logf("the pipe held %d bytes when closed; good tenant received %d frames; vnicd: %d signals, %d refused",
+		full, got.Load(), after.signals, after.refused)
+}
+
+type daemonIdle struct{ signals, refused uint64 }
+
+func idleOf(td *testDaemon) daemonIdle {
+	is := td.d.Engine().IdleStats()
+	return daemonIdle{is.Signals, is.Refused}
+}

@@ -166,6 +166,13 @@ type Attach struct {
 	// (vnicd run --source fabric, where it is required): the tenant then
 	// claims frames to Host.Addr (its match rule's destination).
 	Host *Host `json:"host,omitempty"`
+	// Interrupts asks for one receive interrupt per queue: the read end
+	// of a pipe into which vnicd writes a byte where it would otherwise
+	// wake a futex waiter on the queue's signal word, so that a client
+	// can wait in its runtime's poller (Go's netpoller, epoll) instead of
+	// blocking a thread. vnicd keeps the write end, its own open file
+	// (non-blocking: a full pipe costs it nothing).
+	Interrupts bool `json:"interrupts,omitempty"`
 }
 
 // Host is a tenant's identity on vnicd's emulated network: its IPv4
@@ -200,7 +207,8 @@ type RSS struct {
 // AttachReply answers Attach; the descriptors are the region memfd, then one
 // eventfd per queue: the queue's TX doorbell, which the tenant writes when
 // it sent while vnicd sleeps (vnicd wakes the tenant's cores through the
-// region's futex words instead).
+// region's futex words instead), then, if Interrupts, one pipe read end per
+// queue: the queue's receive interrupt (see Attach.Interrupts).
 type AttachReply struct {
 	Tenant   int      `json:"tenant"`
 	Geometry Geometry `json:"geometry"`
@@ -215,6 +223,9 @@ type AttachReply struct {
 	// Offloads is what the NIC does for the tenant's frames, as a NIC
 	// reports its offloads (ethtool -k).
 	Offloads Offloads `json:"offloads,omitzero"`
+	// Interrupts says the reply carries the receive interrupts the
+	// attach asked for.
+	Interrupts bool `json:"interrupts,omitempty"`
 }
 
 // Offloads are the work a NIC does for its tenants' frames.
@@ -321,11 +332,13 @@ type Status struct {
 	// Signals counts the wake-ups the engine sent to tenants' sleeping
 	// queues, SlowSignals those whose futex wake cost vnicd's signalling
 	// thread over 200 µs of CPU (a tenant loading the kernel's futex hash:
-	// its next wake-ups are delayed).
-	Signals     uint64 `json:"signals,omitempty"`
-	SlowSignals uint64 `json:"slow_signals,omitempty"`
-	RxCoalesce  string `json:"rx_coalesce,omitempty"`
-	Naps        uint64 `json:"naps,omitempty"`
+	// its next wake-ups are delayed), RefusedSignals those the kernel
+	// refused (a tenant that closed its receive interrupt's read end).
+	Signals        uint64 `json:"signals,omitempty"`
+	SlowSignals    uint64 `json:"slow_signals,omitempty"`
+	RefusedSignals uint64 `json:"refused_signals,omitempty"`
+	RxCoalesce     string `json:"rx_coalesce,omitempty"`
+	Naps           uint64 `json:"naps,omitempty"`
 	// Adaptive moderation (--rx-coalesce-max-usecs).
 	RxCoalesceMax string `json:"rx_coalesce_max,omitempty"`
 	Nap           string `json:"nap,omitempty"`
