@@ -18,10 +18,13 @@
 //     sleep generation before it sleeps on queue q, and 0 when it wakes.
 //     vnicd signals queue q once per generation: at most one wake-up per
 //     sleep, however many batches it posts.
-//   - line 1+n+q (n queues), [Region.Signal](q): the futex the sleeping
-//     core waits on. vnicd signals by storing the generation there and
-//     waking one waiter (FUTEX_WAKE, shared, from a signalling thread of
-//     the tenant's: see below).
+//   - line 1+n+q (n queues), [Region.Signal](q): vnicd stores the
+//     generation it signals there. A tenant that asked for receive
+//     interrupts at attach (one pipe per queue; vnicd keeps the write end)
+//     waits on the pipe, in its runtime's poller, and vnicd writes a byte
+//     to it; otherwise the core waits on this word as a futex, and vnicd
+//     wakes one waiter (FUTEX_WAKE, shared). Either from a signalling
+//     thread of the tenant's: see below.
 //
 // The words are written with sequentially consistent stores and the other
 // side publishes its ring cursor before it loads the word (the Dekker
@@ -45,14 +48,20 @@
 // measures each wake's CPU time and, after one over 200 µs, waits nine
 // times as long before it wakes that tenant again: a tenant can cost vnicd
 // at most a tenth of a CPU this way, and only its own wake-ups are late.
+// A receive interrupt's write end is vnicd's own open file, non-blocking:
+// the tenant holds only the read end, so its flags never reach vnicd's, a
+// full pipe (never read) costs one failed write, a closed read end one
+// refused write, and waiters hung on the read end make the write slow,
+// which the same back-off answers. A pipe carries no descriptors.
 // The other way, vnicd keeps the doorbell eventfd in its epoll set
 // edge-triggered and never reads nor writes it: each ring is a new edge,
 // and nothing the tenant does to the eventfd (its flags, its waiters, its
 // counter) is ever paid by vnicd.
 //
-// A process that waits on all its queues with one thread can do so on
-// these words as they are (FUTEX_WAITV, Linux 5.16, takes up to 128 shared
-// words): the mechanism on vnicd's side does not change with it.
+// With receive interrupts a process waits on all its queues with the one
+// thread its poller blocks in (Go's netpoller); without them, one thread
+// can wait on the words as they are (FUTEX_WAITV, Linux 5.16, takes up to
+// 128 shared words).
 //
 // Every field of the header is a named offset constant (Off*). The daemon
 // writes the header once, with a CRC32C checksum over it; a client validates

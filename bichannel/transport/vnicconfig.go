@@ -72,6 +72,12 @@ type VNICConfig struct {
 	// (--emulator-priority idle), where the sleep costs a wake-up on every
 	// round trip (docs/bichannel.md, "The split placement").
 	OwnCPU bool
+	// FutexWait makes a sleeping worker block its thread on its queue's
+	// futex instead of parking its goroutine on the queue's receive
+	// interrupt in Go's netpoller (client.AttachOptions.FutexWait): cheaper
+	// for single messages ping-ponged between processes sharing a CPU,
+	// dearer elsewhere (docs/bichannel.md, "Placement").
+	FutexWait bool
 	// FabricHost attaches the tenant as a host of vnicd's emulated network
 	// (when vnicd emulates one): IP and MAC become the host's identity,
 	// frames other hosts send to IP reach it, and its match rule claims

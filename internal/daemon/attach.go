@@ -363,10 +363,10 @@ func (d *Daemon) attachBuild(p *attachPlan, id int, conn *proto.Conn) (*tenant, 
 // doorbells makes one eventfd per queue, the queue's TX doorbell: vnicd
 // keeps one descriptor (the engine watches it, edge-triggered, and never
 // reads nor writes it) and sends the tenant a second one of the same
-// eventfd. Signals the other way go through the region's futex words (see
-// package shm, the wake section), so vnicd never signals a kernel object
-// the tenant can hang waiters on, and nothing it receives from the tenant
-// can carry a descriptor: an eventfd is not a socket.
+// eventfd. Signals the other way go through the region's futex words or
+// the receive interrupts (see interrupts, and package shm, the wake
+// section), and nothing vnicd receives from the tenant can carry a
+// descriptor: an eventfd is not a socket.
 func doorbells(n int) (ours, theirs []int, err error) {
 	for i := 0; i < n; i++ {
 		fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)

@@ -80,7 +80,7 @@ func newBiNode(ctx context.Context, id int, t trial) (*biNode, error) {
 		}
 		cfg.Fast = bichannel.FastVNIC
 		cfg.VNIC = transport.VNICConfig{Socket: t.Socket, IP: fabricHostIP(id), FabricHost: true,
-			BasePort: fabricBasePort, AttachTimeout: 10 * time.Second, Spin: t.VnicSpin}
+			BasePort: fabricBasePort, AttachTimeout: 10 * time.Second, Spin: t.VnicSpin, FutexWait: t.FutexWait}
 	}
 	ep, err := bichannel.NewContext(ctx, cfg)
 	if err != nil {

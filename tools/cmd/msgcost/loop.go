@@ -40,6 +40,7 @@ type trial struct {
 	Timeout          time.Duration // bound on the whole trial
 	Socket           string        // vnicd's, for fabric
 	VnicSpin         time.Duration
+	FutexWait        bool // fabric: workers sleep on their queue's futex, not in the netpoller
 	// IdleSettle is how long an idle trial waits after its warm-up
 	// traffic before the measured interval.
 	IdleSettle time.Duration

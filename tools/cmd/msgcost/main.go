@@ -51,6 +51,7 @@ type options struct {
 	vnicd, fabricIdle       string
 	fabricArgs              []string
 	vnicSpin                time.Duration
+	futexWait               bool
 	idleSettle, idleFor     time.Duration
 	out                     string
 	keep                    func(kase) bool // tests: the cases to run (nil: all)
@@ -81,6 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.vnicd, "vnicd", "", "vnicd binary (default: vnicd on PATH, else built from this module)")
 	fs.StringVar(&o.fabricIdle, "fabric-idle", "adaptive", "vnicd's --idle: adaptive or busy")
 	fargs := fs.String("fabric-args", "", "more vnicd run flags, space-separated")
+	fs.BoolVar(&o.futexWait, "futex-wait", false, "fabric: a sleeping worker blocks its thread on its queue's futex instead of parking in Go's netpoller")
 	fs.DurationVar(&o.vnicSpin, "vnic-spin", 0, "fabric: how long a waiting worker polls its queue before it sleeps (0: the bi-channel's default, 50µs; negative: sleep at once)")
 	fs.StringVar(&o.out, "o", "table", "output: table (80 columns), wide, or csv (one row per trial)")
 	if err := fs.Parse(args); err != nil {
@@ -201,7 +203,7 @@ func (o options) matrix() []trial {
 							d = o.idleFor
 						}
 						ts = append(ts, trial{kase: kase{Path: p, Size: size, Batch: b, Pattern: pat, Place: pl},
-							Warmup: o.warmup, Duration: d, N: o.n, Timeout: o.limit, VnicSpin: o.vnicSpin,
+							Warmup: o.warmup, Duration: d, N: o.n, Timeout: o.limit, VnicSpin: o.vnicSpin, FutexWait: o.futexWait,
 							IdleSettle: o.idleSettle})
 					}
 				}
