@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -32,26 +33,8 @@ import (
 // must keep serving a good tenant (every frame accounted), answer the
 // control plane, and never refuse or block on a signal.
 func TestHostileWakeChannel(t *testing.T) {
-	src := testutil.NewPaced(40000, 200*time.Microsecond, 5000, 6000)
-	td := startDaemon(t, src)
+	src, td, good, _, files := hostileBed(t, false)
 	ctx := context.Background()
-	good, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "good", Match: client.Match{DstPortLo: 6000, DstPortHi: 6000}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer good.Close()
-
-	// The hostile tenant attaches by hand to hold its raw descriptors.
-	conn, err := proto.Dial(td.socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var rep proto.AttachReply
-	files, err := conn.Call(proto.TAttach, proto.Attach{Name: "evil", Queues: 1, Match: proto.Match{DstPortLo: 5000, DstPortHi: 5000}}, &rep)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(files) != 2 {
 		t.Fatalf("attach sent %d descriptors, want a memfd and one doorbell", len(files))
 	}
@@ -82,42 +65,15 @@ func TestHostileWakeChannel(t *testing.T) {
 		t.Logf("SCM_RIGHTS on the doorbell: %v", err)
 	}
 
-	if err := unix.SetNonblock(fd, false); err != nil { // vnicd shares this file description
-		t.Fatal(err)
-	}
-	if fl, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); fl&unix.O_NONBLOCK != 0 {
-		t.Fatal("could not clear O_NONBLOCK on the doorbell")
-	}
-	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(ep)
-	for i := 0; i < 2000; i++ {
-		d, err := unix.Dup(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
+	// vnicd shares the doorbell's file description.
+	for _, d := range blockAndHang(t, fd, unix.EPOLLIN|unix.EPOLLOUT) {
 		defer unix.Close(d)
-		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT, Fd: int32(d)}
-		if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, d, &ev); err != nil {
-			t.Fatal(err)
-		}
 	}
 
 	actx, stopAttack := context.WithCancel(ctx)
 	var attack sync.WaitGroup
 	attack.Add(2)
-	go func() { // need-wakeup always set, a new generation all the time
-		defer attack.Done()
-		pk := make([]client.Packet, 0, 32)
-		word := region.NeedWakeup(0)
-		for g := uint32(1); actx.Err() == nil; g++ {
-			atomic.StoreUint32(word, g|1)
-			pk, _ = evil.Queue(0).Recv(pk[:0])
-			evil.Queue(0).Release(pk)
-		}
-	}()
+	go bumpGenerations(actx, region, evil, attack.Done)
 	go func() { // ring without pause (one at a time: the counter never reaches its ceiling)
 		defer attack.Done()
 		one := [8]byte{1}
@@ -138,17 +94,7 @@ func TestHostileWakeChannel(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the good tenant stalled: %d of %d frames sent, %d of %d to it received; %s", src.Sent(), 40000, got.Load(), src.SentTo(6000), td.StatsSummary())
 		}
-		// The control plane answers throughout.
-		c, err := proto.Dial(td.socket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st proto.Status
-		c.Unix().SetDeadline(time.Now().Add(time.Second))
-		if _, err := c.Call(proto.TStatus, nil, &st); err != nil {
-			t.Fatalf("status during the attack: %v", err)
-		}
-		c.Close()
+		statusAnswers(t, td) // the control plane answers throughout
 		time.Sleep(20 * time.Millisecond)
 	}
 	stop()
@@ -381,25 +327,8 @@ func percentiles(ds []time.Duration) string {
 // closed pipe as refused signals without blocking on any. (A full pipe:
 // TestSignalFullPipe in package nic.)
 func TestHostileInterrupts(t *testing.T) {
-	src := testutil.NewPaced(40000, 200*time.Microsecond, 5000, 6000)
-	td := startDaemon(t, src)
+	src, td, good, rep, files := hostileBed(t, true)
 	ctx := context.Background()
-	good, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "good", Match: client.Match{DstPortLo: 6000, DstPortHi: 6000}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer good.Close()
-
-	conn, err := proto.Dial(td.socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var rep proto.AttachReply
-	files, err := conn.Call(proto.TAttach, proto.Attach{Name: "evil", Queues: 1, Match: proto.Match{DstPortLo: 5000, DstPortHi: 5000}, Interrupts: true}, &rep)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(files) != 3 || !rep.Interrupts {
 		t.Fatalf("attach sent %d descriptors (interrupts %v), want a memfd, a doorbell and an interrupt", len(files), rep.Interrupts)
 	}
@@ -416,29 +345,7 @@ func TestHostileInterrupts(t *testing.T) {
 		t.Fatal(err)
 	}
 	fd := int(irq.Fd())
-	if err := unix.SetNonblock(fd, false); err != nil {
-		t.Fatal(err)
-	}
-	if fl, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); fl&unix.O_NONBLOCK != 0 {
-		t.Fatal("the interrupt is still non-blocking")
-	}
-	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(ep)
-	var dups []int
-	for i := 0; i < 2000; i++ {
-		d, err := unix.Dup(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dups = append(dups, d)
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(d)}
-		if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, d, &ev); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dups := blockAndHang(t, fd, unix.EPOLLIN)
 	closeEnd := func() {
 		for _, d := range dups {
 			unix.Close(d)
@@ -451,16 +358,7 @@ func TestHostileInterrupts(t *testing.T) {
 	actx, stopAttack := context.WithCancel(ctx)
 	var attack sync.WaitGroup
 	attack.Add(1)
-	go func() { // need-wakeup always set, a new generation all the time
-		defer attack.Done()
-		pk := make([]client.Packet, 0, 32)
-		word := region.NeedWakeup(0)
-		for g := uint32(1); actx.Err() == nil; g++ {
-			atomic.StoreUint32(word, g|1)
-			pk, _ = evil.Queue(0).Recv(pk[:0])
-			evil.Queue(0).Release(pk)
-		}
-	}()
+	go bumpGenerations(actx, region, evil, attack.Done)
 
 	var got atomic.Int64
 	rctx, stop := context.WithCancel(ctx)
@@ -485,16 +383,7 @@ func TestHostileInterrupts(t *testing.T) {
 			before = idleOf(td)
 			closeEnd()
 		}
-		c, err := proto.Dial(td.socket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st proto.Status
-		c.Unix().SetDeadline(time.Now().Add(time.Second))
-		if _, err := c.Call(proto.TStatus, nil, &st); err != nil {
-			t.Fatalf("status during the attack: %v", err)
-		}
-		c.Close()
+		statusAnswers(t, td)
 		time.Sleep(20 * time.Millisecond)
 	}
 	stop()
@@ -520,4 +409,92 @@ type daemonIdle struct{ signals, refused uint64 }
 func idleOf(td *testDaemon) daemonIdle {
 	is := td.d.Engine().IdleStats()
 	return daemonIdle{is.Signals, is.Refused}
+}
+
+// hostileBed starts a daemon with a paced source of 40,000 frames to
+// ports 5000 (the hostile tenant's) and 6000, attaches the good tenant
+// (by the client library, to 6000) and the hostile one by hand (to 5000,
+// to hold its raw descriptors), and returns them with the hostile
+// tenant's attach reply and descriptors.
+func hostileBed(t *testing.T, interrupts bool) (*testutil.Paced, *testDaemon, *client.Tenant, proto.AttachReply, []*os.File) {
+	t.Helper()
+	src := testutil.NewPaced(40000, 200*time.Microsecond, 5000, 6000)
+	td := startDaemon(t, src)
+	good, err := client.Attach(context.Background(), td.socket, client.AttachOptions{Name: "good", Match: client.Match{DstPortLo: 6000, DstPortHi: 6000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { good.Close() })
+	conn, err := proto.Dial(td.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	var rep proto.AttachReply
+	files, err := conn.Call(proto.TAttach, proto.Attach{Name: "evil", Queues: 1, Match: proto.Match{DstPortLo: 5000, DstPortHi: 5000}, Interrupts: interrupts}, &rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src, td, good, rep, files
+}
+
+// bumpGenerations keeps queue 0's need-wakeup word set to a new
+// generation on every batch, so that vnicd signals it all the time, until
+// ctx ends; done is called when it returns.
+func bumpGenerations(ctx context.Context, region *shm.Region, evil *client.Tenant, done func()) {
+	defer done()
+	pk := make([]client.Packet, 0, 32)
+	word := region.NeedWakeup(0)
+	for g := uint32(1); ctx.Err() == nil; g++ {
+		atomic.StoreUint32(word, g|1)
+		pk, _ = evil.Queue(0).Recv(pk[:0])
+		evil.Queue(0).Release(pk)
+	}
+}
+
+// statusAnswers fails t unless vnicd's control plane answers a status
+// call within a second.
+func statusAnswers(t *testing.T, td *testDaemon) {
+	t.Helper()
+	c, err := proto.Dial(td.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var st proto.Status
+	c.Unix().SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Call(proto.TStatus, nil, &st); err != nil {
+		t.Fatalf("status during the attack: %v", err)
+	}
+}
+
+// blockAndHang makes fd blocking and hangs 2,000 epoll waiters on it, one
+// per duplicate, which it returns for the caller to close (the epoll
+// instance goes with the test).
+func blockAndHang(t *testing.T, fd int, events uint32) []int {
+	t.Helper()
+	if err := unix.SetNonblock(fd, false); err != nil {
+		t.Fatal(err)
+	}
+	if fl, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); fl&unix.O_NONBLOCK != 0 {
+		t.Fatal("could not clear O_NONBLOCK")
+	}
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(ep) })
+	dups := make([]int, 0, 2000)
+	for i := 0; i < 2000; i++ {
+		d, err := unix.Dup(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dups = append(dups, d)
+		ev := unix.EpollEvent{Events: events, Fd: int32(d)}
+		if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, d, &ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dups
 }
