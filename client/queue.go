@@ -785,7 +785,7 @@ func (q *Queue) Wait(ctx context.Context) error {
 }
 
 // sleepIRQ sleeps until the queue's receive interrupt has a byte (vnicd's
-// wake: woken), timeout passes, or kick cuts it short, parking only the
+// wake: woken), kick cuts it short (woken too), or timeout passes, parking only the
 // goroutine: Go's netpoller watches the pipe. The deadline is set before
 // the last looks at what kick stores, so a kick either comes after it (its
 // deadline in the past wins) or is seen here.
@@ -820,8 +820,12 @@ func (q *Queue) sleepIRQ(ctx context.Context, timeout time.Duration) (woken bool
 	case q.irqN > 0:
 		return true, nil
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		q.irqDeadline = time.Time{} // the timeout, or a kick's deadline in the past: set it anew
-		return false, nil
+		// The timeout, or a kick's deadline in the past (perhaps one left
+		// from the last Wait's context): cut short, as a kick wakes a
+		// futex sleeper. Either way the next sleep sets its deadline anew.
+		kicked := time.Now().Before(q.irqDeadline)
+		q.irqDeadline = time.Time{}
+		return kicked, nil
 	case err == nil: // q.irqN == 0 with no error: end of file
 		// vnicd closed its end: the tenant is detached or vnicd exited.
 		if q.closed.Load() {

@@ -132,3 +132,67 @@ func testWaitLateSignal(t *testing.T, mk func(*testing.T, time.Duration) (*Queue
 		t.Errorf("wait counters %+v: want a wake by signal and no timeout (a timeout: E2's wake-up was lost, vnicd found generation %d already signalled)", st, gen)
 	}
 }
+
+// TestStaleKickIsNoTimeout: a kick that lands after the Wait it was meant
+// for returned (a cancelled context's, say) leaves the receive
+// interrupt's deadline in the past. The next Wait's sleep then returns at
+// once: that is a sleep cut short, not the safety net's timeout, which
+// would count a lost wake-up and stretch the next safety net eightfold.
+func TestStaleKickIsNoTimeout(t *testing.T) {
+	q, r, vnicd := irqQueue(t, time.Microsecond)
+	g := r.Geo
+	axn, err := ax.NewNIC(r.AxMem(0), int(g.AxSize), g.BufCount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bxn, err := bx.NewNIC(r.BxMem(0), int(g.BxSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var signalled uint32
+	deliver := func() { // wait for the sleep, then post and signal it
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Microsecond) {
+			if gen := atomic.LoadUint32(q.needWake); gen != 0 && gen != signalled {
+				signalled = gen
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the queue did not go to sleep")
+			}
+		}
+		b, i, ok, err := axn.Take()
+		if !ok || err != nil {
+			t.Fatalf("no Ax buffer to post: %v", err)
+		}
+		if ok, err := bxn.Stage(&bx.Entry{Buf: b, Len: 60, AxIdx: uint32(i)}); !ok || err != nil {
+			t.Fatalf("stage: %v", err)
+		}
+		bxn.Flush()
+		vnicd(signalled)
+	}
+	round := func() {
+		done := make(chan error, 1)
+		go func() { done <- q.Wait(context.Background()) }()
+		deliver()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		pk, err := q.Recv(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Release(pk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	round()  // sets the interrupt's read deadline, which the next sleeps keep
+	q.kick() // late: no Wait runs
+	woke, err := q.sleepIRQ(context.Background(), waitPoll)
+	if err != nil || !woke {
+		t.Fatalf("the sleep after a stale kick returned woken=%v, %v; want woken (cut short), not the safety net's timeout", woke, err)
+	}
+	round() // and the queue still sleeps and wakes
+	if st := q.WaitStats(); st.TimedOut != 0 {
+		t.Errorf("wait counters %+v: a timeout counted", st)
+	}
+}
