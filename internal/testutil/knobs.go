@@ -107,6 +107,7 @@ var ChildEnv = []struct{ Name, Doc string }{
 	{"VNIC_HOSTILE_SOCKET", "tests/hostile's attacker child: the socket"},
 	{"VNIC_HOSTILE_PARAMS", "tests/hostile's attacker child: its parameters (JSON)"},
 	{"VNIC_RING_CHILD", "ring's cross-process test child: its role"},
+	{"VNIC_TEST_WAKE_WRITER", "client's netpoller wake benchmark child: how many wakes it writes into the pipe"},
 	{"VNIC_RING_SIZE", "ring's cross-process test child: the ring size"},
 	{"VNIC_ALLOC_TEST_HELPER", "alloc's lossless test child: its mode (and _FILE: its file)"},
 	{"VNIC_BPF_TEST_HELPER", "bpf's attach test child: its argument"},
