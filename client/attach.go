@@ -76,13 +76,17 @@ type AttachOptions struct {
 	// (--rx-coalesce-usecs), leave this 0: Wait then sleeps at once and
 	// vnicd wakes it once per nap, which costs less.
 	Coalesce time.Duration
-	// FutexWait makes Wait sleep on the queue's futex word, a thread
-	// blocked in the kernel per sleeping queue, instead of on the queue's
-	// receive interrupt in Go's netpoller (the default, where vnicd
-	// offers it): there a sleeping Wait parks only its goroutine, and the
-	// process's sleeping queues and sockets share the one thread that
-	// waits in epoll.
-	FutexWait bool
+	// Interrupts makes Wait sleep on the queue's receive interrupt in Go's
+	// netpoller, where vnicd offers it: a sleeping Wait parks only its
+	// goroutine, and the process's sleeping queues and sockets share the
+	// one thread that waits in epoll. Without it (the default) Wait sleeps
+	// on the queue's futex word, a thread blocked in the kernel per
+	// sleeping queue, which the kernel wakes at once. Parking suits a
+	// process with other goroutines to run while its queues sleep (the
+	// bi-channel asks for it); but Go notices the interrupt only when one
+	// of its Ps looks, so beside busy goroutines a parked Wait can wake
+	// 10 ms late, where a blocked thread does not.
+	Interrupts bool
 }
 
 // RSSInfo is the tenant's receive-side scaling configuration, for senders
@@ -121,7 +125,7 @@ func Attach(ctx context.Context, socketPath string, o AttachOptions) (*Tenant, e
 	req := proto.Attach{
 		Name: o.Name, Queues: o.Queues, AxSize: o.AxSize, BxSize: o.BxSize, TxSize: o.TxSize, Buffers: o.Buffers,
 		Match:      proto.Match{Proto: o.Match.Proto, DstPortLo: o.Match.DstPortLo, DstPortHi: o.Match.DstPortHi, Dst: o.Match.Dst, Default: o.Match.Default},
-		Interrupts: !o.FutexWait,
+		Interrupts: o.Interrupts,
 	}
 	if h := o.Host; h != nil {
 		req.Host = &proto.Host{Addr: h.Addr, MAC: h.MAC, Key: hex.EncodeToString(h.Key)}

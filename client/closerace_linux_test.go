@@ -36,7 +36,8 @@ func TestCloseWhileCallsInFlight(t *testing.T) {
 	for round := 0; round < rounds; round++ {
 		ten, err := client.Attach(context.Background(), d.Socket, client.AttachOptions{
 			Name: "closer", Queues: 4, Match: client.Match{Proto: "udp", DstPortLo: 9000, DstPortHi: 9003},
-			Spin: time.Duration(rng.IntN(3)-1) * 20 * time.Microsecond, // sleeps at once, spins, or the default
+			Spin:       time.Duration(rng.IntN(3)-1) * 20 * time.Microsecond, // sleeps at once, spins, or the default
+			Interrupts: round%2 == 1,                                         // sleeps on the futex or in the netpoller
 		})
 		if err != nil {
 			t.Fatalf("round %d: attach: %v", round, err)

@@ -653,10 +653,10 @@ func (q *Queue) starved() bool {
 // It returns the allocator's error (see Queue.Err) once the tenant's
 // allocator is found corrupt.
 // It polls for the Spin time, then publishes a new sleep generation in the
-// queue's need-wakeup word, looks at the ring once more and sleeps: on the
-// queue's receive interrupt, parking only the goroutine in Go's netpoller
-// (the default), or on its signal word, a futex in the region
-// (AttachOptions.FutexWait, or a vnicd that offers no interrupts). vnicd,
+// queue's need-wakeup word, looks at the ring once more and sleeps: on its
+// signal word, a futex in the region, or, with AttachOptions.Interrupts,
+// on the queue's receive interrupt, parking only the goroutine in Go's
+// netpoller. vnicd,
 // which posts before it reads the need-wakeup word, signals once per
 // sleep, so an idle application uses no CPU and no wake-up is lost. Before it sleeps, and on
 // every turn, it pays owed Ax refills and reaps TX completions; if the

@@ -128,10 +128,10 @@ func NewVNIC(ctx context.Context, workers int, cfg VNICConfig) (*VNIC, error) {
 	// A vnicd that allows fewer queues gets one per worker, shared.
 	opts := client.AttachOptions{
 		Name: cfg.Name, Queues: 2 * workers, Buffers: cfg.Buffers, AxSize: cfg.AxSize,
-		BxSize:    vnicBxSize(cfg.AxSize),
-		Spin:      time.Nanosecond, // VNIC.Wait spins itself (cfg.Spin), then Queue.Wait may sleep at once
-		Match:     client.Match{Proto: "udp", DstPortLo: cfg.BasePort, DstPortHi: cfg.BasePort + uint16(workers-1)},
-		FutexWait: cfg.FutexWait,
+		BxSize:     vnicBxSize(cfg.AxSize),
+		Spin:       time.Nanosecond, // VNIC.Wait spins itself (cfg.Spin), then Queue.Wait may sleep at once
+		Match:      client.Match{Proto: "udp", DstPortLo: cfg.BasePort, DstPortHi: cfg.BasePort + uint16(workers-1)},
+		Interrupts: !cfg.FutexWait,
 	}
 	if cfg.FabricHost {
 		if !cfg.IP.Unmap().Is4() {

@@ -74,7 +74,7 @@ type VNICConfig struct {
 	OwnCPU bool
 	// FutexWait makes a sleeping worker block its thread on its queue's
 	// futex instead of parking its goroutine on the queue's receive
-	// interrupt in Go's netpoller (client.AttachOptions.FutexWait): cheaper
+	// interrupt in Go's netpoller (the default: client.AttachOptions.Interrupts): cheaper
 	// for single messages ping-ponged between processes sharing a CPU,
 	// dearer elsewhere (docs/bichannel.md, "Placement").
 	FutexWait bool

@@ -414,13 +414,13 @@ func idleOf(td *testDaemon) daemonIdle {
 // hostileBed starts a daemon with a paced source of 40,000 frames to
 // ports 5000 (the hostile tenant's) and 6000, attaches the good tenant
 // (by the client library, to 6000) and the hostile one by hand (to 5000,
-// to hold its raw descriptors), and returns them with the hostile
-// tenant's attach reply and descriptors.
+// to hold its raw descriptors), both with receive interrupts if asked,
+// and returns them with the hostile tenant's attach reply and descriptors.
 func hostileBed(t *testing.T, interrupts bool) (*testutil.Paced, *testDaemon, *client.Tenant, proto.AttachReply, []*os.File) {
 	t.Helper()
 	src := testutil.NewPaced(40000, 200*time.Microsecond, 5000, 6000)
 	td := startDaemon(t, src)
-	good, err := client.Attach(context.Background(), td.socket, client.AttachOptions{Name: "good", Match: client.Match{DstPortLo: 6000, DstPortHi: 6000}})
+	good, err := client.Attach(context.Background(), td.socket, client.AttachOptions{Name: "good", Match: client.Match{DstPortLo: 6000, DstPortHi: 6000}, Interrupts: interrupts})
 	if err != nil {
 		t.Fatal(err)
 	}
