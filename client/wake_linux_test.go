@@ -30,28 +30,9 @@ func TestWaitLateSignal(t *testing.T) {
 
 func testWaitLateSignal(t *testing.T, mk func(*testing.T, time.Duration) (*Queue, *shm.Region, func(uint32))) {
 	q, r, vnicd := mk(t, 10*time.Microsecond)
-	g := r.Geo
 
-	// vnicd's side.
-	axn, err := ax.NewNIC(r.AxMem(0), int(g.AxSize), g.BufCount)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bxn, err := bx.NewNIC(r.BxMem(0), int(g.BxSize))
-	if err != nil {
-		t.Fatal(err)
-	}
+	post := poster(t, r) // vnicd's side
 	var signalled uint32
-	post := func() {
-		b, i, ok, err := axn.Take()
-		if !ok || err != nil {
-			t.Fatalf("no Ax buffer to post: %v", err)
-		}
-		if ok, err := bxn.Stage(&bx.Entry{Buf: b, Len: 60, AxIdx: uint32(i)}); !ok || err != nil {
-			t.Fatalf("stage: %v", err)
-		}
-		bxn.Flush()
-	}
 	kick := func() {
 		if gen := atomic.LoadUint32(q.needWake); gen != 0 && gen != signalled {
 			signalled = gen
@@ -140,15 +121,7 @@ func testWaitLateSignal(t *testing.T, mk func(*testing.T, time.Duration) (*Queue
 // would count a lost wake-up and stretch the next safety net eightfold.
 func TestStaleKickIsNoTimeout(t *testing.T) {
 	q, r, vnicd := irqQueue(t, time.Microsecond)
-	g := r.Geo
-	axn, err := ax.NewNIC(r.AxMem(0), int(g.AxSize), g.BufCount)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bxn, err := bx.NewNIC(r.BxMem(0), int(g.BxSize))
-	if err != nil {
-		t.Fatal(err)
-	}
+	post := poster(t, r)
 	var signalled uint32
 	deliver := func() { // wait for the sleep, then post and signal it
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Microsecond) {
@@ -160,14 +133,7 @@ func TestStaleKickIsNoTimeout(t *testing.T) {
 				t.Fatal("the queue did not go to sleep")
 			}
 		}
-		b, i, ok, err := axn.Take()
-		if !ok || err != nil {
-			t.Fatalf("no Ax buffer to post: %v", err)
-		}
-		if ok, err := bxn.Stage(&bx.Entry{Buf: b, Len: 60, AxIdx: uint32(i)}); !ok || err != nil {
-			t.Fatalf("stage: %v", err)
-		}
-		bxn.Flush()
+		post()
 		vnicd(signalled)
 	}
 	round := func() {
@@ -194,5 +160,30 @@ func TestStaleKickIsNoTimeout(t *testing.T) {
 	round() // and the queue still sleeps and wakes
 	if st := q.WaitStats(); st.TimedOut != 0 {
 		t.Errorf("wait counters %+v: a timeout counted", st)
+	}
+}
+
+// poster plays vnicd's receive side on queue 0 of r: each call takes an
+// Ax buffer and posts a 60-byte entry in the Bx ring.
+func poster(t *testing.T, r *shm.Region) func() {
+	t.Helper()
+	g := r.Geo
+	axn, err := ax.NewNIC(r.AxMem(0), int(g.AxSize), g.BufCount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bxn, err := bx.NewNIC(r.BxMem(0), int(g.BxSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		b, i, ok, err := axn.Take()
+		if !ok || err != nil {
+			t.Fatalf("no Ax buffer to post: %v", err)
+		}
+		if ok, err := bxn.Stage(&bx.Entry{Buf: b, Len: 60, AxIdx: uint32(i)}); !ok || err != nil {
+			t.Fatalf("stage: %v", err)
+		}
+		bxn.Flush()
 	}
 }
