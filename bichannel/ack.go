@@ -537,7 +537,7 @@ func (ss *sendState) ack(fl *sflow, f uint16, s uint64, now int64, sample *int64
 	if pe.track {
 		ss.events = append(ss.events, ackEvent{seq: s, tag: pe.tag, flow: f})
 	}
-	ss.free = append(ss.free, *slot-1)
+	ss.release(*slot - 1)
 	*slot = 0
 	return 1
 }

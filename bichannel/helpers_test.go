@@ -189,6 +189,43 @@ type trafficOpts struct {
 	slowFor   time.Duration // for this long
 	timeout   time.Duration
 	hostile   bool // a third party sends garbage: dropped datagrams (Malformed) are expected
+	// batch > 1: senders send batch messages to a peer per SendBatch
+	// call, which packs them into datagrams; msgMax bounds the messages'
+	// length (0: Config.MaxPayload).
+	batch, msgMax int
+}
+
+// sendPacked is runTraffic's sender with SendBatch: node i's worker w
+// sends perPair messages to each other peer, batch at a time, then
+// flushes.
+func sendPacked(ctx context.Context, e *Endpoint, i, w, n, perPair, batch, maxPayload int) error {
+	bufs := make([][]byte, batch)
+	for k := range bufs {
+		bufs[k] = make([]byte, maxPayload)
+	}
+	msgs := make([][]byte, 0, batch)
+	for start := 0; start < perPair; start += batch {
+		for j := range n {
+			if j == i {
+				continue
+			}
+			msgs = msgs[:0]
+			for idx := start; idx < min(start+batch, perPair); idx++ {
+				msgs = append(msgs, makeMsg(bufs[idx-start], i, j, w, idx, maxPayload))
+			}
+			for left := msgs; len(left) > 0; {
+				k, err := e.SendBatchContext(ctx, j, w, left)
+				if err != nil {
+					return fmt.Errorf("node %d worker %d batch from %d to %d: %w", i, w, start, j, err)
+				}
+				left = left[k:]
+			}
+		}
+	}
+	if err := e.FlushContext(ctx); err != nil {
+		return fmt.Errorf("node %d flush: %w", i, err)
+	}
+	return nil
 }
 
 // runTraffic sends perPair messages from every worker of every node to its
@@ -205,6 +242,9 @@ func runTraffic(t *testing.T, eps []*Endpoint, o trafficOpts) {
 	n := len(eps)
 	W := eps[0].Workers()
 	maxPayload := eps[0].cfg.MaxPayload
+	if o.msgMax > 0 {
+		maxPayload = o.msgMax
+	}
 	stop := make(chan struct{})
 	result, swg := sampleInvariants(eps, stop)
 
@@ -216,6 +256,12 @@ func runTraffic(t *testing.T, eps []*Endpoint, o trafficOpts) {
 			wg.Add(2)
 			go func() { // sender
 				defer wg.Done()
+				if o.batch > 1 {
+					if err := sendPacked(ctx, e, i, w, n, o.perPair, o.batch, maxPayload); err != nil {
+						errc <- err
+					}
+					return
+				}
 				buf := make([]byte, maxPayload)
 				for idx := range o.perPair {
 					for j := range n {

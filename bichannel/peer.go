@@ -81,12 +81,17 @@ type sendState struct {
 	full    int    // the credits a datagram spends at least (credits/buffers)
 	slab    []pend // unacknowledged messages; ring slots point here
 	free    []int32
-	fifo    []retxEntry // first retransmission deadlines, in send order
-	fhead   int
-	rearm   []retxEntry // messages already resent over TCP, still unacknowledged
-	scratch []byte      // the datagram being sent
-	batch   [][]byte    // SendBatch: the datagrams of a run (grown on first use)
-	wake    chan struct{}
+	// kept holds the datagrams sent on the fast path while a message of
+	// theirs is unacknowledged: a pend's buf is its payload in place, so
+	// a message is copied once on its way out, into its datagram.
+	kept     []keptDg
+	keptFree []int32
+	fifo     []retxEntry // first retransmission deadlines, in send order
+	fhead    int
+	rearm    []retxEntry // messages already resent over TCP, still unacknowledged
+	scratch  []byte      // the datagram being sent
+	batch    [][]byte    // SendBatch: the datagrams of a run (grown on first use)
+	wake     chan struct{}
 	// SendTagged: stage tracks the message with trackTag, sets ticket.
 	tracked  bool
 	trackTag uint64
@@ -105,7 +110,8 @@ type sflow struct {
 }
 
 type pend struct {
-	buf   []byte
+	buf   []byte // the payload, inside kept[dg]
+	dg    int32
 	units uint16 // the credits it spent
 	seq   uint64
 	sent  int64 // Endpoint.now when sent over the fast path
@@ -116,6 +122,13 @@ type pend struct {
 	// skip it instead of retransmitting it.
 	track, abandon bool
 	tag            uint64
+}
+
+// keptDg is a datagram kept for retransmission, and how many of its
+// records are unacknowledged.
+type keptDg struct {
+	b    []byte
+	live int32
 }
 
 type retxEntry struct {

@@ -80,6 +80,31 @@ func TestLossyExactlyOnce(t *testing.T) {
 	}
 }
 
+// Small messages sent in batches share datagrams: each is kept for
+// retransmission inside its datagram until the last of them is
+// acknowledged, so under loss, reordering and duplication the ones resent
+// arrive whole while the others of their datagram are long acknowledged.
+func TestLossyExactlyOncePacked(t *testing.T) {
+	cfg := testConfig()
+	lc := lossytest.Config{Loss: 0.15, Reorder: 0.1, Duplicate: 0.05, Seed: 7}
+	eps, ln := lossyCluster(t, 3, cfg, lc)
+	runTraffic(t, eps, trafficOpts{perPair: 800, batch: 16, msgMax: 120})
+	ls := ln.Stats()
+	if ls.Lost == 0 {
+		t.Error("no datagram was lost: the test tested nothing")
+	}
+	var sent, retx uint64
+	for _, e := range eps {
+		s := e.Stats()
+		sent += s.Sent
+		retx += s.Retransmitted + s.FastRetransmitted
+	}
+	if retx == 0 {
+		t.Errorf("nothing was resent (%d sent): the test tested nothing", sent)
+	}
+	t.Logf("network: %+v; %d messages sent, %d resent", ls, sent, retx)
+}
+
 // A slow receiver makes credits bind: senders stall, the receive queue
 // (sized to exactly the credits) never overflows.
 func TestCreditsBindSlowReceiver(t *testing.T) {

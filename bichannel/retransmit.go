@@ -317,7 +317,7 @@ func (ss *sendState) skipDue(b []byte, w int, ent retxEntry, pe *pend) []byte {
 	fl := &ss.flows[ent.flow]
 	b = appendSkipRecord(b, w, int(ent.flow), int(pe.units), ent.seq, pe.tag)
 	slot := &fl.ring[ent.seq%ss.win]
-	ss.free = append(ss.free, *slot-1)
+	ss.release(*slot - 1)
 	*slot = 0
 	for fl.low < fl.next && fl.ring[fl.low%ss.win] == 0 {
 		fl.low++

@@ -238,15 +238,16 @@ func (e *Endpoint) sendRun(p *peer, ss *sendState, w, f int, msgs [][]byte) int 
 			j++
 		}
 		if nd == len(ss.batch) {
-			ss.batch = append(ss.batch, make([]byte, 0, limit))
+			ss.batch = append(ss.batch, nil)
 		}
-		dg := ss.batch[nd][:0]
+		kd := ss.keep(limit)
+		dg := ss.kept[kd].b
 		for ; i < j; i++ {
 			c := units(len(msgs[i]))
 			if i == j-1 && cost < ss.full {
 				c += ss.full - cost // the last record pays the datagram's minimum
 			}
-			dg = e.stage(p, ss, w, f, msgs[i], c, dg, now)
+			dg = e.stage(p, ss, w, f, msgs[i], c, dg, kd, now)
 		}
 		ss.batch[nd] = dg
 		nd++
@@ -299,7 +300,8 @@ func (ss *sendState) pick() int {
 
 // sendOn is sendRun for one message: a datagram of its own.
 func (e *Endpoint) sendOn(p *peer, ss *sendState, w, f int, msg []byte) error {
-	dg := e.stage(p, ss, w, f, msg, max(units(len(msg)), ss.full), ss.scratch[:0], e.now())
+	kd := ss.keep(HeaderLen + p.maxPayload)
+	dg := e.stage(p, ss, w, f, msg, max(units(len(msg)), ss.full), ss.kept[kd].b, kd, e.now())
 	e.staged(p, 1)
 	if err := e.fp.Send(p.id, w, f, dg); err != nil {
 		e.st.sendErrors.Add(1) // retransmission recovers it
@@ -308,10 +310,11 @@ func (e *Endpoint) sendOn(p *peer, ss *sendState, w, f int, msg []byte) error {
 }
 
 // stage does a send's bookkeeping for msg on flow f and appends its
-// record to buf, which must have room for it; the message spends cost
-// credits. The caller holds ss.mu, checked the flow has them, and calls
-// staged after its run.
-func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg []byte, cost int, buf []byte, now int64) []byte {
+// record to buf, the kept datagram kd, which must have room for it; the
+// message spends cost credits, and its copy for retransmission is the
+// record's payload. The caller holds ss.mu, checked the flow has them,
+// and calls staged after its run.
+func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg []byte, cost int, buf []byte, kd int32, now int64) []byte {
 	fl := &ss.flows[f]
 	seq := fl.next
 	fl.next++
@@ -324,10 +327,11 @@ func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg []byte, cost int,
 		idx = ss.free[n-1]
 		ss.free = ss.free[:n-1]
 	} else {
-		idx = ss.grow(p.maxPayload)
+		idx = ss.grow()
 	}
 	pe := &ss.slab[idx]
-	pe.buf = append(pe.buf[:0], msg...)
+	pe.dg = kd
+	ss.kept[kd].live++
 	pe.units = uint16(cost)
 	pe.seq, pe.sent, pe.retx, pe.hotAcked = seq, now, false, false
 	pe.track, pe.abandon, pe.tag = false, false, 0
@@ -345,6 +349,7 @@ func (e *Endpoint) stage(p *peer, ss *sendState, w, f int, msg []byte, cost int,
 	rec := dg[off:]
 	putHeader(rec, &dgHeader{node: uint32(e.cfg.NodeID), session: e.session, worker: uint16(w), flow: uint16(f), seq: seq, length: uint16(len(msg)), units: uint16(cost)})
 	copy(rec[HeaderLen:], msg)
+	pe.buf = rec[HeaderLen:len(rec):len(rec)]
 	if p.auth {
 		signDatagram(p.txKey, rec)
 	}
@@ -360,22 +365,58 @@ func (e *Endpoint) staged(p *peer, n int) {
 	}
 }
 
-// slabChunk is how many copies for retransmission the slab grows by in one
-// allocation; it stops growing at sendState.ahead per flow.
+// slabChunk is how many entries for unacknowledged messages the slab
+// grows by at once; it stops growing at sendState.ahead per flow.
 const slabChunk = 64
 
-// grow adds slabChunk entries of size bytes to the slab and returns one;
-// the others go on the free list.
-func (ss *sendState) grow(size int) int32 {
-	mem := make([]byte, slabChunk*size)
+// grow adds slabChunk entries to the slab and returns one; the others go
+// on the free list.
+func (ss *sendState) grow() int32 {
 	base := len(ss.slab)
-	for i := range slabChunk {
-		ss.slab = append(ss.slab, pend{buf: mem[i*size : i*size : (i+1)*size]})
-	}
+	ss.slab = append(ss.slab, make([]pend, slabChunk)...)
 	for i := slabChunk - 1; i > 0; i-- {
 		ss.free = append(ss.free, int32(base+i))
 	}
 	return int32(base)
+}
+
+// keptChunk is how many kept datagrams are allocated at once.
+const keptChunk = 16
+
+// keep returns an empty kept datagram with room for size bytes; stage
+// counts its records, release frees it with the last.
+func (ss *sendState) keep(size int) int32 {
+	if n := len(ss.keptFree); n > 0 {
+		kd := ss.keptFree[n-1]
+		ss.keptFree = ss.keptFree[:n-1]
+		d := &ss.kept[kd]
+		if cap(d.b) < size {
+			d.b = make([]byte, 0, size)
+		}
+		d.b = d.b[:0]
+		return kd
+	}
+	mem := make([]byte, keptChunk*size)
+	base := len(ss.kept)
+	for i := range keptChunk {
+		ss.kept = append(ss.kept, keptDg{b: mem[i*size : i*size : (i+1)*size]})
+	}
+	for i := keptChunk - 1; i > 0; i-- {
+		ss.keptFree = append(ss.keptFree, int32(base+i))
+	}
+	return int32(base)
+}
+
+// release frees the slab entry idx of a message no longer kept, and its
+// datagram with the last of its records.
+func (ss *sendState) release(idx int32) {
+	pe := &ss.slab[idx]
+	d := &ss.kept[pe.dg]
+	if d.live--; d.live == 0 {
+		ss.keptFree = append(ss.keptFree, pe.dg)
+	}
+	pe.buf = nil
+	ss.free = append(ss.free, idx)
 }
 
 // Ticket names a message sent to one peer by one worker: its flow and
