@@ -190,8 +190,9 @@ func batchMsg(idx, size int) []byte {
 
 // A batch of 8 messages through SendBatch (one UDP_SEGMENT sendmsg) and
 // RecvWait (GRO, run to completion) allocates nothing once warm. (Until
-// the copies kept for retransmission reach their bound, flows × four
-// times the buffers, the slab grows by one allocation per 64 of them.)
+// the datagrams kept for retransmission reach their bound, flows × four
+// times the buffers, they grow by one allocation per 16 datagrams and the
+// slab by one per 64 messages.)
 func TestSendBatchDoesNotAllocate(t *testing.T) {
 	cfg := Config{Workers: 1, Fast: FastUDP}
 	eps := newCluster(t, 2, cfg, nil)
