@@ -218,7 +218,7 @@ func TestIntegrationHostileHolePunch(t *testing.T) {
 		win = h.sample(250 * time.Millisecond)
 		c := h.child("punch", params{Timeout: 5 * time.Second, Attach: client.AttachOptions{Name: "puncher", Queues: 2, Match: client.Match{Proto: "udp", DstPortLo: 65535 - 100, DstPortHi: 65535}}})
 		t.Logf("attacker: %s", c.stop())
-		time.Sleep(2 * time.Second) // windows after the detach too
+		win.observe(2*time.Second, 8*time.Second) // windows after the detach too
 		win.stop()
 	})
 	st := h.stats()

@@ -32,7 +32,7 @@ func TestIntegrationHostilePause(t *testing.T) {
 		win = h.sample(250 * time.Millisecond)
 		c := h.child("stuck", params{Attach: client.AttachOptions{Name: "stuck", Queues: 1, AxSize: 16, BxSize: 64, Buffers: 64,
 			Match: client.Match{Proto: "udp", DstPortLo: stuckLo, DstPortHi: stuckHi}}})
-		time.Sleep(4 * time.Second)
+		win.observe(4*time.Second, 12*time.Second)
 		stuckNIC = tenantNIC(h.stats(), "stuck")
 		t.Logf("attacker: %s", c.stop())
 		win.stop()

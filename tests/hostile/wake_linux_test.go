@@ -27,7 +27,7 @@ func TestIntegrationHostileWakeChannel(t *testing.T) {
 		c := h.child("wake", params{N: 4000, Repeat: 64, Attach: client.AttachOptions{Name: "waker", Match: client.Match{Proto: "udp", DstPortLo: 65535 - claimed + 1, DstPortHi: 65535}}})
 		ready = c.ready
 		t1 := time.Now()
-		time.Sleep(4 * time.Second)
+		win.observe(4*time.Second, 12*time.Second)
 		t2 := time.Now()
 		t.Logf("attacker: %s (set up in %v, stopped in %v)", c.stop(), t1.Sub(t0).Round(time.Millisecond), time.Since(t2).Round(time.Millisecond))
 		win.stop()
@@ -74,7 +74,7 @@ func TestIntegrationHostileFutexHash(t *testing.T) {
 			a.p.Attach = client.AttachOptions{Name: "futex", Match: client.Match{Proto: "udp", DstPortLo: 65535 - claimed + 1, DstPortHi: 65535}}
 			c := h.child("futex", a.p)
 			ready = c.ready
-			time.Sleep(4 * time.Second)
+			win.observe(4*time.Second, 12*time.Second)
 			t.Logf("attacker: %s; %s", ready, c.stop())
 			win.stop()
 		})
