@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"runtime/trace"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +46,9 @@ type trial struct {
 	// IdleSettle is how long an idle trial waits after its warm-up
 	// traffic before the measured interval.
 	IdleSettle time.Duration
+	// Trace names a file for a Go execution trace of node 0's process
+	// over the measured interval ("": none).
+	Trace string `json:",omitempty"`
 }
 
 // A result is what node 0 measured.
@@ -187,6 +192,26 @@ func (p *pinger) step() error {
 	return nil
 }
 
+// startTrace starts a Go execution trace into the file path names, if
+// any, and returns what ends it.
+func startTrace(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	return func() error {
+		trace.Stop()
+		return f.Close()
+	}, nil
+}
+
 // drive is node 0: warm-up, the measured interval between two samples,
 // then stop and wait for node 1's count. An idle trial streams during
 // the warm-up, then sends nothing: its interval measures what two
@@ -250,7 +275,15 @@ func drive(l link, t trial, s sampler) (result, error) {
 		if pp != nil {
 			rtt = res.RTT
 		}
-		if calls, err = run(t.Duration, limit, rtt); err != nil {
+		stopTrace, err := startTrace(t.Trace)
+		if err != nil {
+			return res, err
+		}
+		calls, err = run(t.Duration, limit, rtt)
+		if terr := stopTrace(); terr != nil && err == nil {
+			err = terr
+		}
+		if err != nil {
 			return res, fmt.Errorf("measured interval: %w", err)
 		}
 	}

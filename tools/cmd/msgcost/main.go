@@ -54,6 +54,7 @@ type options struct {
 	futexWait               bool
 	idleSettle, idleFor     time.Duration
 	out                     string
+	trace                   string
 	keep                    func(kase) bool // tests: the cases to run (nil: all)
 }
 
@@ -84,6 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fargs := fs.String("fabric-args", "", "more vnicd run flags, space-separated")
 	fs.BoolVar(&o.futexWait, "futex-wait", false, "fabric: a sleeping worker blocks its thread on its queue's futex instead of parking in Go's netpoller")
 	fs.DurationVar(&o.vnicSpin, "vnic-spin", 0, "fabric: how long a waiting worker polls its queue before it sleeps (0: the bi-channel's default, 50µs; negative: sleep at once)")
+	fs.StringVar(&o.trace, "trace", "", "write a Go execution trace (go tool trace) of this process over each measured interval to this file, the last trial's kept: use it with one case")
 	fs.StringVar(&o.out, "o", "table", "output: table (80 columns), wide, or csv (one row per trial)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -204,7 +206,7 @@ func (o options) matrix() []trial {
 						}
 						ts = append(ts, trial{kase: kase{Path: p, Size: size, Batch: b, Pattern: pat, Place: pl},
 							Warmup: o.warmup, Duration: d, N: o.n, Timeout: o.limit, VnicSpin: o.vnicSpin, FutexWait: o.futexWait,
-							IdleSettle: o.idleSettle})
+							IdleSettle: o.idleSettle, Trace: o.trace})
 					}
 				}
 			}
