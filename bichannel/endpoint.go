@@ -73,7 +73,11 @@ type Stats struct {
 	DeliveredFast uint64 // distinct messages whose first copy came over the fast path
 	DeliveredTCP  uint64 // distinct messages whose first copy came over TCP
 	Received      uint64 // messages handed to the application by Recv
-	Duplicates    uint64 // copies suppressed (fast-path duplicates, or the second of a fast/TCP pair)
+	// InPlace counts the messages of Received handed over in the vNIC
+	// buffer they arrived in, without a copy (a worker's Recv that
+	// polled them itself, on the vNIC fast path).
+	InPlace    uint64
+	Duplicates uint64 // copies suppressed (fast-path duplicates, or the second of a fast/TCP pair)
 	// HotAcksSent counts hot acknowledgements sent (Config.HotAcks);
 	// Skipped the messages the sender abandoned before they arrived
 	// (reported as MsgSkipped); SkipsLate the skips of messages already
@@ -157,6 +161,7 @@ const (
 type counters struct {
 	sent, sendErrors, retransmitted, stalls, stallNanos atomic.Uint64
 	deliveredFast, deliveredTCP, received, duplicates   atomic.Uint64
+	inPlace                                             atomic.Uint64
 	dropsNoBuffer, mistargeted                          atomic.Uint64
 	drop                                                [numDropReasons]atomic.Uint64
 	refused                                             [numRefusals]atomic.Uint64
@@ -177,6 +182,7 @@ type Endpoint struct {
 	session uint64
 	fp      transport.Path
 	poller  transport.Poller // fp, when its workers poll their own queue (run-to-completion); else nil
+	lender  transport.Lender // poller, when its payloads can be handed out in place; else nil
 	info    transport.Info
 	ln      net.Listener
 	epoch   time.Time
@@ -238,6 +244,7 @@ type inMsg struct {
 	seq    uint64
 	data   []byte
 	viaTCP bool
+	lent   bool // data is in a vNIC packet polled by this Recv (transport.Lender)
 	kind   MsgKind
 	tag    uint64
 }
@@ -323,6 +330,9 @@ func NewContext(ctx context.Context, cfg Config) (*Endpoint, error) {
 		e.workers[w] = &worker{notify: make(chan struct{}, 1), pool: newBufPool(cfg.MaxPayload)}
 	}
 	e.poller, _ = e.fp.(transport.Poller)
+	if e.poller != nil {
+		e.lender, _ = e.fp.(transport.Lender)
+	}
 	e.wg.Add(1)
 	go e.acceptLoop()
 	if e.poller == nil { // else Recv and RecvWait poll the fast path themselves
@@ -560,6 +570,7 @@ func (e *Endpoint) Stats() Stats {
 		DeliveredFast:        s.deliveredFast.Load(),
 		DeliveredTCP:         s.deliveredTCP.Load(),
 		Received:             s.received.Load(),
+		InPlace:              s.inPlace.Load(),
 		Duplicates:           s.duplicates.Load(),
 		DropsNoBuffer:        s.dropsNoBuffer.Load(),
 		Mistargeted:          s.mistargeted.Load(),

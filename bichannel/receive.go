@@ -43,9 +43,27 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 		return dst, ErrClosed
 	}
 	wk := e.workers[w]
+	// With a Lender, the messages this call polls from its own queue and
+	// hands over stay in their packets (no copy): the poll lock is held
+	// until Keep lends those packets past other goroutines' polls, and the
+	// packets the last call lent go back first, their messages' lifetime
+	// being over (Message.Data).
+	ps := &wk.poll
+	lending := false
 	if e.poller != nil {
-		e.pollFast(w, wk)
+		if !ps.dead.Load() && ps.mu.TryLock() {
+			if e.lender != nil {
+				e.lender.Return(w)
+				ps.lend, ps.lentN, lending = true, 0, true
+				e.pollLocked(w, ps)
+				ps.lend = false
+			} else {
+				e.pollLocked(w, ps)
+				ps.mu.Unlock()
+			}
+		}
 	}
+	kept, handed := false, 0
 	wk.mu.Lock()
 	limit := int(e.freeLimit.Load())
 	for _, b := range wk.lent {
@@ -91,7 +109,30 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 			continue
 		}
 		dst = append(dst, Message{Peer: m.p.id, Worker: w, Flow: m.flow, Seq: m.seq, Data: m.data, Retransmitted: m.viaTCP})
+		switch {
+		case m.lent && lending:
+			kept = true
+			handed++
+			continue
+		case m.lent:
+			// Another goroutine's Recv polled it and holds the packet
+			// only until its own return: copy it.
+			m.data = append(wk.pool.get(len(m.data)), m.data...)
+			dst[len(dst)-1].Data = m.data
+		}
 		wk.lent = append(wk.lent, m.data)
+	}
+	if lending {
+		// What this call polled and leaves in the inbox outlives the
+		// packets: copy it out. It is at the tail, among at most the TCP
+		// arrivals of the same moments.
+		for i, left := len(wk.inbox)-1, ps.lentN-handed; i >= wk.head && left > 0; i-- {
+			if m := &wk.inbox[i]; m.lent {
+				m.data = append(wk.pool.get(len(m.data)), m.data...)
+				m.lent = false
+				left--
+			}
+		}
 	}
 	if wk.head == len(wk.inbox) {
 		wk.inbox, wk.head = wk.inbox[:0], 0
@@ -111,6 +152,12 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 		}
 	}
 	wk.mu.Unlock()
+	if lending {
+		if kept {
+			e.lender.Keep(w)
+		}
+		ps.mu.Unlock()
+	}
 	for _, k := range kicks {
 		if k.urgent && !e.sendCredits(k.p, w, wk.credit[k.from:k.to]) {
 			k.p.kickAcks(true) // over TCP at once
@@ -123,6 +170,9 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 	}
 	if returned > 0 {
 		e.st.creditsReturned.Add(uint64(returned))
+	}
+	if handed > 0 {
+		e.st.inPlace.Add(uint64(handed))
 	}
 	return dst, e.downErr()
 }
@@ -333,8 +383,16 @@ func (e *Endpoint) arrive(a *arrivals, p *peer, w, f int, seq uint64, cost int, 
 	// With hot acknowledgements the TCP record is only a backstop.
 	a.urgent = a.urgent || rf.fresh >= e.ackBatch && !e.cfg.HotAcks
 	a.n++
-	buf := append(wk.pool.get(len(payload)), payload...)
-	wk.inbox = append(wk.inbox, inMsg{p: p, flow: f, units: cost, seq: seq, data: buf, viaTCP: viaTCP})
+	// A message polled by its own worker's Recv stays in its packet
+	// (Recv copies out what it does not hand over); any other is copied.
+	lent := rxw == w && wk.poll.lend
+	buf := payload
+	if lent {
+		wk.poll.lentN++
+	} else {
+		buf = append(wk.pool.get(len(payload)), payload...)
+	}
+	wk.inbox = append(wk.inbox, inMsg{p: p, flow: f, units: cost, seq: seq, data: buf, viaTCP: viaTCP, lent: lent})
 	if e.cfg.HotAcks {
 		base := rf.base
 		e.endArrivals(a)
@@ -377,6 +435,8 @@ type pollState struct {
 	mu      sync.Mutex           // held by the goroutine polling or waiting on the fast path for this worker
 	dgs     []transport.Datagram // Poll's results; guarded by mu
 	waiting atomic.Bool          // in transport.Poller.Wait: TCP arrivals, deaths and Close must Wake it
+	lend    bool                 // Recv's poll: arrivals for this worker stay in their packets; guarded by mu
+	lentN   int                  // the arrivals that did; guarded by mu
 	dead    atomic.Bool          // the fast path's receive side failed: rely on TCP
 
 	watchMu   sync.Mutex

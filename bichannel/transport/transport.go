@@ -100,6 +100,18 @@ type Poller interface {
 	Wake(worker int)
 }
 
+// Lender is implemented by pollers whose datagrams can outlive the next
+// Poll: vNIC packets, which stay in their shared buffers until given back.
+// The Endpoint uses it to hand received payloads to the application in
+// place, without a copy.
+type Lender interface {
+	// Keep lends the packets of worker's last Poll past its next Poll
+	// and Wait, until Return.
+	Keep(worker int)
+	// Return gives back every packet of worker that Keep lent.
+	Return(worker int)
+}
+
 // Batcher is implemented by fast paths that send several datagrams
 // of one flow with one doorbell or system call: VNIC posts them on the
 // TX ring with one publication, UDP uses one sendmsg with UDP_SEGMENT

@@ -57,6 +57,7 @@ type vnicQ struct {
 	mu   sync.Mutex      // client.Queue is single-owner: guards q (and tx when shared)
 	pkts []client.Packet // received, not yet handed out (Wait's spin leaves them for Poll); guarded by mu
 	held []client.Packet // returned by the last Poll, released by the next; guarded by mu
+	kept []client.Packet // lent by Keep until Return; guarded by mu
 	drop []client.Packet // scratch: frames that are not ours
 
 	spin      time.Duration      // Wait's spin now, adapted (see adapt); only Wait touches it
@@ -402,6 +403,34 @@ func (v *VNIC) Poll(worker int, dst []Datagram) ([]Datagram, error) {
 		return dst, fmt.Errorf("bichannel: vnic: queue %d: %w", worker, err)
 	}
 	return dst, nil
+}
+
+// Keep implements Lender: the packets of worker's last Poll stay the
+// caller's until Return.
+func (v *VNIC) Keep(worker int) {
+	vq := v.qs[worker]
+	vq.mu.Lock()
+	vq.kept = append(vq.kept, vq.held...)
+	clear(vq.held)
+	vq.held = vq.held[:0]
+	vq.mu.Unlock()
+}
+
+// Return implements Lender: it gives back the packets Keep lent.
+func (v *VNIC) Return(worker int) {
+	v.life.RLock()
+	defer v.life.RUnlock()
+	if v.closed.Load() {
+		return
+	}
+	vq := v.qs[worker]
+	vq.mu.Lock()
+	if len(vq.kept) > 0 {
+		vq.q.Release(vq.kept)
+		clear(vq.kept)
+		vq.kept = vq.kept[:0]
+	}
+	vq.mu.Unlock()
 }
 
 // Wait implements Poller: it polls worker's queue for VNICConfig.Spin
