@@ -369,11 +369,7 @@ func (v *VNIC) Poll(worker int, dst []Datagram) ([]Datagram, error) {
 	}
 	vq := v.qs[worker]
 	vq.mu.Lock()
-	if len(vq.held) > 0 {
-		vq.q.Release(vq.held)
-		clear(vq.held)
-		vq.held = vq.held[:0]
-	}
+	vq.release(&vq.held)
 	if len(vq.pkts) == 0 {
 		vq.pkts = vq.q.Recv(vq.pkts[:0])
 	}
@@ -389,10 +385,8 @@ func (v *VNIC) Poll(worker int, dst []Datagram) ([]Datagram, error) {
 	clear(vq.pkts)
 	vq.pkts = vq.pkts[:0]
 	if len(vq.drop) > 0 {
-		vq.q.Release(vq.drop)
 		v.drops.Add(uint64(len(vq.drop)))
-		clear(vq.drop)
-		vq.drop = vq.drop[:0]
+		vq.release(&vq.drop)
 	}
 	vq.mu.Unlock()
 	if n > 0 {
@@ -403,6 +397,16 @@ func (v *VNIC) Poll(worker int, dst []Datagram) ([]Datagram, error) {
 		return dst, fmt.Errorf("bichannel: vnic: queue %d: %w", worker, err)
 	}
 	return dst, nil
+}
+
+// release gives the packets of *pkts back to the queue and empties the
+// list; the caller holds vq.mu.
+func (vq *vnicQ) release(pkts *[]client.Packet) {
+	if len(*pkts) > 0 {
+		vq.q.Release(*pkts)
+		clear(*pkts)
+		*pkts = (*pkts)[:0]
+	}
 }
 
 // Keep implements Lender: the packets of worker's last Poll stay the
@@ -425,11 +429,7 @@ func (v *VNIC) Return(worker int) {
 	}
 	vq := v.qs[worker]
 	vq.mu.Lock()
-	if len(vq.kept) > 0 {
-		vq.q.Release(vq.kept)
-		clear(vq.kept)
-		vq.kept = vq.kept[:0]
-	}
+	vq.release(&vq.kept)
 	vq.mu.Unlock()
 }
 
@@ -447,9 +447,7 @@ func (v *VNIC) Wait(ctx context.Context, worker int) error {
 		// their buffers go back now, so that a sleeping queue can refill
 		// its Ax ring with them.
 		vq.mu.Lock()
-		vq.q.Release(vq.held)
-		clear(vq.held)
-		vq.held = vq.held[:0]
+		vq.release(&vq.held)
 		vq.mu.Unlock()
 	}
 	last := time.Now()
