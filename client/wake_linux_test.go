@@ -61,13 +61,7 @@ func testWaitLateSignal(t *testing.T, mk func(*testing.T, time.Duration) (*Queue
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	pk, err := q.Recv(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Release(pk); err != nil {
-		t.Fatal(err)
-	}
+	takeAll(t, q)
 	// Wait B sleeps with a new generation; vnicd's late load sees it and
 	// signals it for E1: B wakes and finds nothing.
 	done = wait()
@@ -143,13 +137,7 @@ func TestStaleKickIsNoTimeout(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		pk, err := q.Recv(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := q.Release(pk); err != nil {
-			t.Fatal(err)
-		}
+		takeAll(t, q)
 	}
 	round()  // sets the interrupt's read deadline, which the next sleeps keep
 	q.kick() // late: no Wait runs
@@ -160,6 +148,18 @@ func TestStaleKickIsNoTimeout(t *testing.T) {
 	round() // and the queue still sleeps and wakes
 	if st := q.WaitStats(); st.TimedOut != 0 {
 		t.Errorf("wait counters %+v: a timeout counted", st)
+	}
+}
+
+// takeAll receives what q holds and releases it.
+func takeAll(t *testing.T, q *Queue) {
+	t.Helper()
+	pk, err := q.Recv(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Release(pk); err != nil {
+		t.Fatal(err)
 	}
 }
 
