@@ -53,7 +53,10 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 	if e.poller != nil {
 		if !ps.dead.Load() && ps.mu.TryLock() {
 			if e.lender != nil {
-				e.lender.Return(w)
+				if ps.lentOut {
+					e.lender.Return(w)
+					ps.lentOut = false
+				}
 				ps.lend, ps.lentN, lending = true, 0, true
 				e.pollLocked(w, ps)
 				ps.lend = false
@@ -155,6 +158,7 @@ func (e *Endpoint) Recv(w int, dst []Message) ([]Message, error) {
 	if lending {
 		if kept {
 			e.lender.Keep(w)
+			ps.lentOut = true
 		}
 		ps.mu.Unlock()
 	}
@@ -437,6 +441,7 @@ type pollState struct {
 	waiting atomic.Bool          // in transport.Poller.Wait: TCP arrivals, deaths and Close must Wake it
 	lend    bool                 // Recv's poll: arrivals for this worker stay in their packets; guarded by mu
 	lentN   int                  // the arrivals that did; guarded by mu
+	lentOut bool                 // packets are lent (Keep) until the next Return; guarded by mu
 	dead    atomic.Bool          // the fast path's receive side failed: rely on TCP
 
 	watchMu   sync.Mutex
