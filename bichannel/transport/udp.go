@@ -48,7 +48,7 @@ type UDPConfig struct {
 // available: one receiving socket per worker (port BasePort+w), and one
 // sending socket per source port of the flows, shared by every flow that
 // uses it. On Linux, receiving uses recvmmsg and reports socket-buffer
-// overflows (SO_RXQ_OVFL) as Stats.Drops.
+// overflows (SO_RXQ_OVFL, and SO_MEMINFO when asked) as Stats.Drops.
 //
 // It is a Poller (an Endpoint's worker receives with non-blocking
 // recvmmsg on its own goroutine, and sleeps in the runtime poller) and a
@@ -410,7 +410,7 @@ func (u *UDP) FastStats() Stats {
 	s := Stats{Sent: u.sent.Load(), SendErrors: u.sendErrors.Load()}
 	for _, r := range u.rx {
 		s.Received += r.received.Load()
-		s.Drops += r.drops.Load()
+		s.Drops += r.dropCount()
 		s.Oversize += r.oversize.Load()
 	}
 	return s

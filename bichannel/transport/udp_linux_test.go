@@ -81,3 +81,56 @@ func mustUDP(t *testing.T) *net.UDPConn {
 func netipAddrPort(u *UDP) netip.AddrPort {
 	return netip.AddrPortFrom(u.info.Addr, u.info.Ports[0])
 }
+
+// Datagrams a full socket buffer dropped are counted at once, not only
+// when a later datagram reports them, and every datagram sent is either
+// received or counted as dropped.
+func TestUDPCountsDropsAtOnce(t *testing.T) {
+	u, err := NewUDP(1, UDPConfig{MaxDatagram: 1000, ReadBuffer: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netipAddrPort(u)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const sent = 1000 // about 1 MB into a 64 KiB buffer
+	b := make([]byte, 1000)
+	for range sent {
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Nothing is received yet, so no datagram has carried an SO_RXQ_OVFL
+	// count. Loopback delivers in the sender's softirq, or soon after in
+	// ksoftirqd.
+	drops := u.FastStats().Drops
+	for deadline := time.Now().Add(2 * time.Second); drops == 0 && time.Now().Before(deadline); drops = u.FastStats().Drops {
+		time.Sleep(time.Millisecond)
+	}
+	if drops == 0 {
+		t.Fatal("1 MB sent into a 64 KiB socket buffer: no drop counted before a receive")
+	}
+	var got []Datagram
+	received := 0
+	deadline := time.Now().Add(5 * time.Second)
+	for uint64(received)+drops < sent && time.Now().Before(deadline) {
+		got, err = u.Poll(0, got[:0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		received += len(got)
+		if len(got) == 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			u.Wait(ctx, 0)
+			cancel()
+		}
+		drops = u.FastStats().Drops
+	}
+	if s := u.FastStats(); uint64(received)+s.Drops != sent || s.Received != uint64(received) {
+		t.Fatalf("sent %d: received %d (counted %d), dropped %d", sent, received, s.Received, s.Drops)
+	}
+	t.Logf("sent %d: received %d, dropped %d", sent, received, drops)
+}

@@ -252,6 +252,27 @@ func (r *udpRx) take(n int, dst []Datagram) []Datagram {
 	return dst
 }
 
+// dropCount is the datagrams the socket dropped since it was opened. The
+// SO_RXQ_OVFL count arrives only with a later datagram, so drops at the
+// end of a burst would go unseen until the next one; the socket's own
+// count (SO_MEMINFO) says them at once. Both are the kernel's sk_drops.
+func (r *udpRx) dropCount() uint64 {
+	d := r.drops.Load()
+	var mem [unix.SK_MEMINFO_VARS]uint32
+	var errno syscall.Errno
+	if err := r.rc.Control(func(fd uintptr) {
+		l := uint32(unsafe.Sizeof(mem))
+		_, _, errno = unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO,
+			uintptr(unsafe.Pointer(&mem[0])), uintptr(unsafe.Pointer(&l)), 0)
+	}); err != nil || errno != 0 {
+		return d // closed, or a kernel without SO_MEMINFO
+	}
+	if late := mem[unix.SK_MEMINFO_DROPS] - uint32(d); late < 1<<31 {
+		d += uint64(late)
+	}
+	return d
+}
+
 // cmsgs reads a datagram's control messages without allocating: the
 // SO_RXQ_OVFL count (the datagrams the socket dropped for lack of buffer
 // space since it was opened) and the UDP_GRO segment size, which it

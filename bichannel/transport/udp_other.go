@@ -31,6 +31,8 @@ func newUDPRx(c *net.UDPConn, batch, size int, gro bool) (*udpRx, error) {
 
 func (r *udpRx) disableGRO() {}
 
+func (r *udpRx) dropCount() uint64 { return r.drops.Load() }
+
 func (r *udpRx) take(n int, dst []Datagram) []Datagram {
 	r.received.Add(1)
 	if n > r.size {
