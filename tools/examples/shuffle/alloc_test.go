@@ -102,3 +102,39 @@ func TestShuffleAllocatesNothingPerTuple(t *testing.T) {
 		})
 	}
 }
+
+// A host's Output holds what it gathers, grows when a buffer is short and
+// keeps what grew, so that the next shuffle into it allocates no output.
+func TestOutputReusedAndGrown(t *testing.T) {
+	const rows = 2000
+	hc := HostConfig{ID: 0, Hosts: 2, Workers: 1, Seed: 42}
+	tb := GenTable(0, rows, 1)
+	rt := &replayTransport{in: fromHost1(rows)} // more than a share: Out grows
+	o := NewOutput(hc, 100)
+	small := cap(o.Out[0])
+	c := hc
+	c.Output = o
+	for run := range 2 {
+		res, err := RunHost(context.Background(), c, tb, rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := uint64(len(res.Out[0])+len(res.Local[0])) / TupleLen
+		if out != res.Gathered.Rows || out != uint64(rows+rows)-res.SentTo[1].Rows {
+			t.Fatalf("run %d: %d rows in the output, %d gathered", run, out, res.Gathered.Rows)
+		}
+		if cap(o.Out[0]) < len(res.Out[0]) || cap(o.Out[0]) <= small {
+			t.Fatalf("run %d: the Output kept %d bytes of room, the gathered rows took %d", run, cap(o.Out[0]), len(res.Out[0]))
+		}
+	}
+	alloc := func(c HostConfig) float64 {
+		return testing.AllocsPerRun(3, func() {
+			if _, err := RunHost(context.Background(), c, tb, rt); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if with, without := alloc(c), alloc(hc); with > without-2 {
+		t.Errorf("%v allocations per shuffle into a grown Output, %v into fresh buffers", with, without)
+	}
+}

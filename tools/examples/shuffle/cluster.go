@@ -97,6 +97,10 @@ func (r *Result) GBps() float64 { return float64(r.NetBytes) / r.Elapsed.Seconds
 // CPUPerGB is CPU-seconds per GB sent over the network.
 func (r *Result) CPUPerGB() float64 { return r.CPU.Seconds() / (float64(r.NetBytes) / 1e9) }
 
+func (cl *Cluster) hostConfig(i int) HostConfig {
+	return HostConfig{ID: i, Hosts: len(cl.trs), Workers: cl.cfg.Workers, Seed: cl.cfg.Seed}
+}
+
 // Run shuffles tables[i] (host i's) and checks exactly-once delivery
 // across the cluster: for every host h, the rows gathered on h equal, in
 // count and checksum, the sum over all hosts of the rows their tables
@@ -105,6 +109,10 @@ func (cl *Cluster) Run(ctx context.Context, tables []*Table) (*Result, error) {
 	N := len(cl.trs)
 	res := &Result{Hosts: make([]*HostResult, N)}
 	errs := make([]error, N)
+	outs := make([]*Output, N)
+	for i := range N {
+		outs[i] = NewOutput(cl.hostConfig(i), tables[i].Rows())
+	}
 	var ru0, ru1 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	start := time.Now()
@@ -113,7 +121,9 @@ func (cl *Cluster) Run(ctx context.Context, tables []*Table) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res.Hosts[i], errs[i] = RunHost(ctx, HostConfig{ID: i, Hosts: N, Workers: cl.cfg.Workers, Seed: cl.cfg.Seed}, tables[i], cl.trs[i])
+			c := cl.hostConfig(i)
+			c.Output = outs[i]
+			res.Hosts[i], errs[i] = RunHost(ctx, c, tables[i], cl.trs[i])
 		}()
 	}
 	wg.Wait()

@@ -18,8 +18,9 @@ import (
 // binary again, with hostEnv holding its hostSpec. The host listens and
 // says where; once the parent has sent every host's address it connects
 // and says so; then, for each shuffle, it generates its table (GenTable:
-// the same rows the parent's would hold), shuffles it when told and
-// reports its tallies and CPU time, until its stdin closes.
+// the same rows the parent's would hold) and faults in its gather
+// buffers (NewOutput), shuffles it when told and reports its tallies and
+// CPU time, until its stdin closes.
 
 // hostEnv holds, in a host's own process, its hostSpec as JSON.
 const hostEnv = "VNIC_SHUFFLE_HOST"
@@ -133,7 +134,11 @@ func serveHost(s hostSpec, p *casestudy.Parent) error {
 	if err := p.Send(fromHost{}); err != nil {
 		return err
 	}
-	var table *Table
+	var (
+		table *Table
+		out   *Output
+	)
+	hc := HostConfig{ID: s.ID, Hosts: s.Hosts, Workers: s.Workers, Seed: s.Seed}
 	for {
 		var m toHost
 		if err := p.Recv(&m); err == io.EOF {
@@ -145,13 +150,18 @@ func serveHost(s hostSpec, p *casestudy.Parent) error {
 		switch m.Op {
 		case "table":
 			table = GenTable(s.ID, m.Rows, m.Seed)
+			if out == nil || table.Rows() > out.rows {
+				out = NewOutput(hc, table.Rows())
+			}
 		case "run":
 			if table == nil {
 				a.Err = fmt.Sprintf("host %d: told to run before it had a table", s.ID)
 				break
 			}
 			u0, s0 := rusage()
-			hr, err := RunHost(ctx, HostConfig{ID: s.ID, Hosts: s.Hosts, Workers: s.Workers, Seed: s.Seed}, table, tr)
+			c := hc
+			c.Output = out
+			hr, err := RunHost(ctx, c, table, tr)
 			u1, s1 := rusage()
 			a.UserCPU, a.SysCPU = u1-u0, s1-s0
 			if err != nil {
