@@ -286,19 +286,34 @@ func (e *Endpoint) creditsCame(p *peer, w int) {
 }
 
 // kickAcks sends the peer's acknowledgements and credits now (urgent: a
-// flow crossed a batching threshold) or has ackLoop send them.
+// flow crossed a batching threshold; or the oldest news is AckDelay old)
+// or has ackLoop send them. The worker that received the messages sends
+// a frame that is due itself: in a process whose Ps are all busy,
+// ackLoop's timer fires late (in a process per host on one CPU, 10-100
+// ms after the news in a quarter of the frames), and every message of
+// such a frame waits past its retransmission timeout for nothing.
 func (p *peer) kickAcks(urgent bool) {
-	if urgent && p.ready.Load() {
+	if p.ready.Load() && (urgent || p.ackDue()) {
 		p.flushAcks()
 		return
 	}
 	signal(p.ackKick)
 }
 
+// ackDue reports whether the oldest news for the next acknowledgement
+// frame is AckDelay old.
+func (p *peer) ackDue() bool {
+	at := p.dirtyAt.Load()
+	return at != 0 && p.e.now()-at >= int64(p.e.cfg.AckDelay)
+}
+
 // markDirty queues flow f of worker w for the next acknowledgement; the
 // caller holds the worker's lock.
 func (p *peer) markDirty(w, f int, rf *rflow) {
 	if !rf.dirty {
+		if p.dirtyAt.Load() == 0 {
+			p.dirtyAt.CompareAndSwap(0, p.e.now())
+		}
 		rf.dirty = true
 		p.rxDirty[w] = append(p.rxDirty[w], uint16(f))
 	}
@@ -309,6 +324,7 @@ func (p *peer) flushAcks() {
 	e := p.e
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
+	p.dirtyAt.Store(0) // news from here on is in this frame or arms the next
 	b, start := appendFrameHdr(p.ackBuf[:0], msgAck)
 	var records uint64
 	for w, wk := range e.workers {
@@ -462,6 +478,7 @@ func (p *peer) onAck(a *ackRecord, now int64, hot bool) bool {
 	freed := 0
 	sample := int64(-1)
 	bad := false
+	low0 := fl.low
 	if a.cum > fl.next {
 		// The receiver took a forged datagram (or is broken); its
 		// credits still count.
@@ -487,6 +504,9 @@ func (p *peer) onAck(a *ackRecord, now int64, hot bool) bool {
 	}
 	for fl.low < fl.next && fl.ring[fl.low%ss.win] == 0 {
 		fl.low++
+	}
+	if !hot && fl.low > low0 {
+		fl.moved = now
 	}
 	if len(ss.events) > 0 {
 		e.pushEvents(p, int(a.worker), ss.events)

@@ -45,12 +45,18 @@
 // back over TCP in batches: at once, by the goroutine that crossed the
 // threshold, when twice a flow's buffers in messages (or half the
 // window, if less: half of what a sender may have unacknowledged) arrived
-// since the last batch, else [Config.AckDelay] after the first news. A message unacknowledged for the retransmission
-// timeout is resent over TCP (never over the fast path: no TCP is
-// reimplemented there), then again after twice as long, and so on; the
-// timeout adapts to the measured acknowledgement delay like TCP's (SRTT +
-// 4 RTTVAR, never below [Config.RetransmitTimeout]). A retransmitted copy
-// goes through the same Recv and duplicate suppression as fast-path ones.
+// since the last batch, else [Config.AckDelay] after the first news (sent
+// by the worker that receives next, if the acknowledging goroutine has not
+// run by then). A message unacknowledged for the retransmission timeout
+// is resent over TCP (never over the fast path: no TCP is reimplemented
+// there), then again after twice as long, and so on; the timeout adapts
+// to the measured acknowledgement delay like TCP's (SRTT + 4 RTTVAR,
+// never below [Config.RetransmitTimeout]) and, as TCP's timer restarts on
+// an acknowledgement of new data, runs from the last time its flow's
+// cumulative acknowledgement moved, if that is later than the send: a
+// message queued behind others that are being acknowledged is not resent.
+// A retransmitted copy goes through the same Recv and duplicate
+// suppression as fast-path ones.
 //
 // Credits are counted in units of [CreditUnit] bytes, as TCP's window is
 // counted in bytes. Each flow starts with the receiver's buffers per flow

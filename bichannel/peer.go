@@ -60,6 +60,10 @@ type peer struct {
 	rttvar   int64        // its mean deviation
 	ackKick  chan struct{}
 	retxKick chan struct{}
+	// dirtyAt is Endpoint.now when a flow first had news for the next
+	// acknowledgement frame (0: none): a worker past AckDelay of it sends
+	// the frame itself (kickAcks).
+	dirtyAt atomic.Int64
 
 	flushMu sync.Mutex
 	ackBuf  []byte // guarded by flushMu
@@ -107,6 +111,10 @@ type sflow struct {
 	next     uint64  // next sequence number
 	low      uint64  // every sequence number below is acknowledged
 	ring     []int32 // slot seq%win: slab index+1 of the unacknowledged message, or 0
+	// moved is Endpoint.now when an acknowledgement over TCP last moved
+	// low: while the flow moves, its unacknowledged messages are queued
+	// at the receiver, not lost (retransmit).
+	moved int64
 }
 
 type pend struct {

@@ -26,6 +26,25 @@ func (ss *sendState) pending(ent retxEntry) *pend {
 	return &ss.slab[slot-1]
 }
 
+// queued reports whether the unacknowledged message of a due entry is
+// more likely queued at the receiver than lost: its flow's cumulative
+// acknowledgement moved within the last rto, as TCP restarts its
+// retransmission timer when an acknowledgement covers new data (RFC 6298,
+// 5.3). It then pushes the entry's deadline to rto after that move. A
+// lost message stops its flow's cumulative acknowledgement, so it is
+// resent at most rto after the acknowledgement of the one before it.
+// Without this, each message's timer ran from its own send, and a
+// receiver working through a full window behind a busy CPU saw the tail
+// of the window resent over TCP although none of it was lost.
+func (ss *sendState) queued(ent *retxEntry, pe *pend, now, rto int64) bool {
+	fl := &ss.flows[ent.flow]
+	if pe.abandon || fl.moved == 0 || fl.moved+rto <= now {
+		return false
+	}
+	ent.deadline = fl.moved + rto
+	return true
+}
+
 // retransmit resends every message whose deadline passed, skips the
 // abandoned ones, and returns the next deadline.
 func (p *peer) retransmit(now int64) int64 {
@@ -43,6 +62,10 @@ func (p *peer) retransmit(now int64) int64 {
 			ent := ss.fifo[ss.fhead]
 			ss.fhead++
 			if pe := ss.pending(ent); pe != nil {
+				if ss.queued(&ent, pe, now, rto) {
+					ss.rearm = append(ss.rearm, ent)
+					continue
+				}
 				switch {
 				case pe.abandon:
 					// A grace period before the skip: a late copy may
@@ -75,7 +98,7 @@ func (p *peer) retransmit(now int64) int64 {
 			if pe == nil {
 				continue // acknowledged
 			}
-			if ent.deadline <= now && len(b) < retxFrameLimit && len(sk) < retxFrameLimit {
+			if ent.deadline <= now && !ss.queued(&ent, pe, now, rto) && len(b) < retxFrameLimit && len(sk) < retxFrameLimit {
 				if pe.abandon {
 					sk = ss.skipDue(sk, w, ent, pe)
 					skips++
