@@ -70,7 +70,7 @@ type options struct {
 	secondaries, shards, conns, runs int
 	keys                             uint64
 	rates                            []float64
-	duration                         time.Duration
+	duration, warmup                 time.Duration
 	csv, plot, plot18                string
 	kill, check                      bool
 	fromCSV, cpuprofile              string
@@ -95,6 +95,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Uint64Var(&o.keys, "keys", 100000, "keys, drawn uniformly")
 	rates := fs.String("rates", "2000,5000,10000,20000", "offered update rates per second, comma-separated, increasing")
 	fs.DurationVar(&o.duration, "duration", 2*time.Second, "offering time per rate")
+	fs.DurationVar(&o.warmup, "warmup", 200*time.Millisecond, "offering time per rate before the measured -duration, on each fresh cluster (0: none)")
 	fs.StringVar(&o.csv, "csv", "", "write the results to this CSV file")
 	fs.StringVar(&o.plot, "plot", "", "draw latency against rate (Figure 17) into this .png or .svg")
 	fs.StringVar(&o.plot18, "plot18", "", "draw the latency spread (Figure 18) into this .png or .svg")
@@ -111,6 +112,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.secondaries < 1 || o.shards < 1 || o.conns < 1 || o.runs < 1 || o.keys < 1 {
 		return o, fmt.Errorf("kv: -secondaries, -shards, -conns, -runs and -keys must be positive")
+	}
+	if o.warmup < 0 {
+		return o, fmt.Errorf("kv: -warmup %v: give 0 or more", o.warmup)
 	}
 	if o.kill && o.secondaries < 2 {
 		return o, fmt.Errorf("kv: -kill needs -secondaries 2 or more (a quorum must survive)")
@@ -334,10 +338,10 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 		}
 		nicPids = append(slices.Clone(nicPids), fab.Pid)
 	}
-	cfg := ClusterConfig{Shards: o.shards, Sizing: Sizing{Keys: o.keys, Updates: uint64(rate * o.duration.Seconds())}, ClusterConfig: casestudy.ClusterConfig{Places: places[:nodes], Transport: repl, Fast: fast, Bi: biTemplate()}}
+	cfg := ClusterConfig{Shards: o.shards, Sizing: Sizing{Keys: o.keys, Updates: uint64(rate * (o.warmup + o.duration).Seconds())}, ClusterConfig: casestudy.ClusterConfig{Places: places[:nodes], Transport: repl, Fast: fast, Bi: biTemplate()}}
 	var cl kvCluster
 	if o.Procs == casestudy.ProcsPerHost {
-		pc, err := startProcs(cfg, o.Testbed, hostCPUs, o.duration+3*time.Minute)
+		pc, err := startProcs(cfg, o.Testbed, hostCPUs, o.warmup+o.duration+3*time.Minute)
 		if err != nil {
 			return Row{}, err
 		}
@@ -354,6 +358,20 @@ func step(ctx context.Context, o options, places []Place, fast bichannel.FastMod
 	lc := LoadConfig{Addr: cl.Addr(), Dial: places[nodes].Dial, Rate: rate, Duration: o.duration, Conns: o.conns, Keys: o.keys, Seed: uint64(run), KeepAcked: o.kill || o.check}
 	if o.kill {
 		lc.OnHalf = func() { cl.Kill(2) }
+	}
+	if o.warmup > 0 {
+		// Each step's cluster is fresh: the warm-up grows and faults in
+		// what the transports keep (sending windows, kept datagrams,
+		// receive and retransmission buffers, socket buffers) before
+		// anything is measured. Without it, the bi-channel's first second
+		// at 400,000 updates/s answered 330,000-350,000 of them at 1.9-2.0
+		// host CPU-s per million; warm, 390,000 at 1.6 (kernel TCP's
+		// figures moved within their spread).
+		wc := lc
+		wc.Duration, wc.Seed, wc.KeepAcked, wc.OnHalf = o.warmup, ^uint64(run), false, nil
+		if _, err := Load(ctx, wc); err != nil {
+			return Row{}, fmt.Errorf("kv: warm-up: %w", err)
+		}
 	}
 	sampler := cpuacct.Sampler{NICPids: nicPids}
 	s0, err := sampler.Sample()

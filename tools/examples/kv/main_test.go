@@ -17,3 +17,12 @@ func TestMain(m *testing.M) {
 	testutil.RemoveBuilt()
 	os.Exit(code)
 }
+
+func TestWarmupFlag(t *testing.T) {
+	if o, err := parseFlags(nil); err != nil || o.warmup <= 0 {
+		t.Fatalf("default -warmup %v (%v): want a warm-up", o.warmup, err)
+	}
+	if _, err := parseFlags([]string{"-warmup", "-1s"}); err == nil {
+		t.Fatal("-warmup -1s accepted")
+	}
+}
