@@ -133,6 +133,7 @@ func Map(f *os.File) (*Region, error) {
 		return nil, os.NewSyscallError("mmap", err)
 	}
 	pages.AdviseHuge(mem) // the client's TLB misses too
+	pages.Map(mem)        // and its first touch of each page, not on the data path
 	r, err := Open(mem)
 	if err != nil {
 		unix.Munmap(mem)

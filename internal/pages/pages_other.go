@@ -13,3 +13,6 @@ func AdviseHuge([]byte) {}
 
 // Populate does nothing off Linux.
 func Populate([]byte) {}
+
+// Map does nothing off Linux.
+func Map([]byte) {}
