@@ -478,7 +478,6 @@ func (p *peer) onAck(a *ackRecord, now int64, hot bool) bool {
 	freed := 0
 	sample := int64(-1)
 	bad := false
-	low0 := fl.low
 	if a.cum > fl.next {
 		// The receiver took a forged datagram (or is broken); its
 		// credits still count.
@@ -504,9 +503,6 @@ func (p *peer) onAck(a *ackRecord, now int64, hot bool) bool {
 	}
 	for fl.low < fl.next && fl.ring[fl.low%ss.win] == 0 {
 		fl.low++
-	}
-	if !hot && fl.low > low0 {
-		fl.moved = now
 	}
 	if len(ss.events) > 0 {
 		e.pushEvents(p, int(a.worker), ss.events)
@@ -557,6 +553,7 @@ func (ss *sendState) ack(fl *sflow, f uint16, s uint64, now int64, sample *int64
 	if pe.track {
 		ss.events = append(ss.events, ackEvent{seq: s, tag: pe.tag, flow: f})
 	}
+	ss.moved, ss.ackedSent = now, max(ss.ackedSent, pe.sent)
 	ss.release(*slot - 1)
 	*slot = 0
 	return 1

@@ -52,9 +52,11 @@
 // there), then again after twice as long, and so on; the timeout adapts
 // to the measured acknowledgement delay like TCP's (SRTT + 4 RTTVAR,
 // never below [Config.RetransmitTimeout]) and, as TCP's timer restarts on
-// an acknowledgement of new data, runs from the last time its flow's
-// cumulative acknowledgement moved, if that is later than the send: a
-// message queued behind others that are being acknowledged is not resent.
+// an acknowledgement of new data, runs from the last acknowledgement from
+// the receiving worker, if that is later than the send, while nothing
+// sent after the message has been acknowledged: a message queued behind
+// others that are being acknowledged is not resent, and one passed over
+// (lost) is resent at its own deadline.
 // A retransmitted copy goes through the same Recv and duplicate
 // suppression as fast-path ones.
 //

@@ -90,12 +90,18 @@ type sendState struct {
 	// a message is copied once on its way out, into its datagram.
 	kept     []keptDg
 	keptFree []int32
-	fifo     []retxEntry // first retransmission deadlines, in send order
-	fhead    int
-	rearm    []retxEntry // messages already resent over TCP, still unacknowledged
-	scratch  []byte      // the datagram being sent
-	batch    [][]byte    // SendBatch: the datagrams of a run (grown on first use)
-	wake     chan struct{}
+	// moved is Endpoint.now when an acknowledgement over TCP last freed
+	// one of its messages, ackedSent the latest send (pend.sent) among
+	// the messages so freed: while the receiving worker moves through its
+	// queue, an unacknowledged message sent after every acknowledged one
+	// is queued behind them, not lost (queued).
+	moved, ackedSent int64
+	fifo             []retxEntry // first retransmission deadlines, in send order
+	fhead            int
+	rearm            []retxEntry // messages already resent over TCP, still unacknowledged
+	scratch          []byte      // the datagram being sent
+	batch            [][]byte    // SendBatch: the datagrams of a run (grown on first use)
+	wake             chan struct{}
 	// SendTagged: stage tracks the message with trackTag, sets ticket.
 	tracked  bool
 	trackTag uint64
@@ -111,10 +117,6 @@ type sflow struct {
 	next     uint64  // next sequence number
 	low      uint64  // every sequence number below is acknowledged
 	ring     []int32 // slot seq%win: slab index+1 of the unacknowledged message, or 0
-	// moved is Endpoint.now when an acknowledgement over TCP last moved
-	// low: while the flow moves, its unacknowledged messages are queued
-	// at the receiver, not lost (retransmit).
-	moved int64
 }
 
 type pend struct {

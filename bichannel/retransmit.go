@@ -27,21 +27,24 @@ func (ss *sendState) pending(ent retxEntry) *pend {
 }
 
 // queued reports whether the unacknowledged message of a due entry is
-// more likely queued at the receiver than lost: its flow's cumulative
-// acknowledgement moved within the last rto, as TCP restarts its
-// retransmission timer when an acknowledgement covers new data (RFC 6298,
-// 5.3). It then pushes the entry's deadline to rto after that move. A
-// lost message stops its flow's cumulative acknowledgement, so it is
-// resent at most rto after the acknowledgement of the one before it.
-// Without this, each message's timer ran from its own send, and a
-// receiver working through a full window behind a busy CPU saw the tail
-// of the window resent over TCP although none of it was lost.
+// more likely queued at the receiver than lost, and if so pushes its
+// deadline to rto after the last acknowledgement. It is queued if the
+// receiving worker moved through its queue within the last rto (an
+// acknowledgement over TCP freed a message of ss) and no message sent
+// after it has been acknowledged: the worker's queue is first in, first
+// out, so it is behind the acknowledged ones. As TCP restarts its
+// retransmission timer on an acknowledgement of new data (RFC 6298, 5.3)
+// and RACK (RFC 8985) declares a packet lost once one sent after it is
+// delivered, a lost message is resent once a later one is acknowledged,
+// or rto after the last acknowledgement, whichever comes first after its
+// own deadline. Without this, each message's timer ran from its own send,
+// and a receiver working through a full queue behind a busy CPU saw the
+// tail of it resent over TCP although none of it was lost.
 func (ss *sendState) queued(ent *retxEntry, pe *pend, now, rto int64) bool {
-	fl := &ss.flows[ent.flow]
-	if pe.abandon || fl.moved == 0 || fl.moved+rto <= now {
+	if pe.abandon || ss.moved == 0 || ss.moved+rto <= now || pe.sent < ss.ackedSent {
 		return false
 	}
-	ent.deadline = fl.moved + rto
+	ent.deadline = ss.moved + rto
 	return true
 }
 

@@ -8,46 +8,40 @@ import (
 	"github.com/vnic/vnic/bichannel/transport/lossytest"
 )
 
-// A due message whose flow's cumulative acknowledgement moved within the
-// last timeout waits a timeout from that move (it is queued behind the
-// acknowledged ones, as TCP restarts its timer on new data); one whose
-// flow is stuck, never moved, or that is abandoned is due.
-func TestRetransmitTimerRestartsWhileFlowMoves(t *testing.T) {
+// A due message waits a timeout from the last acknowledgement while the
+// receiver moves through its queue and nothing sent after it has been
+// acknowledged; it is due if something sent later was acknowledged (it
+// was passed over: lost), if the receiver stopped for a timeout, if
+// nothing was ever acknowledged, or if it is abandoned.
+func TestRetransmitWaitsForQueue(t *testing.T) {
 	const rto = 100
-	ss := &sendState{flows: make([]sflow, 2), win: 8}
-	for f := range ss.flows {
-		ss.flows[f].ring = make([]int32, 8)
-	}
 	for _, c := range []struct {
-		name    string
-		moved   int64 // flow 0's last move
-		abandon bool
-		queued  bool
-		want    int64 // the deadline after
+		name             string
+		moved, ackedSent int64
+		sent             int64 // the message's send
+		abandon          bool
+		queued           bool
+		want             int64 // the deadline after
 	}{
-		{name: "never moved", moved: 0, want: 500},
-		{name: "moved just now", moved: 490, queued: true, want: 590},
-		{name: "moved a timeout ago", moved: 400, want: 500},
-		{name: "stuck for longer", moved: 150, want: 500},
-		{name: "abandoned", moved: 490, abandon: true, want: 500},
+		{name: "nothing acknowledged yet", sent: 400, want: 500},
+		{name: "queued behind what was just acknowledged", moved: 490, ackedSent: 380, sent: 400, queued: true, want: 590},
+		{name: "sent with the last acknowledged", moved: 490, ackedSent: 400, sent: 400, queued: true, want: 590},
+		{name: "passed over: a later one was acknowledged", moved: 490, ackedSent: 420, sent: 400, want: 500},
+		{name: "the receiver stopped a timeout ago", moved: 400, ackedSent: 380, sent: 400, want: 500},
+		{name: "abandoned", moved: 490, ackedSent: 380, sent: 400, abandon: true, want: 500},
 	} {
-		ss.flows[0].moved = c.moved
-		ent := retxEntry{deadline: 500, seq: 3, flow: 0}
-		pe := &pend{seq: 3, abandon: c.abandon}
+		ss := &sendState{moved: c.moved, ackedSent: c.ackedSent}
+		ent := retxEntry{deadline: 500, seq: 3}
+		pe := &pend{seq: 3, sent: c.sent, abandon: c.abandon}
 		if got := ss.queued(&ent, pe, 500, rto); got != c.queued || ent.deadline != c.want {
 			t.Errorf("%s: queued %v with deadline %d, want %v with %d", c.name, got, ent.deadline, c.queued, c.want)
 		}
 	}
-	// Only the entry's own flow counts.
-	ss.flows[0].moved, ss.flows[1].moved = 0, 490
-	if ent := (retxEntry{deadline: 500, flow: 0}); ss.queued(&ent, &pend{}, 500, rto) {
-		t.Error("another flow's move postponed a message")
-	}
 }
 
-// An acknowledgement over TCP that moves a flow's cumulative
-// acknowledgement records when; the news for the next acknowledgement
-// frame records when it began, and a frame sent clears it.
+// An acknowledgement over TCP records when it came and when the message
+// it freed was sent; the news for the next acknowledgement frame records
+// when it began, and a frame sent clears it.
 func TestAckTimesRecorded(t *testing.T) {
 	cfg := testConfig()
 	cfg.Workers = 1
@@ -85,13 +79,7 @@ func TestAckTimesRecorded(t *testing.T) {
 	ss := pa.send[0]
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	moved := 0
-	for _, fl := range ss.flows {
-		if fl.low > 0 && fl.moved > 0 {
-			moved++
-		}
-	}
-	if moved != 1 {
-		t.Fatalf("%d flows recorded a move, want the one the message took", moved)
+	if ss.moved == 0 || ss.ackedSent == 0 || ss.ackedSent > ss.moved {
+		t.Fatalf("acknowledged at %d a message sent at %d: want both recorded, the send first", ss.moved, ss.ackedSent)
 	}
 }
