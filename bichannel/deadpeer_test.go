@@ -2,11 +2,16 @@ package bichannel
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/vnic/vnic/bichannel/transport/lossytest"
 )
@@ -190,4 +195,54 @@ func mute(t *testing.T, e *Endpoint) {
 		}
 		c.muted.Store(true)
 	}
+}
+
+// A peer that closes its endpoint while this one keeps writing is a
+// clean close, not a peer down: the writes the peer's close resets leave
+// the verdict to the reader, which reads the peer's bye.
+func TestPeerCloseWhileWriting(t *testing.T) {
+	var logs syncLog
+	lg := zerolog.New(&logs)
+	cfg := testConfig()
+	cfg.Logger = &lg
+	eps, _ := lossyCluster(t, 2, cfg, lossytest.Config{Seed: 5})
+	a, b := eps[0], eps[1]
+	pa := a.peers()[1]
+	hb, start := appendFrameHdr(nil, msgHeartbeat)
+	hb = endFrame(binary.BigEndian.AppendUint32(hb, 100), start)
+	b.Close()
+	// Write until the reset shows, as a worker flushing acknowledgements
+	// at that moment would.
+	deadline := time.Now().Add(5 * time.Second)
+	for pa.write(hb) == nil && time.Now().Before(deadline) {
+	}
+	select {
+	case <-pa.dead:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the peer closed, and it is not marked dead")
+	}
+	if !errors.Is(pa.err, errPeerClosed) {
+		t.Errorf("the peer closed its endpoint; its error is %v", pa.err)
+	}
+	if strings.Contains(logs.String(), "peer down") {
+		t.Errorf("a clean close logged a peer down:\n%s", logs.String())
+	}
+}
+
+// syncLog is a log sink safe for the endpoint's goroutines.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncLog) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncLog) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/vnic/vnic/rss"
@@ -239,13 +240,18 @@ func (p *peer) bye() {
 	p.fail(ErrClosed)
 }
 
-// write sends whole frames on the control connection.
+// write sends whole frames on the control connection. A write the peer
+// reset (it closed the connection) leaves the verdict to readLoop, which
+// reads what the peer sent before it closed: its bye (a clean close,
+// logged as such) or nothing (a peer down). A peer that closes with
+// acknowledgements unread in its socket resets the connection, and the
+// next write here would otherwise call a clean close a failure.
 func (p *peer) write(b []byte) error {
 	p.wmu.Lock()
 	p.conn.SetWriteDeadline(time.Now().Add(p.e.cfg.HeartbeatTimeout))
 	_, err := p.conn.Write(b)
 	p.wmu.Unlock()
-	if err != nil {
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
 		p.fail(fmt.Errorf("control connection: %w", err))
 	}
 	return err
