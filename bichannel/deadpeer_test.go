@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vnic/vnic/bichannel/transport/lossytest"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 // A dead peer — closed endpoint, broken TCP connection on either side, or
@@ -201,7 +201,7 @@ func mute(t *testing.T, e *Endpoint) {
 // clean close, not a peer down: the writes the peer's close resets leave
 // the verdict to the reader, which reads the peer's bye.
 func TestPeerCloseWhileWriting(t *testing.T) {
-	var logs syncLog
+	var logs testutil.SyncBuffer
 	lg := zerolog.New(&logs)
 	cfg := testConfig()
 	cfg.Logger = &lg
@@ -227,22 +227,4 @@ func TestPeerCloseWhileWriting(t *testing.T) {
 	if strings.Contains(logs.String(), "peer down") {
 		t.Errorf("a clean close logged a peer down:\n%s", logs.String())
 	}
-}
-
-// syncLog is a log sink safe for the endpoint's goroutines.
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncLog) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncLog) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -6,30 +6,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vnic/vnic/internal/testutil"
 )
-
-// lockedBuilder collects a subprocess's output while the test reads it.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestIntegrationPingpongAuto runs the pingpong example as two processes
 // across the testbed's veth: node 1 beside vnicd with -fast auto and no
@@ -47,7 +28,7 @@ func TestIntegrationPingpongAuto(t *testing.T) {
 
 	holder := exec.CommandContext(ctx, "ip", "netns", "exec", b.tb.DUT, bin, "-id", "1", "-fast", "vnic", "-port", "47100",
 		"-socket", b.socket, "-ip", l.DUTIP.String(), "-listen", l.DUTIP.String()+":7201", "-peer", "0="+l.PeerIP.String()+":7200", "-duration", "40s")
-	var holderOut lockedBuilder
+	var holderOut testutil.SyncBuffer
 	holder.Stdout, holder.Stderr = &holderOut, &holderOut
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
@@ -64,7 +45,7 @@ func TestIntegrationPingpongAuto(t *testing.T) {
 	peer := l.PeerIP.String() + ":7100"
 	echo := exec.CommandContext(ctx, "ip", "netns", "exec", b.tb.DUT, bin, "-id", "1", "-fast", "auto", "-socket", b.socket,
 		"-ip", l.DUTIP.String(), "-listen", dut, "-peer", "0="+peer, "-duration", "40s")
-	var echoOut lockedBuilder
+	var echoOut testutil.SyncBuffer
 	echo.Stdout, echo.Stderr = &echoOut, &echoOut
 	if err := echo.Start(); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -93,7 +92,7 @@ func TestDaemonStopsDuringWatch(t *testing.T) {
 	r.attach(client.AttachOptions{Name: "app", Match: client.Match{Default: true}}, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var out lockedBuffer
+	var out testutil.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- newApp(&out, &out).RunContext(ctx, []string{"vnicctl", "--socket", r.socket, "watch", "--interval", "20ms"})
@@ -106,22 +105,4 @@ func TestDaemonStopsDuringWatch(t *testing.T) {
 		t.Fatalf("watch after vnicd stopped: %v", err)
 	}
 	t.Logf("watch ended with: %v", err)
-}
-
-// lockedBuffer is a bytes.Buffer one goroutine writes while another reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -21,7 +21,7 @@ import (
 func TestFabricMode(t *testing.T) {
 	d, fab := testutil.StartFabricDaemon(t, fabric.Config{})
 	sock := d.Socket
-	var out, logOut syncBuffer
+	var out, logOut testutil.SyncBuffer
 	o := testOptions(&out, &logOut)
 	o.fast, o.ip, o.socket, o.attachTimeout = "fabric", "", sock, o.duration
 	if err := run(o); err != nil {
@@ -81,7 +81,7 @@ func TestFabricMode(t *testing.T) {
 func TestVNICOnFabricSaysFabric(t *testing.T) {
 	d, _ := testutil.StartFabricDaemon(t, fabric.Config{})
 	sock := d.Socket
-	var out, logOut syncBuffer
+	var out, logOut testutil.SyncBuffer
 	o := testOptions(&out, &logOut)
 	o.fast, o.socket = "vnic", sock
 	err := run(o)

@@ -1,37 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"net/netip"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vnic/vnic/internal/proto"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
-// syncBuffer is a bytes.Buffer that the endpoints' goroutines may log to
-// at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func testOptions(out, logOut *syncBuffer) options {
+func testOptions(out, logOut *testutil.SyncBuffer) options {
 	return options{out: out, logOut: logOut, listen: "127.0.0.1:0", fast: "auto", ip: "127.0.0.1",
 		workers: 1, n: 300, size: 64, inflight: 1, duration: 20 * time.Second, flows: 2, attachTimeout: time.Second}
 }
@@ -40,7 +20,7 @@ func testOptions(out, logOut *syncBuffer) options {
 // tried and the error), prints the transport by name, logs without
 // colour to a pipe, and a clean end is no warning.
 func TestAutoWithoutVnicd(t *testing.T) {
-	var out, logOut syncBuffer
+	var out, logOut testutil.SyncBuffer
 	o := testOptions(&out, &logOut)
 	o.socket = filepath.Join(t.TempDir(), "absent.sock")
 	if err := run(o); err != nil {
@@ -69,7 +49,7 @@ func TestAutoWithoutVnicd(t *testing.T) {
 
 // With -port, node 1 in one process takes the ports after node 0's.
 func TestLocalPortsDoNotCollide(t *testing.T) {
-	var out, logOut syncBuffer
+	var out, logOut testutil.SyncBuffer
 	o := testOptions(&out, &logOut)
 	o.fast = "udp"
 	o.workers = 2

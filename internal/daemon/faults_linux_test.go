@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"sync"
@@ -17,30 +16,12 @@ import (
 	"github.com/vnic/vnic/internal/testutil"
 )
 
-// lockedBuf is a log sink tests read while the daemon writes.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestHolePunchDetached: a tenant punches holes in its buffer section in a
 // loop while it receives. The engine's faults give it away: it is detached,
 // counted and logged; the good tenant stays attached and loses nothing.
 func TestHolePunchDetached(t *testing.T) {
 	src := testutil.NewPaced(100000, 200*time.Microsecond, 5000, 6000)
-	var logs lockedBuf
+	var logs testutil.SyncBuffer
 	td := startDaemon(t, src, func(c *daemon.Config) { c.Log = zerolog.New(&logs) })
 	ctx := context.Background()
 	good, err := client.Attach(ctx, td.socket, client.AttachOptions{Name: "good", Match: client.Match{DstPortLo: 5000, DstPortHi: 5000}})

@@ -1,15 +1,13 @@
-package pages
+package pages_test
 
 import (
-	"bufio"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vnic/vnic/internal/pages"
+	"github.com/vnic/vnic/internal/testutil"
 )
 
 // Map faults in a second, shared mapping of memory another mapping
@@ -40,7 +38,7 @@ func TestMapFaultsInWithoutWriting(t *testing.T) {
 	if rss := mappingRSS(t, client); rss != 0 {
 		t.Fatalf("a fresh mapping already has %d bytes resident", rss)
 	}
-	Map(client)
+	pages.Map(client)
 	if rss := mappingRSS(t, client); rss != size {
 		t.Errorf("after Map, %d of %d bytes of the mapping are resident", rss, size)
 	}
@@ -51,32 +49,12 @@ func TestMapFaultsInWithoutWriting(t *testing.T) {
 	}
 }
 
-// mappingRSS is the Rss of the mapping that starts at mem, from
-// /proc/self/smaps.
-func mappingRSS(t *testing.T, mem []byte) int {
+// mappingRSS is the Rss of the mapping that starts at mem.
+func mappingRSS(t *testing.T, mem []byte) int64 {
 	t.Helper()
-	f, err := os.Open("/proc/self/smaps")
+	rss, err := testutil.SmapsField(uintptr(unsafe.Pointer(&mem[0])), "Rss")
 	if err != nil {
-		t.Skipf("skipping: %v", err)
+		t.Fatal(err)
 	}
-	defer f.Close()
-	start := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(&mem[0])))
-	in := false // past the mapping's own line: its fields follow
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		l := sc.Text()
-		if strings.HasPrefix(l, start) {
-			in = true
-			continue
-		}
-		if in && strings.HasPrefix(l, "Rss:") {
-			kb, err := strconv.Atoi(strings.Fields(l)[1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no mapping at %s in /proc/self/smaps", start)
-	return 0
+	return rss
 }
