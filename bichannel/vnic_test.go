@@ -159,6 +159,16 @@ func (q *fakeQueue) Send(frames [][]byte) (int, error) {
 	return len(frames), nil
 }
 
+func (q *fakeQueue) SendGather(frames []client.Gather) (int, error) {
+	q.enter()
+	defer q.leave()
+	for _, f := range frames {
+		q.t.w.carry(append(bytes.Clone(f.Head), f.Body...))
+	}
+	q.sent.Add(int64(len(frames)))
+	return len(frames), nil
+}
+
 func (q *fakeQueue) TxPending() int { return 0 } // Send delivers at once
 
 func (q *fakeQueue) Wait(ctx context.Context) error {

@@ -472,44 +472,114 @@ var ErrTooBig = errors.New("client: frame longer than a buffer")
 // busy lock stay with the queue until its next operation. Once vnicd has
 // gone away it posts nothing and returns ErrDaemonGone.
 func (q *Queue) Send(frames [][]byte) (int, error) {
-	if !q.enter() {
-		return 0, ErrClosed
-	}
-	defer q.g.leave()
-	if err := q.goneErr(); err != nil {
+	room, busy, err := q.beginSend(len(frames))
+	if err != nil {
 		return 0, err
 	}
-	if q.tx == nil {
-		return 0, errors.New("client: this region has no TX rings")
-	}
-	busy := q.reap()
-	room, err := q.tx.Reserve(len(frames))
-	if err != nil {
-		return 0, fmt.Errorf("client: TX ring: %w", err)
-	}
+	defer q.g.leave()
 	sent := 0
 	for _, f := range frames[:room] {
-		if len(f) > int(q.r.Geo.BufSize) {
-			q.tx.Publish()
-			q.doorbell() // for the frames before it
-			return sent, fmt.Errorf("%w: %d bytes, buffers hold %d", ErrTooBig, len(f), q.r.Geo.BufSize)
+		ok, err := q.put(nil, f, &busy)
+		if err != nil {
+			return sent, err
 		}
-		buf, ok := q.cache.Alloc()
 		if !ok {
-			if err := q.cache.Err(); err != nil && busy == nil {
-				busy = fmt.Errorf("client: allocator: %w", err)
-			}
-			break // no free buffer now (or a busy lock): retry later
+			break
 		}
-		data, _ := q.r.Buffer(buf)
-		copy(data, f)
-		*q.tx.Slot(0) = shm.TxDesc{Buf: buf, Len: uint32(len(f))}
-		q.tx.Advance(1)
 		sent++
 	}
+	return sent, q.endSend(busy)
+}
+
+// Gather is one frame to send in two parts, Head then Body, which
+// SendGather writes one after the other into the frame's TX buffer: a
+// caller that builds headers apart from a payload it already holds copies
+// the payload once, into the buffer vnicd reads, instead of first into a
+// frame of its own.
+type Gather struct {
+	Head, Body []byte
+}
+
+// SendGather is Send for frames given in two parts (Gather): each frame
+// is its Head followed by its Body, in one buffer. The rules, the result
+// and the errors are Send's; a frame whose parts together are longer than
+// a buffer ends the call with ErrTooBig, after the frames before it are
+// posted. It allocates nothing.
+func (q *Queue) SendGather(frames []Gather) (int, error) {
+	room, busy, err := q.beginSend(len(frames))
+	if err != nil {
+		return 0, err
+	}
+	defer q.g.leave()
+	sent := 0
+	for i := range frames[:room] {
+		ok, err := q.put(frames[i].Head, frames[i].Body, &busy)
+		if err != nil {
+			return sent, err
+		}
+		if !ok {
+			break
+		}
+		sent++
+	}
+	return sent, q.endSend(busy)
+}
+
+// beginSend enters a send of n frames, reaps completions and reserves
+// room on the TX ring; on success the caller leaves the queue's guard and
+// ends with endSend.
+func (q *Queue) beginSend(n int) (room int, busy, err error) {
+	if !q.enter() {
+		return 0, nil, ErrClosed
+	}
+	if err := q.goneErr(); err != nil {
+		q.g.leave()
+		return 0, nil, err
+	}
+	if q.tx == nil {
+		q.g.leave()
+		return 0, nil, errors.New("client: this region has no TX rings")
+	}
+	busy = q.reap()
+	room, err = q.tx.Reserve(n)
+	if err != nil {
+		q.g.leave()
+		return 0, nil, fmt.Errorf("client: TX ring: %w", err)
+	}
+	return room, busy, nil
+}
+
+// put copies head and body into a free buffer and writes its TX
+// descriptor. It reports false when no buffer is free now (an allocator
+// error then goes into *busy), and ends the send with ErrTooBig, after
+// publishing the frames before it, when the frame does not fit a buffer.
+func (q *Queue) put(head, body []byte, busy *error) (bool, error) {
+	n := len(head) + len(body)
+	if n > int(q.r.Geo.BufSize) {
+		q.tx.Publish()
+		q.doorbell() // for the frames before it
+		return false, fmt.Errorf("%w: %d bytes, buffers hold %d", ErrTooBig, n, q.r.Geo.BufSize)
+	}
+	buf, ok := q.cache.Alloc()
+	if !ok {
+		if err := q.cache.Err(); err != nil && *busy == nil {
+			*busy = fmt.Errorf("client: allocator: %w", err)
+		}
+		return false, nil // no free buffer now (or a busy lock): retry later
+	}
+	data, _ := q.r.Buffer(buf)
+	copy(data[copy(data, head):], body)
+	*q.tx.Slot(0) = shm.TxDesc{Buf: buf, Len: uint32(n)}
+	q.tx.Advance(1)
+	return true, nil
+}
+
+// endSend publishes the frames put, rings vnicd's doorbell and reports
+// the send's allocator error, if any.
+func (q *Queue) endSend(busy error) error {
 	q.tx.Publish()
 	q.doorbell()
-	return sent, q.endOp(busy)
+	return q.endOp(busy)
 }
 
 // doorbell tells a sleeping vnicd that the TX ring has descriptors. The

@@ -66,3 +66,60 @@ func TestSendPostsEveryFrame(t *testing.T) {
 		t.Fatalf("Send beyond the free buffers: %d, %v; want some, fewer than %d, and no error", n, err, len(more))
 	}
 }
+
+// SendGather posts each frame as its head followed by its body, in one
+// buffer, whatever the split (either part may be empty); a frame whose
+// parts together are longer than a buffer ends the call with ErrTooBig
+// after the frames before it; and it allocates nothing.
+func TestSendGather(t *testing.T) {
+	const txSize, bufs, bufSize = 256, 200, 256
+	g := shm.Queues(1, 8, 16, txSize, bufSize, bufs)
+	ten, r := localTenant(t, g)
+	q := ten.Queue(0)
+	var want [][]byte
+	var gathers []client.Gather
+	for i := range 100 {
+		b := make([]byte, 60+i)
+		for j := range b {
+			b[j] = byte(3*i + j)
+		}
+		split := (i * 7) % (len(b) + 1) // 0 (no head) to len(b) (no body)
+		want = append(want, b)
+		gathers = append(gathers, client.Gather{Head: b[:split], Body: b[split:]})
+	}
+	if n, err := q.SendGather(gathers); n != 100 || err != nil {
+		t.Fatalf("SendGather of 100 frames: %d, %v", n, err)
+	}
+	head, body := make([]byte, 100), make([]byte, bufSize)
+	tooBig := []client.Gather{{Head: head[:10], Body: body[:50]}, {Head: head, Body: body[:bufSize-100+1]}, {Head: head[:1], Body: body[:1]}}
+	if n, err := q.SendGather(tooBig); n != 1 || !errors.Is(err, client.ErrTooBig) {
+		t.Fatalf("SendGather with parts longer than a buffer together: %d, %v; want 1, ErrTooBig", n, err)
+	}
+	want = append(want, append(head[:10:10], body[:50]...))
+	allocs := testing.AllocsPerRun(20, func() {
+		if n, err := q.SendGather(tooBig[2:]); n != 1 || err != nil {
+			t.Fatalf("SendGather of one frame: %d, %v", n, err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("SendGather: %v allocations per call", allocs)
+	}
+	for range 21 { // AllocsPerRun's runs, and its warm-up
+		want = append(want, []byte{0, 0})
+	}
+	tx, err := ring.NewConsumer[shm.TxDesc](r.TxMem(0), txSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tx.Peek(txSize)
+	if err != nil || got != len(want) {
+		t.Fatalf("TX ring holds %d descriptors (%v), want %d", got, err, len(want))
+	}
+	for i := range got {
+		d := tx.Slot(i)
+		buf, ok := r.Buffer(d.Buf)
+		if !ok || string(buf[:d.Len]) != string(want[i]) {
+			t.Fatalf("descriptor %d: buffer %d, %d bytes: not frame %d (%d bytes)", i, d.Buf, d.Len, i, len(want[i]))
+		}
+	}
+}

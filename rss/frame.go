@@ -24,14 +24,14 @@ const (
 // traffic generators and panics if src or dst is not IPv4 or payloadLen is
 // outside [0, MaxUDP4Payload]: those are programming errors.
 func BuildUDP4(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payloadLen int) []byte {
-	return buildUDP4(buf, srcMAC, dstMAC, src, dst, sport, dport, payloadLen, nil, true)
+	return buildUDP4(buf, srcMAC, dstMAC, src, dst, sport, dport, payloadLen, nil, true, false)
 }
 
 // BuildUDP4Payload is BuildUDP4 with payload as the frame's payload: it is
 // copied in once, and the UDP checksum covers it (one pass, no zero payload
 // first). It panics as BuildUDP4 does.
 func BuildUDP4Payload(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payload []byte) []byte {
-	return buildUDP4(buf, srcMAC, dstMAC, src, dst, sport, dport, len(payload), payload, true)
+	return buildUDP4(buf, srcMAC, dstMAC, src, dst, sport, dport, len(payload), payload, true, false)
 }
 
 // BuildUDP4PayloadNoSum is BuildUDP4Payload with a zero UDP checksum
@@ -39,12 +39,28 @@ func BuildUDP4Payload(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, s
 // emulated network that checks none). The IPv4 header checksum is still
 // set.
 func BuildUDP4PayloadNoSum(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payload []byte) []byte {
-	return buildUDP4(buf, srcMAC, dstMAC, src, dst, sport, dport, len(payload), payload, false)
+	return buildUDP4(buf, srcMAC, dstMAC, src, dst, sport, dport, len(payload), payload, false, false)
+}
+
+// AppendUDP4Header appends to buf the Ethernet, IPv4 and UDP headers of
+// the frame BuildUDP4Payload (withSum) or BuildUDP4PayloadNoSum would
+// build for payload, without the payload: the caller writes the payload
+// after them itself (a gather send, client.Gather), so that it is copied
+// once. The checksum covers payload, which is read but not copied. It
+// panics as BuildUDP4 does.
+func AppendUDP4Header(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payload []byte, withSum bool) []byte {
+	return buildUDP4(buf, srcMAC, dstMAC, src, dst, sport, dport, len(payload), payload, withSum, true)
+}
+
+// AppendUDP6Header is AppendUDP4Header for IPv6, whose UDP checksum is
+// mandatory.
+func AppendUDP6Header(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payload []byte) []byte {
+	return buildUDP6(buf, srcMAC, dstMAC, src, dst, sport, dport, len(payload), payload, true)
 }
 
 // buildUDP4 builds the frame with payload, or payloadLen zero bytes when
-// payload is nil.
-func buildUDP4(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payloadLen int, payload []byte, withSum bool) []byte {
+// payload is nil; with hdrOnly, only its headers.
+func buildUDP4(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payloadLen int, payload []byte, withSum, hdrOnly bool) []byte {
 	if !src.Is4() || !dst.Is4() {
 		panic(fmt.Sprintf("rss: BuildUDP4: %v and %v must both be IPv4 addresses", src, dst))
 	}
@@ -52,7 +68,7 @@ func buildUDP4(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, d
 		panic(fmt.Sprintf("rss: BuildUDP4: payload length %d is outside [0, %d]", payloadLen, MaxUDP4Payload))
 	}
 	udpLen := udpHdrLen + payloadLen
-	buf = slices.Grow(buf, etherHdrLen+ipv4MinHdr+udpLen)
+	buf = slices.Grow(buf, etherHdrLen+ipv4MinHdr+udpHdrLen+grown(payloadLen, hdrOnly))
 	buf = appendEther(buf, srcMAC, dstMAC, etherTypeIPv4)
 
 	ip := len(buf)
@@ -72,7 +88,15 @@ func buildUDP4(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, d
 
 	// Pseudo-header: addresses, zero, protocol, UDP length.
 	ph := sum(sum(0, s[:]), d[:]) + uint32(ProtoUDP) + uint32(udpLen)
-	return appendUDP(buf, ph, sport, dport, payloadLen, payload, withSum)
+	return appendUDP(buf, ph, sport, dport, payloadLen, payload, withSum, hdrOnly)
+}
+
+// grown is how much room a builder needs beyond the headers.
+func grown(payloadLen int, hdrOnly bool) int {
+	if hdrOnly {
+		return 0
+	}
+	return payloadLen
 }
 
 // BuildUDP6 is BuildUDP4 for IPv6: an Ethernet II / IPv6 / UDP frame with
@@ -80,15 +104,15 @@ func buildUDP4(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, d
 // src or dst is not an IPv6 address (IPv4-mapped ones are accepted) or
 // payloadLen is outside [0, MaxUDP6Payload].
 func BuildUDP6(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payloadLen int) []byte {
-	return buildUDP6(buf, srcMAC, dstMAC, src, dst, sport, dport, payloadLen, nil)
+	return buildUDP6(buf, srcMAC, dstMAC, src, dst, sport, dport, payloadLen, nil, false)
 }
 
 // BuildUDP6Payload is BuildUDP4Payload for IPv6.
 func BuildUDP6Payload(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payload []byte) []byte {
-	return buildUDP6(buf, srcMAC, dstMAC, src, dst, sport, dport, len(payload), payload)
+	return buildUDP6(buf, srcMAC, dstMAC, src, dst, sport, dport, len(payload), payload, false)
 }
 
-func buildUDP6(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payloadLen int, payload []byte) []byte {
+func buildUDP6(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, payloadLen int, payload []byte, hdrOnly bool) []byte {
 	if !src.Is6() || !dst.Is6() {
 		panic(fmt.Sprintf("rss: BuildUDP6: %v and %v must both be IPv6 addresses", src, dst))
 	}
@@ -96,7 +120,7 @@ func buildUDP6(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, d
 		panic(fmt.Sprintf("rss: BuildUDP6: payload length %d is outside [0, %d]", payloadLen, MaxUDP6Payload))
 	}
 	udpLen := udpHdrLen + payloadLen
-	buf = slices.Grow(buf, etherHdrLen+ipv6HdrLen+udpLen)
+	buf = slices.Grow(buf, etherHdrLen+ipv6HdrLen+udpHdrLen+grown(payloadLen, hdrOnly))
 	buf = appendEther(buf, srcMAC, dstMAC, etherTypeIPv6)
 
 	s, d := src.As16(), dst.As16()
@@ -110,7 +134,7 @@ func buildUDP6(buf []byte, srcMAC, dstMAC [6]byte, src, dst netip.Addr, sport, d
 
 	// Pseudo-header: addresses, upper-layer length, zeros, next header.
 	ph := sum(sum(0, s[:]), d[:]) + uint32(udpLen) + uint32(ProtoUDP)
-	return appendUDP(buf, ph, sport, dport, payloadLen, payload, true)
+	return appendUDP(buf, ph, sport, dport, payloadLen, payload, true, hdrOnly)
 }
 
 func appendEther(buf []byte, srcMAC, dstMAC [6]byte, etherType uint16) []byte {
@@ -120,15 +144,28 @@ func appendEther(buf []byte, srcMAC, dstMAC [6]byte, etherType uint16) []byte {
 }
 
 // appendUDP appends a UDP header and payload, or payloadLen zero bytes if
-// payload is nil; pseudo is the one's-complement sum of the pseudo-header.
-func appendUDP(buf []byte, pseudo uint32, sport, dport uint16, payloadLen int, payload []byte, withSum bool) []byte {
+// payload is nil, or with hdrOnly only the header (its checksum covering
+// payload); pseudo is the one's-complement sum of the pseudo-header.
+func appendUDP(buf []byte, pseudo uint32, sport, dport uint16, payloadLen int, payload []byte, withSum, hdrOnly bool) []byte {
 	udpLen := udpHdrLen + payloadLen
 	u := len(buf)
 	buf = binary.BigEndian.AppendUint16(buf, sport)
 	buf = binary.BigEndian.AppendUint16(buf, dport)
 	buf = binary.BigEndian.AppendUint16(buf, uint16(udpLen))
 	buf = append(buf, 0, 0) // checksum, below
-	summed := len(buf)      // the zero payload adds nothing to the sum
+	if hdrOnly {
+		if withSum {
+			// The header is 8 bytes, so the payload's sum starts on an
+			// even offset, as it would in the whole datagram.
+			c := ^fold(sum(sum(pseudo, buf[u:]), payload))
+			if c == 0 {
+				c = 0xffff
+			}
+			binary.BigEndian.PutUint16(buf[u+6:], c)
+		}
+		return buf
+	}
+	summed := len(buf) // the zero payload adds nothing to the sum
 	if payload != nil {
 		buf = append(buf, payload...)
 		summed = len(buf)

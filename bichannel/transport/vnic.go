@@ -71,8 +71,19 @@ type vnicRoute struct {
 	dstMAC [6]byte
 	dst    netip.Addr
 	flows  [][]rss.PortPair
-	frames [][][]byte // per worker: the frames being built (a batch of one for Send)
+	sends  []vnicSend // per worker: the frames being built (a batch of one for Send)
 }
+
+// vnicSend is what a worker's send builds: each frame's headers, one
+// after the other in hdrs, and the frames as headers and datagram
+// (client.Gather), which the client copies into the TX buffers.
+type vnicSend struct {
+	hdrs   []byte
+	frames []client.Gather
+}
+
+// maxHdr is the longest frame header a VNIC builds: Ethernet, IPv6, UDP.
+const maxHdr = 14 + 40 + 8
 
 // adapt moves a queue's spin between 0 and most: twice as long plus
 // minSpin when spinning paid (or would have), half as long when it did
@@ -234,7 +245,7 @@ func (v *VNIC) Info() Info { return v.info }
 // its hello), else VNICConfig.PeerMAC, else broadcast.
 func (v *VNIC) Connect(peer int, remote Info, flows [][]rss.PortPair) error {
 	r := &vnicRoute{dstMAC: remote.MAC, dst: remote.Addr, flows: flows,
-		frames: make([][][]byte, len(flows))}
+		sends: make([]vnicSend, len(flows))}
 	if r.dstMAC == ([6]byte{}) {
 		r.dstMAC = v.cfg.PeerMAC
 	}
@@ -294,24 +305,23 @@ func (v *VNIC) SendBatch(peer, worker, flow int, dgs [][]byte) (int, error) {
 		return 0, fmt.Errorf("bichannel: vnic: no flow %d of worker %d to peer %d", flow, worker, peer)
 	}
 	pp := r.flows[worker][flow]
-	frames := r.frames[worker]
-	for len(frames) < len(dgs) {
-		frames = append(frames, nil) // grows once to the largest batch
+	// The headers go apart and the datagram straight into the TX buffer:
+	// one copy of it, where a whole frame built first costs two.
+	bs := &r.sends[worker]
+	if cap(bs.hdrs) < len(dgs)*maxHdr {
+		bs.hdrs = make([]byte, 0, len(dgs)*maxHdr) // grows to the largest batch
+		bs.frames = make([]client.Gather, len(dgs))
 	}
-	frames = frames[:len(dgs)]
+	hdrs, frames := bs.hdrs[:0], bs.frames[:len(dgs)]
 	for i, b := range dgs {
-		fr := frames[i][:0]
-		switch {
-		case v.noSum && v.info.Addr.Is4():
-			fr = rss.BuildUDP4PayloadNoSum(fr, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, b)
-		case v.info.Addr.Is4():
-			fr = rss.BuildUDP4Payload(fr, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, b)
-		default:
-			fr = rss.BuildUDP6Payload(fr, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, b)
+		off := len(hdrs)
+		if v.info.Addr.Is4() {
+			hdrs = rss.AppendUDP4Header(hdrs, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, b, !v.noSum)
+		} else {
+			hdrs = rss.AppendUDP6Header(hdrs, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, b)
 		}
-		frames[i] = fr
+		frames[i] = client.Gather{Head: hdrs[off:len(hdrs):len(hdrs)], Body: b}
 	}
-	r.frames[worker] = frames[:cap(frames)]
 	v.life.RLock()
 	defer v.life.RUnlock()
 	if v.closed.Load() {
@@ -326,7 +336,7 @@ func (v *VNIC) SendBatch(peer, worker, flow int, dgs [][]byte) (int, error) {
 	done := 0
 	for try := 0; ; try++ {
 		v.lockTx(vq)
-		n, err := vq.tx.Send(frames[done:])
+		n, err := vq.tx.SendGather(frames[done:])
 		vq.txmu.Unlock()
 		done += n
 		v.sent.Add(uint64(n))

@@ -64,6 +64,8 @@ func (q *stallQueue) Release([]client.Packet) {}
 
 func (q *stallQueue) Send(f [][]byte) (int, error) { return len(f), nil }
 
+func (q *stallQueue) SendGather(f []client.Gather) (int, error) { return len(f), nil }
+
 func (q *stallQueue) Wait(ctx context.Context) error { q.waits++; return nil }
 
 func (q *stallQueue) TxPending() int { return q.pending }
@@ -202,6 +204,16 @@ func (q *stillQueue) Send(frames [][]byte) (int, error) {
 	}
 	for i, f := range frames {
 		q.frames = append(q.frames, append(q.bufs[i][:0], f...))
+	}
+	return len(frames), nil
+}
+
+func (q *stillQueue) SendGather(frames []client.Gather) (int, error) {
+	for len(q.bufs) < len(frames) {
+		q.bufs = append(q.bufs, make([]byte, 2048))
+	}
+	for i, f := range frames {
+		q.frames = append(q.frames, append(append(q.bufs[i][:0], f.Head...), f.Body...))
 	}
 	return len(frames), nil
 }

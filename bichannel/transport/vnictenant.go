@@ -12,6 +12,7 @@ type VNICQueue interface {
 	Recv(dst []client.Packet) []client.Packet
 	Release(pkts []client.Packet)
 	Send(frames [][]byte) (int, error)
+	SendGather(frames []client.Gather) (int, error)
 	Wait(ctx context.Context) error
 	TxPending() int // frames posted on the TX ring that vnicd has not completed
 }
