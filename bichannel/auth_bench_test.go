@@ -114,7 +114,7 @@ func BenchmarkDatagramCheck(b *testing.B) {
 					if pa.auth {
 						signDatagram(pa.txKey, d)
 					}
-					z.onDatagram(0, src, d)
+					z.onDatagram(0, src, d, nil)
 					if msgs, _ = z.Recv(0, msgs[:0]); len(msgs) != 1 {
 						b.Fatalf("message %d: %d received", i, len(msgs))
 					}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vnic/vnic/bichannel/transport"
 	"github.com/vnic/vnic/bichannel/transport/lossytest"
+	"github.com/vnic/vnic/ring"
 	"github.com/vnic/vnic/rss"
 )
 
@@ -198,8 +199,9 @@ func FuzzOnDatagram(f *testing.F) {
 	putHeader(d, &dgHeader{node: 0, session: a.session, worker: 0, flow: 0, seq: 0, length: 8})
 	f.Add(d)
 	f.Add(putHotAck(make([]byte, HeaderLen+hotAckLen+4), &dgHeader{node: 0, session: a.session, worker: 0, flow: 0}, 0, 1, []uint64{3}))
+	var pf ring.Prefetch // hints at whatever lines the datagram claims
 	f.Fuzz(func(t *testing.T, dg []byte) {
-		b.onDatagram(0, src, dg)
+		b.onDatagram(0, src, dg, &pf)
 		if s := b.Stats(); s.DeliveredFast != 0 || s.HotAcksReceived != 0 {
 			t.Fatalf("a datagram without a valid tag was taken: %+v", s)
 		}

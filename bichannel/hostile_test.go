@@ -168,7 +168,7 @@ func hostileRun(t *testing.T, auth bool) {
 					for w := range cfg.Workers {
 						f := k % cfg.Flows
 						src := netip.AddrPortFrom(dir[0].Info().Addr, dir[0].Flows(dir[1].ID(), w)[f].SrcPort)
-						dir[1].onDatagram(w, src, forge(dir[0], dir[1], w, f, k))
+						dir[1].onDatagram(w, src, forge(dir[0], dir[1], w, f, k), nil)
 						spoofed.Add(1)
 					}
 				}
@@ -503,7 +503,7 @@ func TestDatagramPathAllocs(t *testing.T) {
 		putHeader(d, &dgHeader{node: 0, session: a.session, worker: 0, flow: 0, seq: seq, length: 64, units: 1})
 		signDatagram(pa.txKey, d)
 		seq++
-		b.onDatagram(0, src, d)
+		b.onDatagram(0, src, d, nil)
 		msgs, _ = b.Recv(0, msgs[:0])
 		if len(msgs) != 1 {
 			t.Fatalf("seq %d: %d messages", seq-1, len(msgs))
@@ -519,7 +519,7 @@ func TestDatagramPathAllocs(t *testing.T) {
 	bad := func() {
 		putHeader(d, &dgHeader{node: 0, session: a.session, worker: 0, flow: 0, seq: seq, length: 64})
 		signDatagram(sipKey{1, 2}, d)
-		b.onDatagram(0, src, d)
+		b.onDatagram(0, src, d, nil)
 	}
 	if n := testing.AllocsPerRun(1000, bad); n != 0 {
 		t.Errorf("%v allocations per forged datagram", n)

@@ -362,7 +362,7 @@ func TestHotAcksAuthenticated(t *testing.T) {
 	before := b.Stats()
 	src := netip.AddrPortFrom(a.Info().Addr, a.Flows(1, 0)[0].SrcPort)
 	forged := putHotAck(make([]byte, HeaderLen+hotAckLen+4), &dgHeader{node: 0, session: a.session, worker: 0, flow: 0}, 0, 0, []uint64{0})
-	b.onDatagram(0, src, forged) // tag zero: not a's key's
+	b.onDatagram(0, src, forged, nil) // tag zero: not a's key's
 	after := b.Stats()
 	if after.BadTag != before.BadTag+1 || after.HotAcksReceived != before.HotAcksReceived {
 		t.Errorf("forged hot acknowledgement: bad tags %d -> %d, taken %d -> %d", before.BadTag, after.BadTag, before.HotAcksReceived, after.HotAcksReceived)
