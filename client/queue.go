@@ -21,6 +21,7 @@ import (
 	"github.com/vnic/vnic/counters"
 	"github.com/vnic/vnic/internal/conserve"
 	"github.com/vnic/vnic/internal/futex"
+	"github.com/vnic/vnic/internal/ntcopy"
 	"github.com/vnic/vnic/ring"
 	"github.com/vnic/vnic/shm"
 )
@@ -53,6 +54,9 @@ type Queue struct {
 	batch int
 	debt  int      // Ax slots reported consumed and not yet refilled
 	ids   []uint32 // scratch for bulk allocator calls
+	// ntPending: put wrote a frame with non-temporal stores, which need
+	// a fence before the TX ring's publication.
+	ntPending bool
 	// stash holds buffer ids whose free failed (the pool lock was busy):
 	// they are still the queue's, and every operation tries to free them
 	// again first. It grows only on that failure path, and never beyond
@@ -556,8 +560,7 @@ func (q *Queue) beginSend(n int) (room int, busy, err error) {
 func (q *Queue) put(head, body []byte, busy *error) (bool, error) {
 	n := len(head) + len(body)
 	if n > int(q.r.Geo.BufSize) {
-		q.tx.Publish()
-		q.doorbell() // for the frames before it
+		q.publish() // the frames before it
 		return false, fmt.Errorf("%w: %d bytes, buffers hold %d", ErrTooBig, n, q.r.Geo.BufSize)
 	}
 	buf, ok := q.cache.Alloc()
@@ -568,7 +571,11 @@ func (q *Queue) put(head, body []byte, busy *error) (bool, error) {
 		return false, nil // no free buffer now (or a busy lock): retry later
 	}
 	data, _ := q.r.Buffer(buf)
-	copy(data[copy(data, head):], body)
+	if n >= ntMin && ntcopy.Frame(data, head, body) {
+		q.ntPending = true
+	} else {
+		copy(data[copy(data, head):], body)
+	}
 	*q.tx.Slot(0) = shm.TxDesc{Buf: buf, Len: uint32(n)}
 	q.tx.Advance(1)
 	return true, nil
@@ -577,9 +584,24 @@ func (q *Queue) put(head, body []byte, busy *error) (bool, error) {
 // endSend publishes the frames put, rings vnicd's doorbell and reports
 // the send's allocator error, if any.
 func (q *Queue) endSend(busy error) error {
+	q.publish()
+	return q.endOp(busy)
+}
+
+// ntMin is the shortest frame put writes with non-temporal stores
+// (ntcopy): a longer one spans enough lines that owning each before the
+// write, across CPUs, costs more than the fence before publication.
+const ntMin = 512
+
+// publish publishes the TX descriptors written, after the frames' stores
+// (ntcopy's need a fence), and rings vnicd's doorbell.
+func (q *Queue) publish() {
+	if q.ntPending {
+		ntcopy.Fence()
+		q.ntPending = false
+	}
 	q.tx.Publish()
 	q.doorbell()
-	return q.endOp(busy)
 }
 
 // doorbell tells a sleeping vnicd that the TX ring has descriptors. The
