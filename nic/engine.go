@@ -12,6 +12,7 @@ import (
 	"github.com/vnic/vnic/bx"
 	"github.com/vnic/vnic/counters"
 	"github.com/vnic/vnic/internal/conserve"
+	"github.com/vnic/vnic/internal/ntcopy"
 	"github.com/vnic/vnic/ring"
 	"github.com/vnic/vnic/rss"
 	"github.com/vnic/vnic/shm"
@@ -34,6 +35,9 @@ type Engine struct {
 	one    [1]int // ShRing candidate list
 	batch  uint64
 	pf     ring.Prefetch // the next batch's shared lines (finish)
+	// ntPending: dma wrote a frame with non-temporal stores, which post
+	// fences before it publishes a Bx entry.
+	ntPending bool
 	// foldSet: Config.FoldEvery was given; Run keeps it (else Run folds
 	// every RunFoldEvery batches).
 	foldSet bool
@@ -393,7 +397,7 @@ func (e *Engine) steer(frames [][]byte, inline bool) int {
 		qs := &ten.qs[q]
 		if ten.inline && err == nil && qs.axUsed && qs.bxUsed && qs.bx.RoomSpare() && inline {
 			if buf, idx, ok := qs.ax.TakeKnown(); ok {
-				n := copyFrame(ten.buffer(buf), f) // TakeKnown checked buf < BufCount
+				n := e.dma(ten.buffer(buf), f) // TakeKnown checked buf < BufCount
 				flags := uint16(0)
 				if n < len(f) {
 					flags = bx.FlagTruncated
@@ -453,7 +457,7 @@ func (e *Engine) deliver(f []byte, ten *Tenant, err error, hash uint32, q int, n
 	}
 
 	// 5. Copy the frame into the buffer (the emulated DMA).
-	n := copyFrame(ten.buffer(buf), f) // take checked buf < BufCount
+	n := e.dma(ten.buffer(buf), f) // take checked buf < BufCount
 	if n < len(f) {
 		flags |= bx.FlagTruncated
 		d[counters.Truncated]++
@@ -662,6 +666,10 @@ func (e *Engine) finish(full bool) {
 // per tenant that uses wake-ups): every ring with staged entries if all,
 // else those with the tenant's postMin entries or waiting maxDefer batches.
 func (e *Engine) post(all bool) {
+	if e.ntPending {
+		ntcopy.Fence() // the frames before the entries that name them
+		e.ntPending = false
+	}
 	for _, ten := range e.dirty {
 		if len(ten.bxList) == 0 {
 			continue
@@ -793,6 +801,23 @@ func (e *Engine) gauge(ten *Tenant, q int) {
 	ten.blocks[q].Set(counters.BxOccupancy, uint64(occ))
 	ten.blocks[q].Max(counters.BxHighWater, uint64(occ))
 	e.gaugeExtra(ten, q, occ)
+}
+
+// ntMin is the shortest frame dma writes with non-temporal stores: the
+// buffer's lines were read last by the tenant's core on another CPU, and
+// a long frame would wait for the ownership of each, as a copy through
+// the cache; a NIC's DMA does not fill its own cache either.
+const ntMin = 512
+
+// dma copies a received frame into a tenant's buffer, as copy does: the
+// emulated DMA. A frame of ntMin bytes or more is written around the
+// cache (ntcopy), and post fences before it publishes the Bx entries.
+func (e *Engine) dma(dst, src []byte) int {
+	if len(src) >= ntMin && len(src) <= len(dst) && ntcopy.Frame(dst, nil, src) {
+		e.ntPending = true
+		return len(src)
+	}
+	return copyFrame(dst, src)
 }
 
 // copyFrame copies a frame into a buffer, like copy: frames of 32 to 64
