@@ -175,6 +175,18 @@ type Config struct {
 	HotAcks bool
 	// RecvBatch is the most messages one Recv returns (default 64).
 	RecvBatch int
+	// Preallocate allocates, when a peer connects, the memory its
+	// traffic can grow into, and faults it in: for each worker, the
+	// datagrams a full send window keeps for retransmission (Flows ×
+	// the unacknowledged bound, 4 × the peer's BuffersPerFlow, of
+	// MaxPayload each) and receive buffers of the largest message size
+	// for every buffer the peer's flows may fill (Flows ×
+	// BuffersPerFlow). With the defaults that is about 2.9 MB and 0.7
+	// MB per peer and worker. Without it the pools grow on the data
+	// path, one first touch of a page at a time, up to the same bound;
+	// with it no send or receive touches a new page, as in a
+	// preallocated DPDK mempool.
+	Preallocate bool
 
 	// ClusterKey, if set, turns on the authenticated mode (see the
 	// package documentation, "Trust model"). Every node needs the same

@@ -56,6 +56,22 @@ func (bp *bufPool) get(n int) []byte {
 	return make([]byte, 0, min(CreditUnit<<c, bp.maxPayload))
 }
 
+// prefill adds n free buffers of the largest size class, in one
+// allocation, faulted in, as far as limit allows (Config.Preallocate).
+func (bp *bufPool) prefill(n, limit int) {
+	c := sizeClass(bp.maxPayload)
+	size := min(CreditUnit<<c, bp.maxPayload)
+	n = min(n, (limit-bp.bytes)/size)
+	if n <= 0 {
+		return
+	}
+	mem := faultIn(make([]byte, n*size))
+	for i := range n {
+		bp.free[c] = append(bp.free[c], mem[i*size:i*size:(i+1)*size])
+	}
+	bp.bytes += n * size
+}
+
 // put takes back a buffer get returned, unless the free buffers would
 // then hold more than limit bytes.
 func (bp *bufPool) put(b []byte, limit int) {

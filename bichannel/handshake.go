@@ -450,6 +450,9 @@ func (e *Endpoint) newPeer(conn net.Conn, br *bufio.Reader, h *hello) (*peer, er
 		for f := range ss.flows {
 			ss.flows[f] = sflow{credits: ss.credits, ring: make([]int32, h.window)}
 		}
+		if e.cfg.Preallocate {
+			ss.prealloc(int(ss.ahead)*e.cfg.Flows, HeaderLen+p.maxPayload)
+		}
 		p.send[w] = ss
 		p.rx[w] = make([]rflow, h.flows)
 		for f := range p.rx[w] {
@@ -511,5 +514,13 @@ func (e *Endpoint) publish(p *peer) error {
 	m[p.id] = p
 	e.peerMap.Store(&m)
 	e.freeLimit.Store(int64(2 * len(m) * e.cfg.Flows * e.cfg.BuffersPerFlow * e.cfg.MaxPayload))
+	if e.cfg.Preallocate {
+		limit := int(e.freeLimit.Load())
+		for _, wk := range e.workers {
+			wk.mu.Lock()
+			wk.pool.prefill(p.remote.flows*e.cfg.BuffersPerFlow, limit)
+			wk.mu.Unlock()
+		}
+	}
 	return nil
 }

@@ -380,6 +380,35 @@ func (ss *sendState) grow() int32 {
 	return int32(base)
 }
 
+// prealloc gives the send state n free slab entries and n free kept
+// datagrams of size bytes, in one allocation each, faulted in
+// (Config.Preallocate).
+func (ss *sendState) prealloc(n, size int) {
+	base := len(ss.slab)
+	ss.slab = append(ss.slab, make([]pend, n)...)
+	for i := n - 1; i >= 0; i-- {
+		ss.free = append(ss.free, int32(base+i))
+	}
+	mem := faultIn(make([]byte, n*size))
+	base = len(ss.kept)
+	for i := range n {
+		ss.kept = append(ss.kept, keptDg{b: mem[i*size : i*size : (i+1)*size]})
+	}
+	for i := n - 1; i >= 0; i-- {
+		ss.keptFree = append(ss.keptFree, int32(base+i))
+	}
+}
+
+// faultIn writes to every page of b, so that its first touches are paid
+// now, not on the data path (a large allocation comes from the system
+// untouched), and returns b.
+func faultIn(b []byte) []byte {
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 0
+	}
+	return b
+}
+
 // keptChunk is how many kept datagrams are allocated at once.
 const keptChunk = 16
 

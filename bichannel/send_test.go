@@ -94,3 +94,75 @@ func TestStallLeavesNoWatch(t *testing.T) {
 		t.Error("a wake-up is still registered on the stalled Send's context")
 	}
 }
+
+// Config.Preallocate gives each worker's send state, when a peer
+// connects, free slab entries and kept datagrams for a full window of
+// unacknowledged messages on every flow, and its receive pool a buffer
+// of the largest size for each buffer the peer's flows may fill; traffic
+// of several windows then grows neither. Without it both start empty.
+func TestPreallocate(t *testing.T) {
+	for _, pre := range []bool{false, true} {
+		cfg := testConfig()
+		cfg.Preallocate = pre
+		eps, _ := lossyCluster(t, 2, cfg, lossytest.Config{})
+		a, b := eps[0], eps[1]
+		p := a.peers()[1]
+		want := 0
+		if pre {
+			want = int(p.send[0].ahead) * cfg.Flows
+		}
+		for w := range cfg.Workers {
+			ss := p.send[w]
+			ss.mu.Lock()
+			k, kf, sl, sf := len(ss.kept), len(ss.keptFree), len(ss.slab), len(ss.free)
+			ss.mu.Unlock()
+			if k != want || kf != want || sl != want || sf != want {
+				t.Fatalf("Preallocate %v, worker %d: %d kept datagrams (%d free), %d slab entries (%d free); want %d of each", pre, w, k, kf, sl, sf, want)
+			}
+			wk := b.workers[w]
+			wk.mu.Lock()
+			bytes := wk.pool.bytes
+			wk.mu.Unlock()
+			if wantBytes := cfg.Flows * cfg.BuffersPerFlow * cfg.MaxPayload; pre && bytes != wantBytes || !pre && bytes != 0 {
+				t.Fatalf("Preallocate %v, worker %d: the receive pool holds %d bytes", pre, w, bytes)
+			}
+		}
+		if !pre {
+			continue
+		}
+		// Several windows of full-size messages, received as they come.
+		const n = 4000
+		done := make(chan error, 1)
+		go func() {
+			got := 0
+			var ms []Message
+			for got < n {
+				var err error
+				ms, err = b.RecvWait(context.Background(), 0, ms[:0])
+				if err != nil {
+					done <- err
+					return
+				}
+				got += len(ms)
+			}
+			done <- nil
+		}()
+		msg := make([]byte, cfg.MaxPayload)
+		for i := range n {
+			msg[0] = byte(i)
+			if err := a.Send(1, 0, msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		ss := p.send[0]
+		ss.mu.Lock()
+		k, sl := len(ss.kept), len(ss.slab)
+		ss.mu.Unlock()
+		if k != want || sl != want {
+			t.Fatalf("after %d messages: %d kept datagrams and %d slab entries; the preallocated %d grew", n, k, sl, want)
+		}
+	}
+}

@@ -65,7 +65,8 @@ type shardSnap struct {
 
 // biTemplate is the bi-channel configuration of every step.
 func biTemplate() bichannel.Config {
-	return bichannel.Config{Flows: 2, BuffersPerFlow: 256, RetransmitTimeout: 5 * time.Millisecond, AckDelay: time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	return bichannel.Config{Flows: 2, BuffersPerFlow: 256, RetransmitTimeout: 5 * time.Millisecond, AckDelay: time.Millisecond, HeartbeatTimeout: 10 * time.Second,
+		Preallocate: true} // as a database preallocates its pools: no first touch on the data path
 }
 
 // peersOf is who node i talks to: the primary to every secondary,

@@ -250,7 +250,8 @@ func measure(ctx context.Context, o options, places []Place, fast bichannel.Fast
 		nicPids = append(slices.Clone(nicPids), fab.Pid)
 	}
 	cfg := ClusterConfig{Workers: o.workers, Seed: 1, MaxMsg: o.msg, ClusterConfig: casestudy.ClusterConfig{Places: places, Transport: tr, Fast: fast,
-		Bi: bichannel.Config{Flows: o.flows, BuffersPerFlow: o.buffers, Window: max(1024, 2*o.buffers), RetransmitTimeout: o.rto, AckDelay: min(time.Millisecond, o.rto/4), HeartbeatTimeout: 10 * time.Second}}}
+		Bi: bichannel.Config{Flows: o.flows, BuffersPerFlow: o.buffers, Window: max(1024, 2*o.buffers), RetransmitTimeout: o.rto, AckDelay: min(time.Millisecond, o.rto/4), HeartbeatTimeout: 10 * time.Second,
+			Preallocate: true}}} // as a database preallocates its pools: no first touch on the data path
 	var (
 		c       *Cluster
 		pc      *procCluster

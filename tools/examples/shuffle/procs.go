@@ -44,16 +44,17 @@ type hostSpec struct {
 type biParams struct {
 	Flows, BuffersPerFlow, Window                 int
 	RetransmitTimeout, AckDelay, HeartbeatTimeout time.Duration
+	Preallocate                                   bool
 }
 
 func (b biParams) config() bichannel.Config {
 	return bichannel.Config{Flows: b.Flows, BuffersPerFlow: b.BuffersPerFlow, Window: b.Window, RetransmitTimeout: b.RetransmitTimeout,
-		AckDelay: b.AckDelay, HeartbeatTimeout: b.HeartbeatTimeout}
+		AckDelay: b.AckDelay, HeartbeatTimeout: b.HeartbeatTimeout, Preallocate: b.Preallocate}
 }
 
 func paramsOf(c bichannel.Config) biParams {
 	return biParams{Flows: c.Flows, BuffersPerFlow: c.BuffersPerFlow, Window: c.Window, RetransmitTimeout: c.RetransmitTimeout,
-		AckDelay: c.AckDelay, HeartbeatTimeout: c.HeartbeatTimeout}
+		AckDelay: c.AckDelay, HeartbeatTimeout: c.HeartbeatTimeout, Preallocate: c.Preallocate}
 }
 
 // toHost is a message to a host's process: the hosts' addresses first,
