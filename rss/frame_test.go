@@ -324,3 +324,22 @@ func TestAppendUDPHeaderAgrees(t *testing.T) {
 		t.Errorf("%v allocations per IPv6 header into a buffer with room", allocs)
 	}
 }
+
+// A UDP4Header template appends, for every payload length, the headers
+// AppendUDP4Header builds without the sum, and allocates nothing.
+func TestUDP4HeaderTemplate(t *testing.T) {
+	a, b := [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}
+	src, dst := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.19.255.254")
+	h := NewUDP4Header(a, b, src, dst, 40000, 9000)
+	payload := make([]byte, MaxUDP4Payload)
+	for _, n := range append(rangeInts(1501), 8932, MaxUDP4Payload) {
+		want := AppendUDP4Header(nil, a, b, src, dst, 40000, 9000, payload[:n], false)
+		if got := h.Append([]byte{7}, n); !bytes.Equal(got[1:], want) || got[0] != 7 {
+			t.Fatalf("%d-byte payload: the template's headers differ", n)
+		}
+	}
+	buf := make([]byte, 0, 64)
+	if allocs := testing.AllocsPerRun(100, func() { buf = h.Append(buf[:0], 1400) }); allocs != 0 {
+		t.Errorf("%v allocations per header into a buffer with room", allocs)
+	}
+}

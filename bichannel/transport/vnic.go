@@ -75,6 +75,9 @@ type vnicRoute struct {
 	dst    netip.Addr
 	flows  [][]rss.PortPair
 	sends  []vnicSend // per worker: the frames being built (a batch of one for Send)
+	// hdrs[w][f] is flow f of worker w's header template, for IPv4
+	// frames without a UDP checksum (nil otherwise).
+	hdrs [][]*rss.UDP4Header
 }
 
 // vnicSend is what a worker's send builds: each frame's headers, one
@@ -258,6 +261,15 @@ func (v *VNIC) Connect(peer int, remote Info, flows [][]rss.PortPair) error {
 	if remote.Addr.Is4() != v.info.Addr.Is4() {
 		return fmt.Errorf("bichannel: vnic: peer address %v and ours %v differ in family", remote.Addr, v.info.Addr)
 	}
+	if v.noSum && v.info.Addr.Is4() {
+		r.hdrs = make([][]*rss.UDP4Header, len(flows))
+		for w, fs := range flows {
+			r.hdrs[w] = make([]*rss.UDP4Header, len(fs))
+			for f, pp := range fs {
+				r.hdrs[w][f] = rss.NewUDP4Header(v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort)
+			}
+		}
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	old := *v.routes.Load()
@@ -316,9 +328,15 @@ func (v *VNIC) SendBatch(peer, worker, flow int, dgs [][]byte) (int, error) {
 		bs.frames = make([]client.Gather, len(dgs))
 	}
 	hdrs, frames := bs.hdrs[:0], bs.frames[:len(dgs)]
+	var tmpl *rss.UDP4Header
+	if r.hdrs != nil {
+		tmpl = r.hdrs[worker][flow]
+	}
 	for i, b := range dgs {
 		off := len(hdrs)
-		if v.info.Addr.Is4() {
+		if tmpl != nil {
+			hdrs = tmpl.Append(hdrs, len(b))
+		} else if v.info.Addr.Is4() {
 			hdrs = rss.AppendUDP4Header(hdrs, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, b, !v.noSum)
 		} else {
 			hdrs = rss.AppendUDP6Header(hdrs, v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort, b)
