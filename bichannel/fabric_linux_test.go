@@ -105,3 +105,53 @@ func TestFabricHostNeedsIPv4(t *testing.T) {
 		t.Fatalf("a fabric host on an IPv6 address: %v, want an error asking for IPv4", err)
 	}
 }
+
+// On the fabric, as over kernel UDP, a round trip allocates nothing once
+// warm (TestRoundTripDoesNotAllocate): Send, the fast path both ways,
+// RecvWait with a context that can end, and the sleeps between messages,
+// which the queue's Waker ends without a context per sleep. The vnicd in
+// this process runs its engine all the while: its allocations count too.
+func TestFabricRoundTripDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not exact under -race")
+	}
+	sock, _ := startFabricDaemon(t)
+	cfg := Config{Workers: 1, HeartbeatTimeout: 10 * time.Second}
+	eps := fabricCluster(t, sock, 2, cfg)
+	a, z := eps[0], eps[1]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	msg := make([]byte, 64)
+	var am, zm []Message
+	roundTrip := func() {
+		if err := a.SendContext(ctx, 1, 0, msg); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if zm, err = z.RecvWait(ctx, 0, zm[:0]); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range zm {
+			if err := z.SendContext(ctx, 0, 0, m.Data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for n := 0; n < len(zm); {
+			if am, err = a.RecvWait(ctx, 0, am[:0]); err != nil {
+				t.Fatal(err)
+			}
+			n += len(am)
+		}
+	}
+	for range 2000 {
+		roundTrip()
+	}
+	sleeps := func() uint64 {
+		return a.fp.(transport.Counter).FastStats().Sleeps + z.fp.(transport.Counter).FastStats().Sleeps
+	}
+	before := sleeps()
+	if n := testing.AllocsPerRun(2000, roundTrip); n >= 0.5 {
+		t.Errorf("%.2f allocations per round trip on the fabric, want 0", n)
+	}
+	t.Logf("%d sleeps in the measured round trips", sleeps()-before)
+}

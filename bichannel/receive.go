@@ -459,6 +459,11 @@ type pollState struct {
 	watchMu   sync.Mutex
 	watchDone <-chan struct{} // the Done channel of the context watched
 	stopWatch func() bool     // its context.AfterFunc registration
+	// waitCtx is that context without its cancellation, for the fast
+	// path's Wait: the registration Wakes the Wait when the context ends,
+	// and a Wait given a context it could end would register on it at
+	// every sleep, an allocation each time.
+	waitCtx context.Context
 }
 
 // pollFast takes whatever arrived on worker w's fast-path queue into its
@@ -503,7 +508,7 @@ func (e *Endpoint) fastFailed(w int, ps *pollState, err error) {
 func (e *Endpoint) recvWaitPoll(ctx context.Context, w int, dst []Message) ([]Message, error) {
 	wk := e.workers[w]
 	ps := &wk.poll
-	e.watch(ctx, w, ps)
+	wctx := e.watch(ctx, w, ps)
 	for {
 		before := len(dst)
 		var err error
@@ -529,7 +534,7 @@ func (e *Endpoint) recvWaitPoll(ctx context.Context, w int, dst []Message) ([]Me
 		// true afterwards sees it and Wakes the Wait.
 		ps.waiting.Store(true)
 		if ctx.Err() == nil && e.downErr() == nil && !e.isClosing() && e.inboxEmpty(wk) {
-			if err := e.poller.Wait(ctx, w); err != nil && ctx.Err() == nil {
+			if err := e.poller.Wait(wctx, w); err != nil && ctx.Err() == nil {
 				e.fastFailed(w, ps, err)
 			}
 		}
@@ -548,10 +553,10 @@ func (e *Endpoint) inboxEmpty(wk *worker) bool {
 // watch arranges for worker w's Wait to be woken when ctx ends. The
 // registration is kept while the same context comes back, so a loop
 // calling RecvWait with one context allocates nothing.
-func (e *Endpoint) watch(ctx context.Context, w int, ps *pollState) {
+func (e *Endpoint) watch(ctx context.Context, w int, ps *pollState) context.Context {
 	done := ctx.Done()
 	if done == nil {
-		return
+		return ctx
 	}
 	ps.watchMu.Lock()
 	if ps.watchDone != done {
@@ -564,8 +569,11 @@ func (e *Endpoint) watch(ctx context.Context, w int, ps *pollState) {
 				e.poller.Wake(w)
 			}
 		})
+		ps.waitCtx = context.WithoutCancel(ctx)
 	}
+	wctx := ps.waitCtx
 	ps.watchMu.Unlock()
+	return wctx
 }
 
 // unwatch drops worker w's registration on ctx (watch), if it has one,
@@ -577,7 +585,7 @@ func (e *Endpoint) unwatch(w int, ctx context.Context) {
 	ps.watchMu.Lock()
 	if ps.watchDone == done && ps.stopWatch != nil {
 		ps.stopWatch()
-		ps.stopWatch, ps.watchDone = nil, nil
+		ps.stopWatch, ps.watchDone, ps.waitCtx = nil, nil, nil
 	}
 	ps.watchMu.Unlock()
 }

@@ -187,12 +187,12 @@ func (e *Endpoint) waitCredits(ctx context.Context, p *peer, ss *sendState, w in
 	if ss.hasCredit() {
 		return true
 	}
-	e.watch(ctx, w, ps)
+	wctx := e.watch(ctx, w, ps)
 	// Set waiting before the last checks: whoever changes one afterwards
 	// sees it and Wakes the Wait.
 	ps.waiting.Store(true)
 	if ctx.Err() == nil && !e.isClosing() && !p.down.Load() && !ss.hasCredit() {
-		if err := e.poller.Wait(ctx, w); err != nil && ctx.Err() == nil {
+		if err := e.poller.Wait(wctx, w); err != nil && ctx.Err() == nil {
 			e.fastFailed(w, ps, err)
 		}
 	}

@@ -59,7 +59,10 @@ type fakeQueue struct {
 	busy  atomic.Int32 // detects concurrent use of a single-owner queue
 	races atomic.Int64
 	sent  atomic.Int64 // frames sent on this queue
+	waker *client.Waker
 }
+
+func (q *fakeQueue) Waker() *client.Waker { return q.waker }
 
 // attach makes a tenant with a scrambled RSS table.
 func (w *fakeWire) attach(t *testing.T, ip netip.Addr, queues int, lo, hi uint16, seed uint64) *fakeTenant {
@@ -88,7 +91,14 @@ func (w *fakeWire) attach(t *testing.T, ip netip.Addr, queues int, lo, hi uint16
 	}
 	ft.cfg = rss.Config{Profile: p, RETA: rt} // as the fast path reads ft.info
 	for q := range queues {
-		ft.queues = append(ft.queues, &fakeQueue{t: ft, id: q, ready: make(chan struct{}, 1)})
+		fq := &fakeQueue{t: ft, id: q, ready: make(chan struct{}, 1)}
+		fq.waker = client.NewWaker(func() {
+			select {
+			case fq.ready <- struct{}{}:
+			default:
+			}
+		})
+		ft.queues = append(ft.queues, fq)
 	}
 	w.mu.Lock()
 	w.tenants[ip] = ft
@@ -181,6 +191,9 @@ func (q *fakeQueue) Wait(ctx context.Context) error {
 		}
 		if q.t.closed.Load() {
 			return client.ErrDaemonGone
+		}
+		if q.waker.Fired() {
+			return nil
 		}
 		select {
 		case <-q.ready:

@@ -56,6 +56,9 @@ func (q *Queue) napWait(ctx context.Context) (ready bool, err error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
+		if q.waker.Fired() {
+			return true, nil // Wait returns: poll again
+		}
 		if !first && time.Now().After(deadline) {
 			return false, nil
 		}

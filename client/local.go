@@ -115,6 +115,7 @@ func Local(r *shm.Region, o Options) (*Tenant, error) {
 	for i := range t.queues {
 		q := &Queue{id: i, model: g.Model, r: r, cache: a.Core(i), cnt: r.Counters(shm.ClientBlock, i), closed: &t.closed,
 			check: o.Checker, batch: o.Batch, ids: make([]uint32, 0, max(o.Batch, 64))}
+		q.waker.q = q
 		if q.bx, err = bx.NewCore(r.BxMem(i), int(g.BxSize)); err != nil {
 			return nil, fmt.Errorf("client: Bx ring %d: %w", i, err)
 		}

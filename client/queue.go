@@ -93,6 +93,7 @@ type Queue struct {
 	engSleep *uint32 // vnicd's word: 1 while it sleeps and wants doorbells
 	gen      uint32  // last sleep generation
 	wst      WaitStats
+	waker    Waker         // Waker: ends Wait without a context
 	poll     time.Duration // the current safety-net bound of Wait's sleep (0: waitPoll)
 	local    [counters.NumIDs]uint64
 	touched  uint64 // bit i: local[i] is not zero (count)
@@ -753,7 +754,8 @@ func (q *Queue) starved() bool {
 // sleep, so an idle application uses no CPU and no wake-up is lost. Before it sleeps, and on
 // every turn, it pays owed Ax refills and reaps TX completions; if the
 // refills cannot be paid and the ring is empty it returns ErrStarved
-// instead of sleeping.
+// instead of sleeping. The queue's armed Waker ends it too, with nil:
+// without a context to cancel, a wake-up allocates nothing.
 func (q *Queue) Wait(ctx context.Context) error {
 	if !q.enter() {
 		return ErrClosed
@@ -790,6 +792,9 @@ func (q *Queue) Wait(ctx context.Context) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			if q.waker.Fired() {
+				return nil
+			}
 			if time.Now().After(deadline) {
 				break
 			}
@@ -803,6 +808,9 @@ func (q *Queue) Wait(ctx context.Context) error {
 			}
 			if err := ctx.Err(); err != nil {
 				return err
+			}
+			if q.waker.Fired() {
+				return nil
 			}
 			q.service()
 			time.Sleep(20 * time.Microsecond)
@@ -853,6 +861,11 @@ func (q *Queue) Wait(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if q.waker.Fired() {
+			// After the signal word's load and the ring's look, as the
+			// context's check: a Wake after this kicks the sleep below.
+			return nil
+		}
 		q.poll = nextPoll(q.poll, q.debt > 0 || len(q.stash) > 0 || q.sh != nil, timedOut)
 		timeout := q.poll
 		if dl, ok := ctx.Deadline(); ok {
@@ -902,6 +915,9 @@ func (q *Queue) sleepIRQ(ctx context.Context, timeout time.Duration) (woken bool
 	}
 	if err := ctx.Err(); err != nil {
 		return false, err
+	}
+	if q.waker.Fired() {
+		return false, nil // after the deadline's set: Wait returns
 	}
 	q.irqN, q.irqErr, q.irqParked = 0, nil, false
 	err = q.irqConn.Read(q.irqFn)

@@ -63,11 +63,9 @@ type vnicQ struct {
 	drop []client.Packet // scratch: frames that are not ours
 	pf   ring.Prefetch   // scratch: the lines Poll is about to read; guarded by mu
 
-	spin      time.Duration      // Wait's spin now, adapted (see adapt); only Wait touches it
-	woken     atomic.Bool        // Wake came: the current or next Wait returns
-	txWaiting atomic.Int32       // senders waiting for mu (tx shares q)
-	cmu       sync.Mutex         // guards cancel
-	cancel    context.CancelFunc // ends the context of a Wait asleep in Queue.Wait
+	spin      time.Duration // Wait's spin now, adapted (see adapt); only Wait touches it
+	woken     atomic.Bool   // Wake came: the current or next Wait returns
+	txWaiting atomic.Int32  // senders waiting for mu (tx shares q)
 }
 
 type vnicRoute struct {
@@ -548,14 +546,12 @@ func (v *VNIC) Wait(ctx context.Context, worker int) error {
 	}
 	v.sleeps.Add(1)
 	slept := time.Now()
-	// Sleep. The context is Wake's way in: Wake cancels it, and
-	// Queue.Wait watches its context (it wakes its poll when the context
-	// ends). The allocation is on the way to sleep only.
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	vq.cmu.Lock()
-	vq.cancel = cancel
-	vq.cmu.Unlock()
+	// Sleep. The queue's Waker is Wake's way in: armed before the last
+	// checks, so that a Wake or a sender (lockTx) after them ends the
+	// sleep, and without a context per sleep, whose cancellation would
+	// allocate on every one.
+	wk := vq.q.Waker()
+	wk.Arm()
 	var err error
 	if !vq.woken.Load() && !v.closed.Load() {
 		// Queue.Wait services the queue (refills, TX completions): it owns
@@ -563,14 +559,15 @@ func (v *VNIC) Wait(ctx context.Context, worker int) error {
 		// interrupts it (lockTx).
 		vq.mu.Lock()
 		if vq.txWaiting.Load() == 0 { // else a sender waits for the queue: let it in
-			err = vq.q.Wait(sctx)
+			err = vq.q.Wait(ctx)
 		}
 		vq.mu.Unlock()
 	}
-	vq.cmu.Lock()
-	vq.cancel = nil
-	vq.cmu.Unlock()
+	fired := wk.Fired()
+	wk.Disarm()
 	switch {
+	case err == nil && fired:
+		return nil // a Wake, or a sender that needed the queue: poll again
 	case err == nil:
 		if time.Since(slept) < v.cfg.Spin {
 			vq.adapt(v.cfg.Spin, true) // a spin would have caught it
@@ -580,8 +577,6 @@ func (v *VNIC) Wait(ctx context.Context, worker int) error {
 		return ErrClosed
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case sctx.Err() != nil:
-		return nil // a Wake, or a sender that needed the queue: poll again
 	case !errors.Is(err, client.ErrDaemonGone):
 		// A passing condition (a queue starved of buffers while packets
 		// are in flight, say): nap, and let the caller poll again.
@@ -616,14 +611,10 @@ func (v *VNIC) lockTx(vq *vnicQ) {
 		return
 	}
 	// Announce the wait, then end a sleep already under way: a Wait about
-	// to sleep looks at txWaiting after it published its cancel, so one of
-	// the two sees the other.
+	// to sleep looks at txWaiting after it armed its Waker, so one of the
+	// two sees the other.
 	vq.txWaiting.Add(1)
-	vq.cmu.Lock()
-	if vq.cancel != nil {
-		vq.cancel()
-	}
-	vq.cmu.Unlock()
+	vq.q.Waker().Wake()
 	vq.mu.Lock()
 	vq.txWaiting.Add(-1)
 }
@@ -632,13 +623,7 @@ func (v *VNIC) lockTx(vq *vnicQ) {
 func (v *VNIC) Wake(worker int) {
 	vq := v.qs[worker]
 	vq.woken.Store(true)
-	vq.cmu.Lock()
-	cancel := vq.cancel
-	vq.cmu.Unlock()
-	if cancel == nil {
-		return // not asleep: the flag is enough
-	}
-	cancel() // Queue.Wait watches its context (and wakes its poll when it ends)
+	vq.q.Waker().Wake() // ends the sleep under way; does nothing when none is
 }
 
 // Recv implements Path: Poll, and Wait while nothing arrived.

@@ -51,7 +51,10 @@ type stallQueue struct {
 	polls, stallAt, waits int
 	pending               int // TxPending's answer
 	stall                 time.Duration
+	waker                 client.Waker
 }
+
+func (q *stallQueue) Waker() *client.Waker { return &q.waker }
 
 func (q *stallQueue) Recv(dst []client.Packet) []client.Packet {
 	if q.polls++; q.polls == q.stallAt {
@@ -186,7 +189,10 @@ func TestVNICWaitOwnCPUSpinsFull(t *testing.T) {
 type stillQueue struct {
 	frames [][]byte
 	bufs   [][]byte
+	waker  client.Waker
 }
+
+func (q *stillQueue) Waker() *client.Waker { return &q.waker }
 
 func (q *stillQueue) Recv(dst []client.Packet) []client.Packet {
 	for _, f := range q.frames {

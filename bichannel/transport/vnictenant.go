@@ -14,7 +14,8 @@ type VNICQueue interface {
 	Send(frames [][]byte) (int, error)
 	SendGather(frames []client.Gather) (int, error)
 	Wait(ctx context.Context) error
-	TxPending() int // frames posted on the TX ring that vnicd has not completed
+	Waker() *client.Waker // ends Wait without a context (client.Waker)
+	TxPending() int       // frames posted on the TX ring that vnicd has not completed
 }
 
 // VNICTenant is what VNIC uses of a *client.Tenant.

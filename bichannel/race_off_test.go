@@ -1,0 +1,5 @@
+//go:build !race
+
+package bichannel
+
+const raceEnabled = false
