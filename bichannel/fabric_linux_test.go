@@ -121,28 +121,7 @@ func TestFabricRoundTripDoesNotAllocate(t *testing.T) {
 	a, z := eps[0], eps[1]
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	msg := make([]byte, 64)
-	var am, zm []Message
-	roundTrip := func() {
-		if err := a.SendContext(ctx, 1, 0, msg); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		if zm, err = z.RecvWait(ctx, 0, zm[:0]); err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range zm {
-			if err := z.SendContext(ctx, 0, 0, m.Data); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for n := 0; n < len(zm); {
-			if am, err = a.RecvWait(ctx, 0, am[:0]); err != nil {
-				t.Fatal(err)
-			}
-			n += len(am)
-		}
-	}
+	roundTrip := echoRoundTrip(t, ctx, a, z)
 	for range 2000 {
 		roundTrip()
 	}

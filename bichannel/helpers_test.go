@@ -413,3 +413,31 @@ func creditsHome(eps []*Endpoint) error {
 	}
 	return nil
 }
+
+// echoRoundTrip returns one round trip between nodes 0 (a) and 1 (z),
+// worker 0: a sends a 64-byte message, z receives and echoes what came,
+// a receives the echoes. Node ids are the endpoints' indices.
+func echoRoundTrip(t testing.TB, ctx context.Context, a, z *Endpoint) func() {
+	msg := make([]byte, 64)
+	var am, zm []Message
+	return func() {
+		if err := a.SendContext(ctx, 1, 0, msg); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if zm, err = z.RecvWait(ctx, 0, zm[:0]); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range zm {
+			if err := z.SendContext(ctx, 0, 0, m.Data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for n := 0; n < len(zm); {
+			if am, err = a.RecvWait(ctx, 0, am[:0]); err != nil {
+				t.Fatal(err)
+			}
+			n += len(am)
+		}
+	}
+}

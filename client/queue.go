@@ -476,25 +476,7 @@ var ErrTooBig = errors.New("client: frame longer than a buffer")
 // alloc.ErrLockBusy) loses no buffer: completed buffers whose free met the
 // busy lock stay with the queue until its next operation. Once vnicd has
 // gone away it posts nothing and returns ErrDaemonGone.
-func (q *Queue) Send(frames [][]byte) (int, error) {
-	room, busy, err := q.beginSend(len(frames))
-	if err != nil {
-		return 0, err
-	}
-	defer q.g.leave()
-	sent := 0
-	for _, f := range frames[:room] {
-		ok, err := q.put(nil, f, &busy)
-		if err != nil {
-			return sent, err
-		}
-		if !ok {
-			break
-		}
-		sent++
-	}
-	return sent, q.endSend(busy)
-}
+func (q *Queue) Send(frames [][]byte) (int, error) { return sendFrames(q, frames, whole) }
 
 // Gather is one frame to send in two parts, Head then Body, which
 // SendGather writes one after the other into the frame's TX buffer: a
@@ -511,6 +493,14 @@ type Gather struct {
 // a buffer ends the call with ErrTooBig, after the frames before it are
 // posted. It allocates nothing.
 func (q *Queue) SendGather(frames []Gather) (int, error) {
+	return sendFrames(q, frames, gathered)
+}
+
+func whole(f *[]byte) (head, body []byte)    { return nil, *f }
+func gathered(g *Gather) (head, body []byte) { return g.Head, g.Body }
+
+// sendFrames is Send and SendGather: parts gives a frame's two parts.
+func sendFrames[F any](q *Queue, frames []F, parts func(*F) (head, body []byte)) (int, error) {
 	room, busy, err := q.beginSend(len(frames))
 	if err != nil {
 		return 0, err
@@ -518,7 +508,8 @@ func (q *Queue) SendGather(frames []Gather) (int, error) {
 	defer q.g.leave()
 	sent := 0
 	for i := range frames[:room] {
-		ok, err := q.put(frames[i].Head, frames[i].Body, &busy)
+		head, body := parts(&frames[i])
+		ok, err := q.put(head, body, &busy)
 		if err != nil {
 			return sent, err
 		}
