@@ -1,6 +1,10 @@
 package bichannel
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/vnic/vnic/internal/pages"
+)
 
 // CreditUnit is the size of one credit, in bytes of payload. A message of
 // n bytes spends max(1, ⌈n/CreditUnit⌉) of its flow's credits, and a flow
@@ -65,7 +69,8 @@ func (bp *bufPool) prefill(n, limit int) {
 	if n <= 0 {
 		return
 	}
-	mem := faultIn(make([]byte, n*size))
+	mem := make([]byte, n*size)
+	pages.Touch(mem)
 	for i := range n {
 		bp.free[c] = append(bp.free[c], mem[i*size:i*size:(i+1)*size])
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vnic/vnic/bichannel/transport"
+	"github.com/vnic/vnic/internal/pages"
 )
 
 // Send sends msg from worker w to worker w of peer. It blocks while every
@@ -389,7 +390,8 @@ func (ss *sendState) prealloc(n, size int) {
 	for i := n - 1; i >= 0; i-- {
 		ss.free = append(ss.free, int32(base+i))
 	}
-	mem := faultIn(make([]byte, n*size))
+	mem := make([]byte, n*size)
+	pages.Touch(mem)
 	base = len(ss.kept)
 	for i := range n {
 		ss.kept = append(ss.kept, keptDg{b: mem[i*size : i*size : (i+1)*size]})
@@ -397,16 +399,6 @@ func (ss *sendState) prealloc(n, size int) {
 	for i := n - 1; i >= 0; i-- {
 		ss.keptFree = append(ss.keptFree, int32(base+i))
 	}
-}
-
-// faultIn writes to every page of b, so that its first touches are paid
-// now, not on the data path (a large allocation comes from the system
-// untouched), and returns b.
-func faultIn(b []byte) []byte {
-	for i := 0; i < len(b); i += 4096 {
-		b[i] = 0
-	}
-	return b
 }
 
 // keptChunk is how many kept datagrams are allocated at once.

@@ -501,11 +501,14 @@ func gathered(g *Gather) (head, body []byte) { return g.Head, g.Body }
 
 // sendFrames is Send and SendGather: parts gives a frame's two parts.
 func sendFrames[F any](q *Queue, frames []F, parts func(*F) (head, body []byte)) (int, error) {
+	if !q.enter() {
+		return 0, ErrClosed
+	}
+	defer q.g.leave()
 	room, busy, err := q.beginSend(len(frames))
 	if err != nil {
 		return 0, err
 	}
-	defer q.g.leave()
 	sent := 0
 	for i := range frames[:room] {
 		head, body := parts(&frames[i])
@@ -521,25 +524,18 @@ func sendFrames[F any](q *Queue, frames []F, parts func(*F) (head, body []byte))
 	return sent, q.endSend(busy)
 }
 
-// beginSend enters a send of n frames, reaps completions and reserves
-// room on the TX ring; on success the caller leaves the queue's guard and
-// ends with endSend.
+// beginSend starts a send of n frames inside the queue's guard: it reaps
+// completions and reserves room on the TX ring.
 func (q *Queue) beginSend(n int) (room int, busy, err error) {
-	if !q.enter() {
-		return 0, nil, ErrClosed
-	}
 	if err := q.goneErr(); err != nil {
-		q.g.leave()
 		return 0, nil, err
 	}
 	if q.tx == nil {
-		q.g.leave()
 		return 0, nil, errors.New("client: this region has no TX rings")
 	}
 	busy = q.reap()
 	room, err = q.tx.Reserve(n)
 	if err != nil {
-		q.g.leave()
 		return 0, nil, fmt.Errorf("client: TX ring: %w", err)
 	}
 	return room, busy, nil

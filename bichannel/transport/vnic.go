@@ -73,9 +73,9 @@ type vnicRoute struct {
 	dst    netip.Addr
 	flows  [][]rss.PortPair
 	sends  []vnicSend // per worker: the frames being built (a batch of one for Send)
-	// hdrs[w][f] is flow f of worker w's header template, for IPv4
+	// tmpls[w][f] is flow f of worker w's header template, for IPv4
 	// frames without a UDP checksum (nil otherwise).
-	hdrs [][]*rss.UDP4Header
+	tmpls [][]*rss.UDP4Header
 }
 
 // vnicSend is what a worker's send builds: each frame's headers, one
@@ -260,11 +260,11 @@ func (v *VNIC) Connect(peer int, remote Info, flows [][]rss.PortPair) error {
 		return fmt.Errorf("bichannel: vnic: peer address %v and ours %v differ in family", remote.Addr, v.info.Addr)
 	}
 	if v.noSum && v.info.Addr.Is4() {
-		r.hdrs = make([][]*rss.UDP4Header, len(flows))
+		r.tmpls = make([][]*rss.UDP4Header, len(flows))
 		for w, fs := range flows {
-			r.hdrs[w] = make([]*rss.UDP4Header, len(fs))
+			r.tmpls[w] = make([]*rss.UDP4Header, len(fs))
 			for f, pp := range fs {
-				r.hdrs[w][f] = rss.NewUDP4Header(v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort)
+				r.tmpls[w][f] = rss.NewUDP4Header(v.cfg.MAC, r.dstMAC, v.info.Addr, r.dst, pp.SrcPort, pp.DstPort)
 			}
 		}
 	}
@@ -327,8 +327,8 @@ func (v *VNIC) SendBatch(peer, worker, flow int, dgs [][]byte) (int, error) {
 	}
 	hdrs, frames := bs.hdrs[:0], bs.frames[:len(dgs)]
 	var tmpl *rss.UDP4Header
-	if r.hdrs != nil {
-		tmpl = r.hdrs[worker][flow]
+	if r.tmpls != nil {
+		tmpl = r.tmpls[worker][flow]
 	}
 	for i, b := range dgs {
 		off := len(hdrs)

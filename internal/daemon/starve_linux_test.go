@@ -2,14 +2,12 @@ package daemon_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,23 +18,10 @@ import (
 	"github.com/vnic/vnic/internal/testutil"
 )
 
-// syncBuffer is a log sink the daemon's goroutines may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// logLines parses the JSON log lines written to logs so far.
+func logLines(t *testing.T, logs *testutil.SyncBuffer) []map[string]any {
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(s.b.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
 	for sc.Scan() {
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
@@ -51,7 +36,7 @@ func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 // oversized request leave a bounded number of warnings (the burst per
 // interval), and the rest is reported as a count of suppressed lines.
 func TestOversizedRequestsLogBounded(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	const burst, interval = 5, 300 * time.Millisecond
 	td := startDaemon(t, testutil.NewPaced(0, time.Hour, 1), func(c *daemon.Config) {
 		c.Log = zerolog.New(&logs)
@@ -80,7 +65,7 @@ func TestOversizedRequestsLogBounded(t *testing.T) {
 	elapsed := time.Since(start)
 	const msg = "client sent an oversized request; disconnecting it"
 	count := func() (logged int, suppressed uint64) {
-		for _, l := range logs.lines(t) {
+		for _, l := range logLines(t, &logs) {
 			switch {
 			case l["message"] == msg:
 				logged++

@@ -7,7 +7,10 @@
 // works as before.
 package pages
 
-import "strings"
+import (
+	"os"
+	"strings"
+)
 
 // HugeSize is the size of a transparent huge page on x86-64 and arm64
 // with 4 KiB base pages.
@@ -31,4 +34,17 @@ func ShmemAllows(policy string) bool {
 		return true
 	}
 	return false
+}
+
+// Touch writes a zero into every page of b's capacity, so that the
+// first touches of freshly allocated heap memory are paid now and not on
+// a data path. Not Populate: MADV_POPULATE_WRITE on Go heap buffers left
+// the shuffle's hosts spending twice the CPU (kernel TCP 5.6–5.9 against
+// 2.7–2.8 CPU-s per GB, interleaved), as if the pages were faulted again
+// when first written.
+func Touch(b []byte) {
+	b = b[:cap(b)]
+	for i := 0; i < len(b); i += os.Getpagesize() {
+		b[i] = 0
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/vnic/vnic/internal/pages"
 )
 
 // Message kinds. A data message is a kind byte, a tuple count and that
@@ -45,8 +47,8 @@ func NewOutput(c HostConfig, rows int) *Output {
 	for w := range c.Workers {
 		out, local := gatherSizes(c, rows, w)
 		o.Out[w], o.Local[w] = make([]byte, 0, out), make([]byte, 0, local)
-		touch(o.Out[w])
-		touch(o.Local[w])
+		pages.Touch(o.Out[w])
+		pages.Touch(o.Local[w])
 	}
 	return o
 }
@@ -58,17 +60,6 @@ func gatherSizes(c HostConfig, rows, w int) (out, local int) {
 	lo, hi := rows*w/c.Workers, rows*(w+1)/c.Workers
 	est := (hi - lo) * TupleLen / c.Hosts
 	return est*(c.Hosts-1) + est/4 + 4096, est + est/4 + 4096
-}
-
-// touch writes a byte in every page of b's capacity. Not pages.Populate:
-// its MADV_POPULATE_WRITE on these heap buffers left the shuffle's hosts
-// spending twice the CPU (kernel TCP 5.6-5.9 against 2.7-2.8 CPU-s per
-// GB, interleaved), as if the pages were faulted again when gathered into.
-func touch(b []byte) {
-	b = b[:cap(b)]
-	for i := 0; i < len(b); i += 4096 {
-		b[i] = 0
-	}
 }
 
 // HostResult is what one host sent and gathered.
